@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * group.h - sans-IO state machine of one butterfly all-reduce in a group.
+ *
+ * A group of n members (ordered roster, identical on every member) averages
+ * a float vector. The vector is cut into n contiguous shares (sizes
+ * proportional to announced bandwidth, see share.h); member i reduces share
+ * i. Each share is cut into parts of at most part_elems elements, the unit
+ * of transfer.
+ *
+ *   scatter: member i sends part p of share j (its own values) to member j.
+ *   reduce : member j accumulates w_i * x_i for every contribution of part p
+ *            that arrives; once every live member's contribution of part p
+ *            arrived (or the missing ones are declared failed), part p is
+ *            final: acc / sum(w) (or, if that weight sum is zero, the part
+ *            keeps local values everywhere).
+ *   gather : member j sends final part p of share j to every other live
+ *            member, which writes it into its values.
+ *
+ * The machine never does I/O and never reads a clock: the driver feeds it
+ * events (a part arrived, a member failed, time passed) and pulls actions
+ * (next part to send to member d, next wake-up time, done). The caller's
+ * values buffer is read for scatter and written by gather/finalize; after
+ * mp__group_done() returns true the machine no longer touches it.
+ *
+ * Ownership: mp__group_new copies weights/bandwidths; values is borrowed
+ * until mp__group_free. Not thread-safe; one driver thread owns it.
+ */
+#ifndef MP_CORE_GROUP_H
+#define MP_CORE_GROUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moshpit.h"
+
+#define MP_GROUP_MAX 64u
+#define MP_PART_ELEMS_DEFAULT 65536u /* 256 KiB of float32 */
+
+typedef enum { MP_PART_SCATTER = 1, MP_PART_GATHER = 2 } mp_part_kind_t;
+
+typedef struct mp_group mp_group_t;
+
+typedef struct mp_group_cfg {
+    uint64_t round_id;
+    uint32_t n;                 /* members, 1..MP_GROUP_MAX */
+    uint32_t self;              /* this member's index in the roster */
+    const double *weights;      /* n weights, finite and >= 0 */
+    const uint32_t *bandwidths; /* n announced bandwidths (0 treated as 1) */
+    float *values;              /* count values, averaged in place */
+    size_t count;
+    uint32_t part_elems;        /* 0 = MP_PART_ELEMS_DEFAULT */
+    uint64_t now_ms;            /* start time (driver's clock) */
+    uint64_t deadline_ms;       /* hard end of the round */
+    uint32_t peer_timeout_ms;   /* silence after which a member is dropped */
+} mp_group_cfg_t;
+
+/* A part to put on the wire (pulled by the driver). */
+typedef struct mp_send {
+    mp_part_kind_t kind;
+    uint32_t share;       /* share index = reducer's roster index */
+    uint32_t part;        /* part index inside the share */
+    const float *data;    /* count floats; valid until the next call into g */
+    uint32_t count;
+    double wsum;          /* gather: weight sum of the final part */
+} mp_send_t;
+
+/* Result of a finished round (filled by mp__group_result). */
+typedef struct mp_group_result {
+    uint32_t group_size;       /* members whose data counted (incl. self) */
+    uint32_t peers_failed;     /* members this member dropped */
+    double group_weight;       /* sum of weights of members not dropped */
+    double fraction_averaged;  /* elements that received a group result */
+    uint64_t bytes_sent, bytes_received; /* payload bytes (float data) */
+} mp_group_result_t;
+
+/* Result codes of mp__group_on_part for a part that is rejected. */
+typedef enum {
+    MP_PART_OK = 0,
+    MP_PART_DUP,        /* already have it: ignored */
+    MP_PART_BAD_INDEX,  /* share/part/count do not match the layout */
+    MP_PART_NONFINITE,  /* non-finite values: sender dropped from round */
+    MP_PART_FROM_FAILED,/* sender already dropped: ignored */
+    MP_PART_BAD_SENDER  /* sender index out of range or self */
+} mp_part_status_t;
+
+moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out);
+void mp__group_free(mp_group_t *g); /* NULL ok */
+
+/* A part arrived from member `from`. data holds count floats (unaligned
+ * allowed? no: must be float-aligned). A non-finite scatter or gather part
+ * drops the sender from the round (as if it failed). */
+mp_part_status_t mp__group_on_part(mp_group_t *g, uint64_t now_ms,
+                                   uint32_t from, mp_part_kind_t kind,
+                                   uint32_t share, uint32_t part,
+                                   const float *data, uint32_t count,
+                                   double wsum);
+
+/* The driver learned that member m is gone (disconnect, refused, ...). */
+void mp__group_on_member_failed(mp_group_t *g, uint64_t now_ms, uint32_t m);
+
+/* Time passed: applies peer timeouts and the hard deadline. */
+void mp__group_on_tick(mp_group_t *g, uint64_t now_ms);
+
+/* Next part to send to member dest, if one is ready. Returns false when
+ * nothing is ready for dest now. The returned part counts as sent. */
+bool mp__group_next_send(mp_group_t *g, uint32_t dest, mp_send_t *out);
+
+/* Whether any part is ready to be sent to some member. */
+bool mp__group_has_sends(const mp_group_t *g);
+
+/* Earliest time the machine wants an on_tick (UINT64_MAX = none). */
+uint64_t mp__group_next_wakeup(const mp_group_t *g);
+
+/* True once this member has everything it will get. */
+bool mp__group_done(const mp_group_t *g);
+
+/* True if member m is (still) considered alive by this member. */
+bool mp__group_member_alive(const mp_group_t *g, uint32_t m);
+
+void mp__group_result(const mp_group_t *g, mp_group_result_t *out);
+
+#endif

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * share.h - how a vector is partitioned among group members and into parts.
+ * Pure integer math, computed identically by every member.
+ */
+#ifndef MP_CORE_SHARE_H
+#define MP_CORE_SHARE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Splits count elements into n contiguous shares with sizes proportional to
+ * bandwidths[i] (0 is treated as 1), largest-remainder rounding, ties to the
+ * lower index. off[i], len[i] receive share i. Returns 0, or -1 if n == 0.
+ * sum(len) == count and off[i+1] == off[i] + len[i] always hold.
+ */
+int mp__shares(uint32_t n, const uint32_t *bandwidths, size_t count,
+               size_t *off, size_t *len);
+
+/* Parts in a share of len elements with parts of part_elems (ceil). */
+uint32_t mp__parts(size_t len, uint32_t part_elems);
+
+#endif

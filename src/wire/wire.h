@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wire.h - the control-message codec (msgpack) and the data-frame header.
+ *
+ * Pure functions over byte buffers: no I/O, no globals, hard limits on every
+ * length and count. Decoders never trust a field: unknown versions, wrong
+ * types, missing required keys, oversized strings/arrays, non-finite or
+ * negative weights are all rejected with MOSHPIT_EPROTO. Unknown keys are
+ * ignored (forward compatibility). See docs/PROTOCOL.md for the format.
+ */
+#ifndef MP_WIRE_H
+#define MP_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/match.h"
+#include "moshpit.h"
+
+#define MP_WIRE_VERSION 1u
+#define MP_ADDR_MAX 128u       /* bytes incl. NUL of an endpoint string */
+#define MP_PEERS_MAX 64u       /* entries in one PEERS message */
+#define MP_CTRL_MAX 16384u     /* largest control message accepted */
+#define MP_PROOF_BYTES 32u
+
+typedef enum {
+    MP_MSG_HELLO = 1,   /* session setup, both directions */
+    MP_MSG_REFUSE = 2,  /* admission refused */
+    MP_MSG_PEERS = 3,   /* membership: peers the sender knows */
+    MP_MSG_JOIN = 4,    /* joiner -> matchmaker */
+    MP_MSG_JOIN_ACK = 5,/* matchmaker -> joiner: JOIN received */
+    MP_MSG_GROUP = 6,   /* matchmaker -> each member: the group */
+    MP_MSG_ALONE = 7,   /* matchmaker -> joiner: no group this time */
+    MP_MSG_BYE = 8      /* graceful leave */
+} mp_msg_type_t;
+
+typedef struct mp_hello {
+    uint8_t swarm[32];        /* BLAKE2b-256 of the swarm name */
+    uint8_t eph[32];          /* sender's ephemeral X25519 public key */
+    uint8_t proof[MP_PROOF_BYTES]; /* admission proof (all zero if none) */
+    uint8_t has_proof;
+    uint8_t reply;            /* 1 = answer to a HELLO */
+    uint64_t tag;             /* data tag the receiver puts on frames to us */
+    uint32_t bandwidth;       /* announced Mbit/s */
+    uint32_t ciphers;         /* bit set of data ciphers supported */
+    char ctrl_addr[MP_ADDR_MAX]; /* sender's control endpoint */
+    char data_addr[MP_ADDR_MAX]; /* sender's data endpoint */
+} mp_hello_t;
+
+typedef struct mp_refuse {
+    uint32_t reason; /* a moshpit_err_t */
+} mp_refuse_t;
+
+typedef struct mp_peer_entry {
+    uint8_t id[32];
+    char addr[MP_ADDR_MAX]; /* control endpoint */
+} mp_peer_entry_t;
+
+typedef struct mp_peers {
+    uint32_t n;
+    mp_peer_entry_t peers[MP_PEERS_MAX];
+} mp_peers_t;
+
+typedef struct mp_join {
+    uint64_t seq;
+    double weight;        /* finite, >= 0 */
+    uint32_t bandwidth;
+    uint32_t window_ms;
+    uint32_t key_len;     /* <= MP_KEY_MAX */
+    uint8_t key[MP_KEY_MAX];
+} mp_join_t;
+
+typedef struct mp_seq_msg { /* JOIN_ACK, ALONE */
+    uint64_t seq;
+} mp_seq_msg_t;
+
+typedef struct mp_group_msg {
+    uint64_t seq;         /* the receiving joiner's JOIN seq */
+    uint64_t group_id;    /* nonzero */
+    uint32_t n;           /* 2..MP_GROUP_MAX */
+    mp_member_t members[MP_GROUP_MAX]; /* seq of each member is not sent */
+} mp_group_msg_t;
+
+typedef struct mp_msg {
+    mp_msg_type_t type;
+    union {
+        mp_hello_t hello;
+        mp_refuse_t refuse;
+        mp_peers_t peers;
+        mp_join_t join;
+        mp_seq_msg_t ack;   /* JOIN_ACK */
+        mp_group_msg_t group;
+        mp_seq_msg_t alone; /* ALONE */
+    } u;
+} mp_msg_t;
+
+/* Encodes msg into buf (cap bytes); *len receives the size. Errors: EINVAL
+ * (invalid msg fields, e.g. n out of range), ENOMEM (cap too small). */
+moshpit_err_t mp__msg_encode(const mp_msg_t *msg, uint8_t *buf, size_t cap,
+                             size_t *len);
+
+/* Decodes exactly one message occupying all of buf[0..len). Errors: EPROTO
+ * for anything malformed (see above), ENOMEM. msg is fully overwritten. */
+moshpit_err_t mp__msg_decode(const uint8_t *buf, size_t len, mp_msg_t *msg);
+
+/* ---- data frames ----
+ * A data frame is one ZeroMQ frame: a fixed 48-byte header (authenticated
+ * as AEAD associated data), then count*4 bytes of ciphertext, then a 16-byte
+ * tag. Layout, little-endian:
+ *   0  u8  version (1)      1  u8  kind (1 scatter, 2 gather)
+ *   2  u16 reserved (0)     4  u32 count (floats)
+ *   8  u64 tag (receiver's session tag)
+ *   16 u64 counter (nonce; strictly increasing per session direction)
+ *   24 u64 round id         32 u32 share   36 u32 part
+ *   40 f64 wsum (gather; 0 for scatter)
+ */
+#define MP_DATA_HDR_BYTES 48u
+#define MP_DATA_TAG_BYTES 16u
+#define MP_DATA_MAX_COUNT (1u << 20) /* floats per frame */
+
+typedef struct mp_data_hdr {
+    uint8_t kind;
+    uint32_t count;
+    uint64_t tag;
+    uint64_t counter;
+    uint64_t round_id;
+    uint32_t share;
+    uint32_t part;
+    double wsum;
+} mp_data_hdr_t;
+
+void mp__data_hdr_encode(const mp_data_hdr_t *h, uint8_t out[MP_DATA_HDR_BYTES]);
+/* Checks version, kind, reserved, count <= MP_DATA_MAX_COUNT, that
+ * len == header + count*4 + tag, and that wsum is finite and >= 0.
+ * Errors: EPROTO. */
+moshpit_err_t mp__data_hdr_decode(const uint8_t *buf, size_t len,
+                                  mp_data_hdr_t *h);
+
+#endif
