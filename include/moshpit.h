@@ -160,6 +160,11 @@ moshpit_endpoint(moshpit_t *mp, char *buf, size_t len);
 /* Live members this peer knows, itself included (0 if mp is NULL). */
 MOSHPIT_EXPORT size_t moshpit_members(moshpit_t *mp);
 
+/* Blocks until this peer knows at least n live members (itself included) or
+ * timeout_ms passes. Errors: EINVAL (mp NULL), ETIMEDOUT, ECLOSED. */
+MOSHPIT_EXPORT MOSHPIT_NODISCARD moshpit_err_t
+moshpit_wait_members(moshpit_t *mp, size_t n, uint32_t timeout_ms);
+
 /* Leaves the swarm gracefully, stops the engine, frees everything.
  * NULL is ignored. Must not race with other calls on the same peer. */
 MOSHPIT_EXPORT void moshpit_close(moshpit_t *mp);

@@ -82,7 +82,8 @@ typedef enum {
     MP_PART_BAD_INDEX,  /* share/part/count do not match the layout */
     MP_PART_NONFINITE,  /* non-finite values: sender dropped from round */
     MP_PART_FROM_FAILED,/* sender already dropped: ignored */
-    MP_PART_BAD_SENDER  /* sender index out of range or self */
+    MP_PART_BAD_SENDER, /* sender index out of range or self */
+    MP_PART_LATE        /* round already over (done or deadline): ignored */
 } mp_part_status_t;
 
 moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out);

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * platform.h - the OS contract. Everything the library needs from the
+ * operating system goes through these functions, implemented once per OS
+ * (platform/posix/ today). Core code never includes pthread.h or time.h.
+ *
+ * All functions return 0 on success and an errno value on failure unless
+ * documented otherwise. Objects are caller-allocated (no hidden globals).
+ */
+#ifndef MP_PLATFORM_H
+#define MP_PLATFORM_H
+
+#include <stdint.h>
+
+#if defined(_WIN32)
+#error "platform/windows is not written yet"
+#else
+#include <pthread.h>
+typedef struct mp_plat_mutex {
+    pthread_mutex_t m;
+} mp_plat_mutex_t;
+typedef struct mp_plat_cond {
+    pthread_cond_t c;
+} mp_plat_cond_t;
+typedef struct mp_plat_thread {
+    pthread_t t;
+} mp_plat_thread_t;
+#endif
+
+int mp_plat_mutex_init(mp_plat_mutex_t *m);
+void mp_plat_mutex_destroy(mp_plat_mutex_t *m);
+void mp_plat_mutex_lock(mp_plat_mutex_t *m);
+void mp_plat_mutex_unlock(mp_plat_mutex_t *m);
+
+/* Condition variable on the monotonic clock. */
+int mp_plat_cond_init(mp_plat_cond_t *c);
+void mp_plat_cond_destroy(mp_plat_cond_t *c);
+void mp_plat_cond_broadcast(mp_plat_cond_t *c);
+/* Waits until signalled or the monotonic clock reaches deadline_ms.
+ * Returns 0 when signalled (or spuriously woken), ETIMEDOUT at the deadline. */
+int mp_plat_cond_wait_until(mp_plat_cond_t *c, mp_plat_mutex_t *m,
+                            uint64_t deadline_ms);
+
+int mp_plat_thread_start(mp_plat_thread_t *t, void (*fn)(void *), void *arg);
+void mp_plat_thread_join(mp_plat_thread_t *t);
+
+/* Monotonic clock in milliseconds (arbitrary origin). */
+uint64_t mp_plat_clock_ms(void);
+/* Monotonic clock in microseconds. */
+uint64_t mp_plat_clock_us(void);
+void mp_plat_sleep_ms(uint32_t ms);
+
+#endif

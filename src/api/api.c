@@ -1,0 +1,590 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * api.c - the public moshpit_* functions: configuration checks, peer setup
+ * and teardown, handing work to the engine thread and waiting for it with a
+ * deadline, keys as text, error strings.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "crypto/crypto.h"
+#include "engine.h"
+#include "net/net.h"
+
+#define CALL_SLACK_MS 1000u
+#define SWARM_NAME_MAX 255u
+#define BOOTSTRAP_MAX 64u
+
+static _Thread_local int open_errno; /* errno of this thread's last open */
+
+void mp__log(moshpit_t *mp, int level, const char *fmt, ...) {
+    if (mp->cfg.log == NULL || level > mp->cfg.log_level)
+        return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    mp->cfg.log(mp->cfg.log_user, level, buf);
+}
+
+void moshpit_config_init(moshpit_config_t *cfg) {
+    if (cfg == NULL)
+        return;
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->listen = "tcp://127.0.0.1:0";
+    cfg->group_size = 8;
+    cfg->min_group_size = 2;
+    cfg->grid_position = -1;
+    cfg->matchmaking_ms = 2000;
+    cfg->round_timeout_ms = 30000;
+    cfg->log_level = MOSHPIT_LOG_WARN;
+    cfg->peer_timeout_ms = 5000;
+    cfg->bandwidth_mbps = 1000;
+}
+
+const char *moshpit_version(void) {
+    return MOSHPIT_VERSION_STRING;
+}
+
+size_t moshpit_key_bytes(void) {
+    return MOSHPIT_KEY_BYTES;
+}
+
+const char *moshpit_strerror(moshpit_err_t e) {
+    switch (e) {
+    case MOSHPIT_OK:
+        return "success";
+    case MOSHPIT_EINVAL:
+        return "invalid argument";
+    case MOSHPIT_ENOMEM:
+        return "out of memory";
+    case MOSHPIT_ETIMEDOUT:
+        return "timed out";
+    case MOSHPIT_ECLOSED:
+        return "peer closed";
+    case MOSHPIT_EPROTO:
+        return "protocol error";
+    case MOSHPIT_ECRYPTO:
+        return "cryptographic failure";
+    case MOSHPIT_EPEERAUTH:
+        return "peer authentication failed";
+    case MOSHPIT_ESYS:
+        return "system error";
+    }
+    return "unknown error";
+}
+
+int moshpit_errno(moshpit_t *mp) {
+    if (mp == NULL)
+        return open_errno;
+    mp_plat_mutex_lock(&mp->lock);
+    int e = mp->last_errno;
+    mp_plat_mutex_unlock(&mp->lock);
+    return e;
+}
+
+moshpit_err_t moshpit_keypair(uint8_t pub[32], uint8_t sec[32]) {
+    if (pub == NULL || sec == NULL)
+        return MOSHPIT_EINVAL;
+    return mp__crypto_keypair(pub, sec);
+}
+
+moshpit_err_t moshpit_key_to_text(const uint8_t key[32], char out[41]) {
+    if (key == NULL || out == NULL)
+        return MOSHPIT_EINVAL;
+    return zmq_z85_encode(out, key, 32) != NULL ? MOSHPIT_OK : MOSHPIT_EINVAL;
+}
+
+moshpit_err_t moshpit_key_from_text(const char *text, uint8_t key[32]) {
+    static const char z85[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJ"
+                              "KLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+    if (text == NULL || key == NULL || strlen(text) != MOSHPIT_KEY_TEXT_LEN)
+        return MOSHPIT_EINVAL;
+    /* zmq_z85_decode accepts some invalid input; check the alphabet and the
+     * value range ourselves */
+    for (const char *c = text; *c; c++)
+        if (strchr(z85, *c) == NULL)
+            return MOSHPIT_EINVAL;
+    uint8_t tmp[32];
+    if (zmq_z85_decode(tmp, text) == NULL)
+        return MOSHPIT_EINVAL;
+    char back[41];
+    if (zmq_z85_encode(back, tmp, 32) == NULL || strcmp(back, text) != 0)
+        return MOSHPIT_EINVAL; /* a 5-char group overflowed 32 bits */
+    memcpy(key, tmp, 32);
+    return MOSHPIT_OK;
+}
+
+moshpit_err_t mp__parse_endpoint(const char *ep, char *addr, size_t cap,
+                                 uint8_t key[32]) {
+    if (ep == NULL)
+        return MOSHPIT_EINVAL;
+    size_t len = strlen(ep);
+    if (len < MOSHPIT_KEY_TEXT_LEN + 2 || len >= 300 ||
+        ep[len - MOSHPIT_KEY_TEXT_LEN - 1] != '#')
+        return MOSHPIT_EINVAL;
+    size_t alen = len - MOSHPIT_KEY_TEXT_LEN - 1;
+    if (alen + 1 > cap || alen + 1 > MP_ADDR_MAX)
+        return MOSHPIT_EINVAL;
+    memcpy(addr, ep, alen);
+    addr[alen] = '\0';
+    if (!mp__net_addr_ok(addr))
+        return MOSHPIT_EINVAL;
+    return moshpit_key_from_text(ep + alen + 1, key);
+}
+
+/* ------------------------------------------------------------------ */
+
+static moshpit_err_t check_config(const moshpit_config_t *c) {
+    if (c->swarm == NULL || c->swarm[0] == '\0' ||
+        strlen(c->swarm) > SWARM_NAME_MAX)
+        return MOSHPIT_EINVAL;
+    if (c->group_size < 1 || c->group_size > MP_GROUP_MAX)
+        return MOSHPIT_EINVAL;
+    if (c->min_group_size < 2 || c->min_group_size > c->group_size)
+        if (!(c->group_size == 1 && c->min_group_size <= 2))
+            return MOSHPIT_EINVAL;
+    if (c->matchmaking_ms < 10 || c->matchmaking_ms > 600000)
+        return MOSHPIT_EINVAL;
+    if (c->round_timeout_ms < c->matchmaking_ms + 500 ||
+        c->round_timeout_ms > 3600000)
+        return MOSHPIT_EINVAL;
+    if (c->peer_timeout_ms < 10 || c->peer_timeout_ms > 3600000)
+        return MOSHPIT_EINVAL;
+    if (c->bandwidth_mbps > 10000000)
+        return MOSHPIT_EINVAL;
+    if (c->log_level < MOSHPIT_LOG_ERROR || c->log_level > MOSHPIT_LOG_DEBUG)
+        return MOSHPIT_EINVAL;
+    if (c->grid_position < -1)
+        return MOSHPIT_EINVAL;
+    if (c->authorized_keys == NULL && c->authorized_count != 0)
+        return MOSHPIT_EINVAL;
+    if (c->authorized_count > 1000000)
+        return MOSHPIT_EINVAL;
+    return MOSHPIT_OK;
+}
+
+static int set_int(void *s, int opt, int v) {
+    return zmq_setsockopt(s, opt, &v, sizeof(v));
+}
+
+moshpit_err_t mp__engine_setup(moshpit_t *mp) {
+    char host[MP_ADDR_MAX], adv[MP_ADDR_MAX], ep[2 * MP_ADDR_MAX + 16];
+    long port = 0, dport = 0;
+    size_t sz;
+    mp->zctx = zmq_ctx_new();
+    if (mp->zctx == NULL)
+        return MOSHPIT_ESYS;
+    zmq_ctx_set(mp->zctx, ZMQ_IO_THREADS, 1);
+    zmq_ctx_set(mp->zctx, ZMQ_BLOCKY, 0);
+
+    mp->zap = zmq_socket(mp->zctx, ZMQ_REP);
+    mp->pipe_eng = zmq_socket(mp->zctx, ZMQ_PAIR);
+    mp->pipe_api = zmq_socket(mp->zctx, ZMQ_PAIR);
+    mp->ctrl = zmq_socket(mp->zctx, ZMQ_ROUTER);
+    mp->data = zmq_socket(mp->zctx, ZMQ_ROUTER);
+    if (!mp->zap || !mp->pipe_eng || !mp->pipe_api || !mp->ctrl || !mp->data)
+        return MOSHPIT_ESYS;
+    set_int(mp->zap, ZMQ_LINGER, 0);
+    set_int(mp->pipe_eng, ZMQ_LINGER, 0);
+    set_int(mp->pipe_api, ZMQ_LINGER, 0);
+    if (zmq_bind(mp->zap, "inproc://zeromq.zap.01") != 0 ||
+        zmq_bind(mp->pipe_eng, "inproc://moshpit-pipe") != 0 ||
+        zmq_connect(mp->pipe_api, "inproc://moshpit-pipe") != 0)
+        return MOSHPIT_ESYS;
+
+    int64_t cmax = MP_CTRL_MAX;
+    int64_t dmax = MP_DATA_HDR_BYTES + 4 * (int64_t)MP_DATA_MAX_COUNT +
+                   MP_DATA_TAG_BYTES;
+    if (set_int(mp->ctrl, ZMQ_CURVE_SERVER, 1) != 0 ||
+        zmq_setsockopt(mp->ctrl, ZMQ_CURVE_SECRETKEY, mp->sec, 32) != 0 ||
+        zmq_setsockopt(mp->ctrl, ZMQ_MAXMSGSIZE, &cmax, sizeof(cmax)) != 0 ||
+        set_int(mp->ctrl, ZMQ_LINGER, 0) != 0 ||
+        set_int(mp->ctrl, ZMQ_HEARTBEAT_IVL, 1000) != 0 ||
+        set_int(mp->ctrl, ZMQ_HEARTBEAT_TIMEOUT, 5000) != 0)
+        return MOSHPIT_ESYS;
+    if (zmq_setsockopt(mp->data, ZMQ_MAXMSGSIZE, &dmax, sizeof(dmax)) != 0 ||
+        set_int(mp->data, ZMQ_LINGER, 0) != 0 ||
+        set_int(mp->data, ZMQ_RCVHWM, 64) != 0)
+        return MOSHPIT_ESYS;
+
+    if (mp__net_split(mp->cfg.listen, host, sizeof(host), &port) != 0)
+        return MOSHPIT_EINVAL;
+    if (port == 0)
+        snprintf(ep, sizeof(ep), "tcp://%s:*", host);
+    else
+        snprintf(ep, sizeof(ep), "tcp://%s:%ld", host, port);
+    if (zmq_bind(mp->ctrl, ep) != 0)
+        return MOSHPIT_ESYS;
+    snprintf(ep, sizeof(ep), "tcp://%s:*", host);
+    if (zmq_bind(mp->data, ep) != 0)
+        return MOSHPIT_ESYS;
+
+    /* what others dial: the advertised host (or the bound one) + our ports */
+    char bound[MP_ADDR_MAX];
+    sz = sizeof(bound);
+    if (zmq_getsockopt(mp->ctrl, ZMQ_LAST_ENDPOINT, bound, &sz) != 0 ||
+        mp__net_split(bound, host, sizeof(host), &port) != 0)
+        return MOSHPIT_ESYS;
+    sz = sizeof(bound);
+    if (zmq_getsockopt(mp->data, ZMQ_LAST_ENDPOINT, bound, &sz) != 0 ||
+        mp__net_split(bound, adv, sizeof(adv), &dport) != 0)
+        return MOSHPIT_ESYS;
+    if (mp->cfg.advertise != NULL) {
+        /* "tcp://host", "tcp://host:port" or "host": only the host counts */
+        const char *a = mp->cfg.advertise;
+        if (strncmp(a, "tcp://", 6) == 0)
+            a += 6;
+        size_t al = strcspn(a, ":");
+        if (a[0] == '[')
+            al = strcspn(a, "]") + 1;
+        if (al == 0 || al >= sizeof(adv) || al > strlen(a))
+            return MOSHPIT_EINVAL;
+        memcpy(adv, a, al);
+        adv[al] = '\0';
+    } else {
+        snprintf(adv, sizeof(adv), "%.100s", host);
+        if (strcmp(adv, "0.0.0.0") == 0 || strcmp(adv, "[::]") == 0) {
+            snprintf(adv, sizeof(adv), "127.0.0.1");
+            mp__log(mp, MOSHPIT_LOG_WARN,
+                    "listening on a wildcard address without 'advertise': "
+                    "others are told 127.0.0.1");
+        }
+    }
+    if (strlen(adv) > 100)
+        return MOSHPIT_EINVAL;
+    snprintf(mp->ctrl_ep, sizeof(mp->ctrl_ep), "tcp://%.100s:%ld", adv, port);
+    snprintf(mp->data_ep, sizeof(mp->data_ep), "tcp://%.100s:%ld", adv,
+             dport);
+    snprintf(mp->endpoint, sizeof(mp->endpoint), "%s#%s", mp->ctrl_ep,
+             mp->pub_txt);
+    if (!mp__net_addr_ok(mp->ctrl_ep) || !mp__net_addr_ok(mp->data_ep))
+        return MOSHPIT_EINVAL;
+    return MOSHPIT_OK;
+}
+
+void mp__engine_teardown(moshpit_t *mp) {
+    for (size_t i = 0; i < mp->npeers; i++) {
+        mp_peer_t *p = mp->peers[i];
+        if (p->stash_full)
+            zmq_msg_close((zmq_msg_t *)(void *)p->stash_msg);
+        if (p->ctrl != NULL)
+            zmq_socket_monitor(p->ctrl, NULL, 0);
+        mp__net_close(&p->mon);
+        mp__net_close(&p->ctrl);
+        mp__net_close(&p->data);
+        mp__session_keys_free(p->keys);
+        free(p);
+    }
+    free(mp->peers);
+    mp->peers = NULL;
+    mp->npeers = 0;
+    for (size_t i = 0; i < mp->nearly; i++) {
+        zmq_msg_close((zmq_msg_t *)mp->early[i].msg);
+        free(mp->early[i].msg);
+    }
+    free(mp->early);
+    for (uint32_t i = 0; i < MP_MM_KEYS; i++)
+        mp__mm_free(mp->mms[i].mm);
+    mp__group_free(mp->round.group);
+    mp__joiner_free(mp->round.joiner);
+    mp__net_close(&mp->zap);
+    mp__net_close(&mp->pipe_eng);
+    mp__net_close(&mp->pipe_api);
+    mp__net_close(&mp->ctrl);
+    mp__net_close(&mp->data);
+    if (mp->zctx != NULL)
+        zmq_ctx_term(mp->zctx);
+    mp->zctx = NULL;
+}
+
+static void free_peer_struct(moshpit_t *mp) {
+    if (mp->bootstrap != NULL) {
+        for (size_t i = 0; i < mp->bootstrap_n; i++)
+            free(mp->bootstrap[i]);
+        free(mp->bootstrap);
+    }
+    free(mp->swarm);
+    free(mp->auth);
+    mp__crypto_secure_free(mp->sec);
+    mp__crypto_secure_free(mp->eph_sec);
+    mp__crypto_secure_free(mp->swarm_secret);
+    free(mp->scratch);
+    free(mp->msgbuf);
+    free(mp->msg);
+    free(mp->mm_out);
+    mp_plat_mutex_destroy(&mp->lock);
+    mp_plat_mutex_destroy(&mp->call_lock);
+    mp_plat_cond_destroy(&mp->cond);
+    free(mp);
+}
+
+moshpit_err_t moshpit_open(const moshpit_config_t *cfg, moshpit_t **out) {
+    moshpit_err_t e;
+    if (out == NULL)
+        return MOSHPIT_EINVAL;
+    *out = NULL;
+    if (cfg == NULL)
+        return MOSHPIT_EINVAL;
+    e = check_config(cfg);
+    if (e != MOSHPIT_OK)
+        return e;
+    if (mp__crypto_init() != MOSHPIT_OK)
+        return MOSHPIT_ECRYPTO;
+
+    moshpit_t *mp = calloc(1, sizeof(*mp));
+    if (mp == NULL)
+        return MOSHPIT_ENOMEM;
+    if (mp_plat_mutex_init(&mp->lock) != 0 ||
+        mp_plat_mutex_init(&mp->call_lock) != 0 ||
+        mp_plat_cond_init(&mp->cond) != 0) {
+        free(mp);
+        return MOSHPIT_ESYS;
+    }
+    mp->cfg = *cfg;
+    mp->cfg.swarm = NULL;
+    mp->cfg.bootstrap = NULL;
+    mp->cfg.authorized_keys = NULL;
+    if (mp->cfg.listen == NULL)
+        mp->cfg.listen = "tcp://127.0.0.1:0";
+    if (mp->cfg.bandwidth_mbps == 0)
+        mp->cfg.bandwidth_mbps = 1000;
+    mp->ciphers = mp__crypto_ciphers();
+    mp->rng = mp__crypto_random_u64();
+    mp->join_seq = mp__crypto_random_u64() >> 16;
+    e = MOSHPIT_ENOMEM;
+    mp->swarm = strdup(cfg->swarm);
+    mp->sec = mp__crypto_secure_alloc(32);
+    mp->eph_sec = mp__crypto_secure_alloc(32);
+    mp->scratch = malloc((size_t)MP_DATA_MAX_COUNT * sizeof(float));
+    mp->msgbuf = malloc(MP_CTRL_MAX);
+    mp->msg = malloc(sizeof(*mp->msg));
+    mp->mm_out = malloc(sizeof(*mp->mm_out));
+    if (!mp->swarm || !mp->sec || !mp->eph_sec || !mp->scratch ||
+        !mp->msgbuf || !mp->msg || !mp->mm_out)
+        goto fail;
+    if (!mp__crypto_is_zero(cfg->swarm_secret, 32)) {
+        mp->swarm_secret = mp__crypto_secure_alloc(32);
+        if (mp->swarm_secret == NULL)
+            goto fail;
+        memcpy(mp->swarm_secret, cfg->swarm_secret, 32);
+    }
+    mp__crypto_wipe(mp->cfg.swarm_secret, 32);
+    mp__crypto_wipe(mp->cfg.secret_key, 32);
+    mp__crypto_swarm_hash(mp->swarm, mp->swarm_hash);
+
+    /* identity */
+    e = MOSHPIT_ECRYPTO;
+    if (mp__crypto_is_zero(cfg->secret_key, 32)) {
+        if (!mp__crypto_is_zero(cfg->public_key, 32)) {
+            e = MOSHPIT_EINVAL; /* a public key without its secret */
+            goto fail;
+        }
+        if (mp__crypto_keypair(mp->pub, mp->sec) != MOSHPIT_OK)
+            goto fail;
+    } else {
+        memcpy(mp->sec, cfg->secret_key, 32);
+        if (mp__crypto_public_from_secret(mp->sec, mp->pub) != MOSHPIT_OK)
+            goto fail;
+        if (!mp__crypto_is_zero(cfg->public_key, 32) &&
+            memcmp(cfg->public_key, mp->pub, 32) != 0) {
+            e = MOSHPIT_EINVAL; /* keys do not belong together */
+            goto fail;
+        }
+    }
+    zmq_z85_encode(mp->pub_txt, mp->pub, 32);
+    if (mp__crypto_keypair(mp->eph_pub, mp->eph_sec) != MOSHPIT_OK)
+        goto fail;
+
+    /* authorized keys and bootstrap list */
+    e = MOSHPIT_ENOMEM;
+    if (cfg->authorized_keys != NULL && cfg->authorized_count > 0) {
+        mp->auth = malloc(cfg->authorized_count * 32);
+        if (mp->auth == NULL)
+            goto fail;
+        memcpy(mp->auth, cfg->authorized_keys, cfg->authorized_count * 32);
+        mp->auth_n = cfg->authorized_count;
+    }
+    if (cfg->bootstrap != NULL) {
+        size_t n = 0;
+        while (cfg->bootstrap[n] != NULL) {
+            if (++n > BOOTSTRAP_MAX) {
+                e = MOSHPIT_EINVAL;
+                goto fail;
+            }
+        }
+        mp->bootstrap = calloc(n ? n : 1, sizeof(char *));
+        if (mp->bootstrap == NULL)
+            goto fail;
+        for (size_t i = 0; i < n; i++) {
+            char addr[MP_ADDR_MAX];
+            uint8_t key[32];
+            if (mp__parse_endpoint(cfg->bootstrap[i], addr, sizeof(addr),
+                                   key) != MOSHPIT_OK) {
+                e = MOSHPIT_EINVAL;
+                goto fail;
+            }
+            mp->bootstrap[i] = strdup(cfg->bootstrap[i]);
+            if (mp->bootstrap[i] == NULL)
+                goto fail;
+            mp->bootstrap_n = i + 1;
+        }
+    }
+
+    e = mp__engine_setup(mp);
+    if (e != MOSHPIT_OK) {
+        open_errno = errno;
+        mp__engine_teardown(mp);
+        goto fail;
+    }
+    mp->members_live = 1;
+    int rc = mp_plat_thread_start(&mp->thread, mp__engine_main, mp);
+    if (rc != 0) {
+        open_errno = rc;
+        e = MOSHPIT_ESYS;
+        mp__engine_teardown(mp);
+        goto fail;
+    }
+    mp->thread_started = true;
+    *out = mp;
+    return MOSHPIT_OK;
+fail:
+    free_peer_struct(mp);
+    return e;
+}
+
+/* Hands c to the engine and waits for it until c->deadline_ms; after that
+ * asks the engine to drop the command and waits for that (the engine checks
+ * at every loop turn, so this is short). */
+static moshpit_err_t run_cmd(moshpit_t *mp, mp_cmd_t *c) {
+    mp_plat_mutex_lock(&mp->lock);
+    bool stopped = mp->stopped;
+    mp_plat_mutex_unlock(&mp->lock);
+    if (stopped)
+        return MOSHPIT_ECLOSED;
+    if (zmq_send(mp->pipe_api, &c, sizeof(c), 0) != (int)sizeof(c)) {
+        mp->last_errno = errno;
+        return MOSHPIT_ESYS;
+    }
+    mp_plat_mutex_lock(&mp->lock);
+    while (!c->done && !mp->stopped) {
+        if (mp_plat_cond_wait_until(&mp->cond, &mp->lock, c->deadline_ms) ==
+                ETIMEDOUT &&
+            !c->done) {
+            c->cancel = true;
+            /* the engine answers a cancel within one loop turn */
+            while (!c->done && !mp->stopped)
+                mp_plat_cond_wait_until(&mp->cond, &mp->lock,
+                                        mp_plat_clock_ms() + 1000);
+            break;
+        }
+    }
+    moshpit_err_t e = c->done ? c->result : MOSHPIT_ECLOSED;
+    mp_plat_mutex_unlock(&mp->lock);
+    return e;
+}
+
+static bool all_finite(const float *v, size_t n) {
+    /* a sum of x*0 is NaN iff some x is NaN or infinite; vectorizes well */
+    float acc = 0.0f;
+    for (size_t i = 0; i < n; i++)
+        acc += v[i] * 0.0f;
+    return acc == 0.0f;
+}
+
+moshpit_err_t moshpit_average(moshpit_t *mp, float *values, size_t count,
+                              double weight, moshpit_round_t *info) {
+    if (mp == NULL || (values == NULL && count > 0) || !isfinite(weight) ||
+        weight < 0.0)
+        return MOSHPIT_EINVAL;
+    if (count > ((size_t)1 << 34))
+        return MOSHPIT_EINVAL; /* 64 GiB of floats: certainly a mistake */
+    if (!all_finite(values, count))
+        return MOSHPIT_EINVAL;
+    mp_plat_mutex_lock(&mp->call_lock);
+    mp_cmd_t c;
+    memset(&c, 0, sizeof(c));
+    c.type = MP_CMD_AVERAGE;
+    c.values = values;
+    c.count = count;
+    c.weight = weight;
+    c.deadline_ms = mp_plat_clock_ms() + mp->cfg.round_timeout_ms +
+                    CALL_SLACK_MS;
+    moshpit_err_t e = run_cmd(mp, &c);
+    mp_plat_mutex_unlock(&mp->call_lock);
+    if (info != NULL) {
+        if (e == MOSHPIT_OK) {
+            *info = c.info;
+        } else {
+            memset(info, 0, sizeof(*info));
+            info->group_size = 1;
+        }
+    }
+    return e;
+}
+
+moshpit_err_t moshpit_endpoint(moshpit_t *mp, char *buf, size_t len) {
+    if (mp == NULL || buf == NULL)
+        return MOSHPIT_EINVAL;
+    size_t need = strlen(mp->endpoint) + 1;
+    if (len < need)
+        return MOSHPIT_EINVAL;
+    memcpy(buf, mp->endpoint, need);
+    return MOSHPIT_OK;
+}
+
+size_t moshpit_members(moshpit_t *mp) {
+    if (mp == NULL)
+        return 0;
+    mp_plat_mutex_lock(&mp->lock);
+    size_t n = mp->members_live;
+    mp_plat_mutex_unlock(&mp->lock);
+    return n;
+}
+
+moshpit_err_t moshpit_wait_members(moshpit_t *mp, size_t n,
+                                   uint32_t timeout_ms) {
+    if (mp == NULL)
+        return MOSHPIT_EINVAL;
+    uint64_t deadline = mp_plat_clock_ms() + timeout_ms;
+    moshpit_err_t e = MOSHPIT_OK;
+    mp_plat_mutex_lock(&mp->lock);
+    while (mp->members_live < n) {
+        if (mp->stopped) {
+            e = MOSHPIT_ECLOSED;
+            break;
+        }
+        if (mp_plat_cond_wait_until(&mp->cond, &mp->lock, deadline) ==
+                ETIMEDOUT &&
+            mp->members_live < n) {
+            e = MOSHPIT_ETIMEDOUT;
+            break;
+        }
+    }
+    mp_plat_mutex_unlock(&mp->lock);
+    return e;
+}
+
+void moshpit_close(moshpit_t *mp) {
+    if (mp == NULL)
+        return;
+    if (mp->thread_started) {
+        mp_plat_mutex_lock(&mp->call_lock);
+        mp_cmd_t c;
+        memset(&c, 0, sizeof(c));
+        c.type = MP_CMD_CLOSE;
+        c.deadline_ms = mp_plat_clock_ms() + 2000;
+        (void)run_cmd(mp, &c);
+        mp_plat_mutex_unlock(&mp->call_lock);
+        /* the engine has left its loop after answering CLOSE */
+        mp_plat_thread_join(&mp->thread);
+    }
+    mp__engine_teardown(mp);
+    free_peer_struct(mp);
+}

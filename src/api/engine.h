@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine.h - the state of one peer (struct moshpit) and the engine thread
+ * that owns it. The API thread and the engine thread share only the fields
+ * marked "under lock"; everything else belongs to the engine thread once it
+ * runs. Commands travel over an inproc PAIR pipe as pointers to mp_cmd_t.
+ */
+#ifndef MP_API_ENGINE_H
+#define MP_API_ENGINE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/group.h"
+#include "core/match.h"
+#include "crypto/crypto.h"
+#include "moshpit.h"
+#include "platform.h"
+#include "wire/wire.h"
+
+#define MP_PEERS_CAP 4096u   /* peers one engine keeps track of */
+#define MP_MM_KEYS 8u        /* distinct group keys matchmade at once */
+#define MP_EARLY_MAX_BYTES ((size_t)256 << 20)
+#define MP_EARLY_MAX_FRAMES 4096u
+
+typedef enum { MP_CMD_AVERAGE = 1, MP_CMD_CLOSE } mp_cmd_type_t;
+
+/* A request from an API call. Owned by the calling thread; the engine
+ * writes result fields and sets done under mp->lock. */
+typedef struct mp_cmd {
+    mp_cmd_type_t type;
+    float *values;
+    size_t count;
+    double weight;
+    uint64_t deadline_ms;   /* when the engine must have answered */
+    moshpit_round_t info;
+    moshpit_err_t result;
+    bool done;              /* under lock */
+    bool cancel;            /* under lock: caller gave up; drop the buffer */
+} mp_cmd_t;
+
+typedef enum {
+    MP_PEER_NEW = 0,  /* known, no session yet */
+    MP_PEER_LIVE,     /* session established */
+    MP_PEER_DEAD,     /* disconnected or silent */
+    MP_PEER_REFUSED   /* failed admission (either way) */
+} mp_peer_state_t;
+
+typedef struct mp_peer {
+    uint8_t id[32];
+    char id_txt[41];
+    char ctrl_addr[MP_ADDR_MAX];
+    char data_addr[MP_ADDR_MAX];
+    mp_peer_state_t state;
+    void *ctrl;         /* DEALER, CURVE client, to their control ROUTER */
+    void *data;         /* DEALER to their data ROUTER */
+    void *mon;          /* PAIR reading ctrl's monitor events */
+    bool hello_recv;
+    uint8_t eph[32];
+    uint64_t their_tag; /* put on data frames we send them */
+    uint64_t my_tag;    /* they put it on data frames to us */
+    uint32_t bandwidth;
+    uint32_t ciphers;
+    mp_session_keys_t *keys;
+    uint64_t tx_counter, rx_counter;
+    uint64_t state_since_ms;
+    uint64_t next_hello_ms;
+    uint32_t hello_tries;
+    /* data plane: one sealed frame waiting for the socket */
+    bool stash_full;
+    uint8_t stash_msg[64]; /* zmq_msg_t storage (zmq_msg_t is 64 bytes) */
+    uint32_t stash_bytes;
+} mp_peer_t;
+
+typedef struct mp_mm_slot {
+    uint8_t key[MP_KEY_MAX];
+    uint32_t key_len;
+    mp_mm_t *mm;
+    uint64_t last_used_ms;
+} mp_mm_slot_t;
+
+typedef struct mp_early {
+    uint64_t round_id;
+    uint64_t arrived_ms;
+    void *msg; /* heap zmq_msg_t */
+    size_t bytes;
+} mp_early_t;
+
+typedef struct mp_round {
+    mp_cmd_t *cmd;
+    uint64_t start_ms, deadline_ms, group_start_ms, group_end_ms;
+    uint8_t key[MP_KEY_MAX];
+    uint32_t key_len;
+    mp_joiner_t *joiner;
+    mp_group_t *group;
+    uint64_t gid;
+    uint32_t n, self;
+    mp_peer_t *members[MP_GROUP_MAX]; /* NULL for self */
+    double weights[MP_GROUP_MAX];
+    uint32_t bws[MP_GROUP_MAX];
+    uint64_t bytes_sent, bytes_received;
+} mp_round_t;
+
+struct moshpit {
+    /* configuration (copied) */
+    moshpit_config_t cfg;      /* pointer fields cleared */
+    char *swarm;
+    char **bootstrap;
+    size_t bootstrap_n;
+    uint8_t (*auth)[32];
+    size_t auth_n;
+    uint8_t pub[32];
+    char pub_txt[41];
+    uint8_t *sec;              /* secure memory, 32 */
+    uint8_t eph_pub[32];
+    uint8_t *eph_sec;          /* secure memory, 32 */
+    uint8_t *swarm_secret;     /* secure memory, 32, or NULL (open swarm) */
+    uint8_t swarm_hash[32];
+    uint32_t ciphers;
+
+    /* sockets (engine thread after start) */
+    void *zctx;
+    void *pipe_api;            /* API side of the command pipe */
+    void *pipe_eng;
+    void *zap;
+    void *ctrl;                /* ROUTER, CURVE server */
+    void *data;                /* ROUTER, data plane */
+    char ctrl_ep[MP_ADDR_MAX];
+    char data_ep[MP_ADDR_MAX];
+    char endpoint[200];
+    uint64_t uniq;             /* distinguishes inproc names */
+
+    mp_plat_thread_t thread;
+    bool thread_started;
+    mp_plat_mutex_t lock;      /* guards the "under lock" fields */
+    mp_plat_cond_t cond;
+    mp_plat_mutex_t call_lock; /* one API call at a time */
+
+    /* under lock */
+    size_t members_live;
+    int last_errno;
+    bool stopped;
+
+    /* engine thread only */
+    bool stopping;
+    mp_peer_t **peers;
+    size_t npeers;
+    uint32_t mon_seq;
+    mp_mm_slot_t mms[MP_MM_KEYS];
+    mp_round_t round;          /* round.cmd == NULL: no round running */
+    uint64_t join_seq;
+    mp_early_t *early;
+    size_t nearly, early_bytes;
+    uint64_t recent_gids[16];
+    uint32_t recent_pos;
+    uint64_t next_gossip_ms;
+    uint64_t rng;
+    float *scratch;            /* MP_DATA_MAX_COUNT floats */
+    uint8_t *msgbuf;           /* MP_CTRL_MAX bytes */
+    mp_msg_t *msg;             /* decode target */
+    mp_mm_out_t *mm_out;       /* matchmaker decisions */
+};
+
+/* Logging through the configured callback. */
+void mp__log(moshpit_t *mp, int level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Sets up sockets (API thread, before the engine starts). */
+moshpit_err_t mp__engine_setup(moshpit_t *mp);
+/* Engine thread entry point. */
+void mp__engine_main(void *arg);
+/* Frees everything the engine owns (after the thread has stopped). */
+void mp__engine_teardown(moshpit_t *mp);
+
+/* Parses "tcp://host:port#KEY"; addr receives "tcp://host:port". */
+moshpit_err_t mp__parse_endpoint(const char *ep, char *addr, size_t cap,
+                                 uint8_t key[32]);
+
+#endif

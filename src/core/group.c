@@ -1,0 +1,603 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * group.c - the butterfly all-reduce state machine of one group round
+ * (see group.h for the interface). It keeps, for the share this member
+ * reduces, a double-precision accumulator and per-part bookkeeping
+ * (contributor bit mask, weight sum, final flag), and for every other share
+ * the state of each part (pending, received, given up). It never does I/O,
+ * reads no clock and allocates only in mp__group_new.
+ *
+ * Semantics (normative; docs/DESIGN.md repeats this paragraph):
+ *
+ * Layout. Shares come from mp__shares(n, bandwidths, count), parts of at
+ * most part_elems elements from mp__parts; part p of share j covers
+ * [off_j + p*part_elems, min(off_j + len_j, off_j + (p+1)*part_elems)).
+ *
+ * Scatter. For every other live member d, mp__group_next_send(g, d) hands
+ * out the parts of share d taken from this member's own values, in part
+ * order, then gather parts of this member's share in the order they became
+ * final. A scatter part whose gather already arrived from d is skipped (d
+ * finished it without us). Nothing is handed out for a dropped member, and
+ * nothing at all once the machine is done. The returned data points into
+ * the caller's values buffer: the driver copies it before its next call into
+ * the machine. Scatter sends carry wsum = this member's weight
+ * (informational; receivers use the roster weights).
+ *
+ * Reduce. Own share i is reduced into a separate accumulator of doubles (8
+ * bytes per element of the own share); values are not modified before a
+ * part is final. acc = w_self*x_self + sum of w_k*x_k over contributions
+ * that arrived, part by part as they arrive; contributions of weight 0 are
+ * validated and counted as arrived but not added. A scatter part from k is
+ * accepted once; it must be finite or k is dropped (MP_PART_NONFINITE) and
+ * the part is not counted. Part p becomes final as soon as every member
+ * that is still alive has contributed it. Then, if wsum > 0 and at least
+ * one other member contributed, values[p] = (float)(acc / wsum) and the part
+ * counts as averaged; otherwise (wsum == 0, or only this member's own
+ * contribution, which only happens when everyone else was dropped or at the
+ * deadline) values[p] keeps the local values, the part does not count as
+ * averaged and its gather carries wsum = 0. Every final part is offered as a
+ * gather to every other live member.
+ *
+ * Gather. A gather part from member j must have share == j, a valid part
+ * index and the layout's count, else MP_PART_BAD_INDEX. Its wsum must be
+ * finite and >= 0 and, if wsum > 0, its data finite, else j is dropped
+ * (MP_PART_NONFINITE). With wsum > 0 the data is copied into values and the
+ * part counts as averaged; with wsum == 0 the data is not read and the
+ * local values stay.
+ *
+ * Failure. A member m is dropped on mp__group_on_member_failed, on a
+ * non-finite part, or on silence: nothing accepted from m for
+ * peer_timeout_ms while a scatter part from m is still expected, or for 2 *
+ * peer_timeout_ms while only gather parts from m are expected (a reducer is
+ * legitimately silent while it waits up to peer_timeout_ms for a slow member
+ * it then drops; the longer limit keeps one silent member from cascading
+ * into more drops). peer_timeout_ms == 0 disables silence detection. The
+ * silence clock of every member starts at cfg.now_ms and restarts on each
+ * part accepted from it (MP_PART_OK). When m is dropped: its contributions
+ * that already arrived stay in their parts (including the earlier parts of
+ * a member later caught sending non-finite data: they were finite and are
+ * averaged like any other), its missing contributions are no longer awaited
+ * (parts become final with what arrived), the parts of share m not received
+ * keep local values, and nothing more is sent to m. Parts from m are then
+ * answered MP_PART_FROM_FAILED.
+ *
+ * Deadline. At deadline_ms (checked by on_tick, on_part and
+ * on_member_failed) everything still open is closed: own parts are
+ * finalized with what arrived (same rule as above), missing gather parts
+ * keep local values, pending sends are abandoned, and the machine is done.
+ *
+ * Done. The machine is done when every own part is final, every part of
+ * every other share is received or given up, and every send owed to a live
+ * member has been handed out, or when the deadline passed. After that it
+ * rejects parts (MP_PART_LATE), hands out no sends and never touches values
+ * again.
+ *
+ * Result. group_size = n - dropped (self included); peers_failed = dropped;
+ * group_weight = sum of the weights of members not dropped;
+ * fraction_averaged = averaged elements (own final parts that count as
+ * averaged + gathered parts with wsum > 0) / count, 1.0 when count == 0;
+ * bytes_sent / bytes_received = float payload bytes of parts handed out /
+ * accepted (MP_PART_OK only).
+ */
+#include "core/group.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/share.h"
+
+/* Flags of an own-share part. */
+#define OWN_FINAL 1u
+#define OWN_ACC 2u /* acc holds the running sum (else it is w_self*x_self) */
+#define OWN_AVG 4u /* final and counts as averaged */
+
+/* States of a part of another member's share. */
+enum { G_PENDING = 0, G_AVG, G_LOCAL, G_GIVEN_UP };
+
+/* Loop blocks of a fixed size let GCC vectorize at -O2 (its "very cheap"
+ * cost model only vectorizes loops whose trip count is a known multiple of
+ * the vector length). */
+#define BLOCK 16
+
+struct mp_group {
+    uint32_t n, self;
+    uint64_t round_id;
+    float *values;
+    size_t count;
+    uint32_t pe; /* part_elems */
+    uint64_t deadline, timeout;
+    uint64_t alive; /* bit m: member m not dropped */
+    uint32_t nfailed;
+    bool done;
+
+    double w[MP_GROUP_MAX];
+    size_t off[MP_GROUP_MAX], len[MP_GROUP_MAX];
+    uint32_t nparts[MP_GROUP_MAX];
+    size_t gbase[MP_GROUP_MAX];       /* first index of share j in gstate */
+    uint64_t heard[MP_GROUP_MAX];     /* last part accepted from m */
+    uint32_t scat_next[MP_GROUP_MAX]; /* next scatter part for dest */
+    uint32_t gat_next[MP_GROUP_MAX];  /* next index into final_order */
+    uint32_t contribs[MP_GROUP_MAX];  /* own parts m contributed */
+    uint32_t gathered[MP_GROUP_MAX];  /* parts of share m received */
+
+    /* own share */
+    double *acc;
+    uint64_t *contrib; /* per own part: bit k = k contributed */
+    double *pwsum;     /* per own part */
+    uint8_t *pflags;   /* per own part: OWN_* */
+    uint32_t *final_order;
+    uint32_t nfinal;
+
+    /* other shares */
+    uint8_t *gstate;
+    size_t gather_open;
+
+    size_t averaged;
+    uint64_t bytes_sent, bytes_received;
+};
+
+static uint64_t bit(uint32_t m) {
+    return (uint64_t)1 << m;
+}
+
+static bool is_alive(const mp_group_t *g, uint32_t m) {
+    return (g->alive & bit(m)) != 0;
+}
+
+static uint32_t part_len(const mp_group_t *g, uint32_t share, uint32_t part) {
+    size_t start = (size_t)part * g->pe;
+    size_t rest = g->len[share] - start;
+    return rest < g->pe ? (uint32_t)rest : g->pe;
+}
+
+static float *part_ptr(const mp_group_t *g, uint32_t share, uint32_t part) {
+    return g->values + g->off[share] + (size_t)part * g->pe;
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b) {
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* ---- vector kernels ---- */
+
+static bool all_finite(const float *restrict x, size_t n) {
+    uint32_t bad = 0;
+    size_t i = 0;
+    for (; i + BLOCK <= n; i += BLOCK) {
+        uint32_t u[BLOCK];
+        memcpy(u, x + i, sizeof u);
+        for (size_t k = 0; k < BLOCK; k++)
+            bad |= (u[k] & 0x7f800000u) == 0x7f800000u;
+    }
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return bad == 0;
+}
+
+static void acc_first(double *restrict acc, const float *restrict xs, double ws,
+                      const float *restrict xm, double wm, size_t n) {
+    size_t i = 0;
+    for (; i + BLOCK <= n; i += BLOCK)
+        for (size_t k = 0; k < BLOCK; k++)
+            acc[i + k] = ws * (double)xs[i + k] + wm * (double)xm[i + k];
+    for (; i < n; i++)
+        acc[i] = ws * (double)xs[i] + wm * (double)xm[i];
+}
+
+static void acc_add(double *restrict acc, const float *restrict x, double w,
+                    size_t n) {
+    size_t i = 0;
+    for (; i + BLOCK <= n; i += BLOCK)
+        for (size_t k = 0; k < BLOCK; k++)
+            acc[i + k] += w * (double)x[i + k];
+    for (; i < n; i++)
+        acc[i] += w * (double)x[i];
+}
+
+static void acc_store(float *restrict out, const double *restrict acc,
+                      double inv, size_t n) {
+    size_t i = 0;
+    for (; i + BLOCK <= n; i += BLOCK)
+        for (size_t k = 0; k < BLOCK; k++)
+            out[i + k] = (float)(acc[i + k] * inv);
+    for (; i < n; i++)
+        out[i] = (float)(acc[i] * inv);
+}
+
+/* ---- state transitions ---- */
+
+static void finalize(mp_group_t *g, uint32_t p) {
+    assert(!(g->pflags[p] & OWN_FINAL));
+    uint32_t cnt = part_len(g, g->self, p);
+    bool others = (g->contrib[p] & ~bit(g->self)) != 0;
+
+    g->pflags[p] |= OWN_FINAL;
+    g->final_order[g->nfinal++] = p;
+    if (g->pwsum[p] > 0 && others) {
+        g->pflags[p] |= OWN_AVG;
+        g->averaged += cnt;
+        /* Without OWN_ACC every other contribution had weight 0, so the
+         * mean is exactly the local value already in place. */
+        if (g->pflags[p] & OWN_ACC)
+            acc_store(part_ptr(g, g->self, p), g->acc + (size_t)p * g->pe,
+                      1.0 / g->pwsum[p], cnt);
+    }
+}
+
+static void finalize_ready(mp_group_t *g) {
+    for (uint32_t p = 0; p < g->nparts[g->self]; p++)
+        if (!(g->pflags[p] & OWN_FINAL) && (g->alive & ~g->contrib[p]) == 0)
+            finalize(g, p);
+}
+
+/* Keeps scat_next[d] off parts whose gather already arrived. */
+static void skip_gathered(mp_group_t *g, uint32_t d) {
+    const uint8_t *st = g->gstate + g->gbase[d];
+    while (g->scat_next[d] < g->nparts[d] && st[g->scat_next[d]] != G_PENDING)
+        g->scat_next[d]++;
+}
+
+static void check_done(mp_group_t *g) {
+    if (g->done || g->nfinal < g->nparts[g->self] || g->gather_open > 0)
+        return;
+    for (uint32_t d = 0; d < g->n; d++) {
+        if (d == g->self || !is_alive(g, d))
+            continue;
+        if (g->scat_next[d] < g->nparts[d] ||
+            g->gat_next[d] < g->nparts[g->self])
+            return;
+    }
+    g->done = true;
+}
+
+static void drop(mp_group_t *g, uint32_t m) {
+    assert(m < g->n && m != g->self && is_alive(g, m));
+    g->alive &= ~bit(m);
+    g->nfailed++;
+    uint8_t *st = g->gstate + g->gbase[m];
+    for (uint32_t p = 0; p < g->nparts[m]; p++)
+        if (st[p] == G_PENDING)
+            st[p] = G_GIVEN_UP;
+    g->gather_open -= g->nparts[m] - g->gathered[m];
+    finalize_ready(g);
+}
+
+static void close_all(mp_group_t *g) {
+    for (uint32_t p = 0; p < g->nparts[g->self]; p++)
+        if (!(g->pflags[p] & OWN_FINAL))
+            finalize(g, p);
+    for (uint32_t j = 0; j < g->n; j++) {
+        if (j == g->self)
+            continue;
+        uint8_t *st = g->gstate + g->gbase[j];
+        for (uint32_t p = 0; p < g->nparts[j]; p++)
+            if (st[p] == G_PENDING)
+                st[p] = G_GIVEN_UP;
+    }
+    g->gather_open = 0;
+    g->done = true;
+}
+
+static bool expects_scatter(const mp_group_t *g, uint32_t m) {
+    return g->contribs[m] < g->nparts[g->self];
+}
+
+static bool expects_gather(const mp_group_t *g, uint32_t m) {
+    return g->gathered[m] < g->nparts[m];
+}
+
+/* Silence limit for m, 0 if nothing is expected from m. */
+static uint64_t silence_limit(const mp_group_t *g, uint32_t m) {
+    if (g->timeout == 0)
+        return 0;
+    if (expects_scatter(g, m))
+        return g->timeout;
+    if (expects_gather(g, m))
+        return sat_add(g->timeout, g->timeout);
+    return 0;
+}
+
+/* ---- public (internal) API ---- */
+
+static bool cfg_valid(const mp_group_cfg_t *c) {
+    if (c->n == 0 || c->n > MP_GROUP_MAX || c->self >= c->n ||
+        c->weights == NULL || c->bandwidths == NULL ||
+        (c->values == NULL && c->count > 0))
+        return false;
+    for (uint32_t i = 0; i < c->n; i++)
+        if (!isfinite(c->weights[i]) || c->weights[i] < 0)
+            return false;
+    return true;
+}
+
+moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
+    if (out == NULL)
+        return MOSHPIT_EINVAL;
+    *out = NULL;
+    if (cfg == NULL || !cfg_valid(cfg))
+        return MOSHPIT_EINVAL;
+
+    mp_group_t *g = calloc(1, sizeof *g);
+    if (g == NULL)
+        return MOSHPIT_ENOMEM;
+    g->n = cfg->n;
+    g->self = cfg->self;
+    g->round_id = cfg->round_id;
+    g->values = cfg->values;
+    g->count = cfg->count;
+    g->pe = cfg->part_elems ? cfg->part_elems : MP_PART_ELEMS_DEFAULT;
+    g->deadline = cfg->deadline_ms;
+    g->timeout = cfg->peer_timeout_ms;
+    g->alive = g->n == 64 ? UINT64_MAX : bit(g->n) - 1;
+    memcpy(g->w, cfg->weights, g->n * sizeof *g->w);
+    if (mp__shares(g->n, cfg->bandwidths, g->count, g->off, g->len) != 0)
+        goto invalid;
+
+    size_t total = 0;
+    for (uint32_t j = 0; j < g->n; j++) {
+        g->nparts[j] = mp__parts(g->len[j], g->pe);
+        if (g->nparts[j] == UINT32_MAX || total > SIZE_MAX - g->nparts[j])
+            goto invalid;
+        g->gbase[j] = total;
+        total += g->nparts[j];
+        g->heard[j] = cfg->now_ms;
+        if (j != g->self)
+            g->gather_open += g->nparts[j];
+    }
+
+    size_t own = g->nparts[g->self], ownlen = g->len[g->self];
+    if (ownlen > SIZE_MAX / sizeof(double))
+        goto nomem;
+    /* calloc(0) may return NULL: allocate at least one element. */
+    g->acc = malloc(ownlen ? ownlen * sizeof(double) : 1);
+    g->contrib = calloc(own ? own : 1, sizeof *g->contrib);
+    g->pwsum = calloc(own ? own : 1, sizeof *g->pwsum);
+    g->pflags = calloc(own ? own : 1, sizeof *g->pflags);
+    g->final_order = calloc(own ? own : 1, sizeof *g->final_order);
+    g->gstate = calloc(total ? total : 1, sizeof *g->gstate);
+    if (!g->acc || !g->contrib || !g->pwsum || !g->pflags || !g->final_order ||
+        !g->gstate)
+        goto nomem;
+    for (size_t p = 0; p < own; p++) {
+        g->contrib[p] = bit(g->self);
+        g->pwsum[p] = g->w[g->self];
+    }
+    g->contribs[g->self] = (uint32_t)own;
+
+    if (cfg->now_ms >= g->deadline)
+        close_all(g);
+    else
+        finalize_ready(g); /* n == 1: everything is final at once */
+    check_done(g);
+    *out = g;
+    return MOSHPIT_OK;
+
+invalid:
+    mp__group_free(g);
+    return MOSHPIT_EINVAL;
+nomem:
+    mp__group_free(g);
+    return MOSHPIT_ENOMEM;
+}
+
+void mp__group_free(mp_group_t *g) {
+    if (g == NULL)
+        return;
+    free(g->acc);
+    free(g->contrib);
+    free(g->pwsum);
+    free(g->pflags);
+    free(g->final_order);
+    free(g->gstate);
+    free(g);
+}
+
+static mp_part_status_t on_scatter(mp_group_t *g, uint64_t now, uint32_t from,
+                                   uint32_t part, const float *data,
+                                   uint32_t count) {
+    if ((g->contrib[part] & bit(from)) || (g->pflags[part] & OWN_FINAL))
+        return MP_PART_DUP;
+    if (!all_finite(data, count)) {
+        drop(g, from);
+        return MP_PART_NONFINITE;
+    }
+    double wm = g->w[from];
+    if (wm > 0) {
+        double *acc = g->acc + (size_t)part * g->pe;
+        if (g->pflags[part] & OWN_ACC) {
+            acc_add(acc, data, wm, count);
+        } else {
+            acc_first(acc, part_ptr(g, g->self, part), g->w[g->self], data, wm,
+                      count);
+            g->pflags[part] |= OWN_ACC;
+        }
+    }
+    g->contrib[part] |= bit(from);
+    g->pwsum[part] += wm;
+    g->contribs[from]++;
+    g->heard[from] = now;
+    g->bytes_received += (uint64_t)count * sizeof(float);
+    if ((g->alive & ~g->contrib[part]) == 0)
+        finalize(g, part);
+    return MP_PART_OK;
+}
+
+static mp_part_status_t on_gather(mp_group_t *g, uint64_t now, uint32_t from,
+                                  uint32_t part, const float *data,
+                                  uint32_t count, double wsum) {
+    uint8_t *st = g->gstate + g->gbase[from] + part;
+    if (*st != G_PENDING)
+        return MP_PART_DUP;
+    if (!isfinite(wsum) || wsum < 0 || (wsum > 0 && !all_finite(data, count))) {
+        drop(g, from);
+        return MP_PART_NONFINITE;
+    }
+    if (wsum > 0) {
+        memcpy(part_ptr(g, from, part), data, (size_t)count * sizeof(float));
+        *st = G_AVG;
+        g->averaged += count;
+    } else {
+        *st = G_LOCAL;
+    }
+    g->gathered[from]++;
+    g->gather_open--;
+    g->heard[from] = now;
+    g->bytes_received += (uint64_t)count * sizeof(float);
+    skip_gathered(g, from);
+    return MP_PART_OK;
+}
+
+mp_part_status_t mp__group_on_part(mp_group_t *g, uint64_t now_ms,
+                                   uint32_t from, mp_part_kind_t kind,
+                                   uint32_t share, uint32_t part,
+                                   const float *data, uint32_t count,
+                                   double wsum) {
+    if (g == NULL)
+        return MP_PART_LATE;
+    if (!g->done && now_ms >= g->deadline)
+        close_all(g);
+    if (g->done)
+        return MP_PART_LATE;
+    if (from >= g->n || from == g->self)
+        return MP_PART_BAD_SENDER;
+    if (!is_alive(g, from))
+        return MP_PART_FROM_FAILED;
+    if (kind == MP_PART_SCATTER) {
+        if (share != g->self)
+            return MP_PART_BAD_INDEX;
+    } else if (kind == MP_PART_GATHER) {
+        if (share != from)
+            return MP_PART_BAD_INDEX;
+    } else {
+        return MP_PART_BAD_INDEX;
+    }
+    if (part >= g->nparts[share] || count != part_len(g, share, part) ||
+        data == NULL || (uintptr_t)data % _Alignof(float) != 0)
+        return MP_PART_BAD_INDEX;
+
+    mp_part_status_t st =
+        kind == MP_PART_SCATTER
+            ? on_scatter(g, now_ms, from, part, data, count)
+            : on_gather(g, now_ms, from, part, data, count, wsum);
+    check_done(g);
+    return st;
+}
+
+void mp__group_on_member_failed(mp_group_t *g, uint64_t now_ms, uint32_t m) {
+    if (g == NULL || g->done)
+        return;
+    if (now_ms >= g->deadline) {
+        close_all(g);
+        return;
+    }
+    if (m >= g->n || m == g->self || !is_alive(g, m))
+        return;
+    drop(g, m);
+    check_done(g);
+}
+
+void mp__group_on_tick(mp_group_t *g, uint64_t now_ms) {
+    if (g == NULL || g->done)
+        return;
+    if (now_ms >= g->deadline) {
+        close_all(g);
+        return;
+    }
+    for (uint32_t m = 0; m < g->n; m++) {
+        if (m == g->self || !is_alive(g, m))
+            continue;
+        uint64_t lim = silence_limit(g, m);
+        if (lim > 0 && now_ms >= sat_add(g->heard[m], lim))
+            drop(g, m);
+    }
+    check_done(g);
+}
+
+bool mp__group_next_send(mp_group_t *g, uint32_t dest, mp_send_t *out) {
+    if (g == NULL || out == NULL || g->done || dest >= g->n ||
+        dest == g->self || !is_alive(g, dest))
+        return false;
+    if (g->scat_next[dest] < g->nparts[dest]) {
+        uint32_t p = g->scat_next[dest]++;
+        skip_gathered(g, dest);
+        out->kind = MP_PART_SCATTER;
+        out->share = dest;
+        out->part = p;
+        out->data = part_ptr(g, dest, p);
+        out->count = part_len(g, dest, p);
+        out->wsum = g->w[g->self];
+    } else if (g->gat_next[dest] < g->nfinal) {
+        uint32_t p = g->final_order[g->gat_next[dest]++];
+        out->kind = MP_PART_GATHER;
+        out->share = g->self;
+        out->part = p;
+        out->data = part_ptr(g, g->self, p);
+        out->count = part_len(g, g->self, p);
+        out->wsum = (g->pflags[p] & OWN_AVG) ? g->pwsum[p] : 0.0;
+    } else {
+        return false;
+    }
+    g->bytes_sent += (uint64_t)out->count * sizeof(float);
+    check_done(g);
+    return true;
+}
+
+bool mp__group_has_sends(const mp_group_t *g) {
+    if (g == NULL || g->done)
+        return false;
+    for (uint32_t d = 0; d < g->n; d++) {
+        if (d == g->self || !is_alive(g, d))
+            continue;
+        if (g->scat_next[d] < g->nparts[d] || g->gat_next[d] < g->nfinal)
+            return true;
+    }
+    return false;
+}
+
+uint64_t mp__group_next_wakeup(const mp_group_t *g) {
+    if (g == NULL || g->done)
+        return UINT64_MAX;
+    uint64_t t = g->deadline;
+    for (uint32_t m = 0; m < g->n; m++) {
+        if (m == g->self || !is_alive(g, m))
+            continue;
+        uint64_t lim = silence_limit(g, m);
+        if (lim > 0) {
+            uint64_t at = sat_add(g->heard[m], lim);
+            if (at < t)
+                t = at;
+        }
+    }
+    return t;
+}
+
+bool mp__group_done(const mp_group_t *g) {
+    return g == NULL || g->done;
+}
+
+bool mp__group_member_alive(const mp_group_t *g, uint32_t m) {
+    return g != NULL && m < g->n && is_alive(g, m);
+}
+
+void mp__group_result(const mp_group_t *g, mp_group_result_t *out) {
+    if (out == NULL)
+        return;
+    memset(out, 0, sizeof *out);
+    if (g == NULL)
+        return;
+    out->group_size = g->n - g->nfailed;
+    out->peers_failed = g->nfailed;
+    out->group_weight = 0;
+    for (uint32_t m = 0; m < g->n; m++)
+        if (is_alive(g, m))
+            out->group_weight += g->w[m];
+    out->fraction_averaged =
+        g->count ? (double)g->averaged / (double)g->count : 1.0;
+    out->bytes_sent = g->bytes_sent;
+    out->bytes_received = g->bytes_received;
+}

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * crypto.h - identities, admission proofs, session keys and the data-plane
+ * AEAD. The only module (besides CURVE setup in net/) that uses libsodium.
+ *
+ * Data-plane frames are sealed with AES-256-GCM when both ends have AES
+ * hardware, else ChaCha20-Poly1305 (IETF), both from libsodium. Keys are
+ * derived per session from ephemeral X25519 keys exchanged inside the
+ * CURVE-authenticated control channel; each direction has its own key and a
+ * 64-bit counter nonce that never repeats under that key.
+ *
+ * Secret material lives in sodium_malloc'd memory (mp_session_keys_t) and is
+ * wiped on free. Not thread-safe per object; the engine thread owns them.
+ */
+#ifndef MP_CRYPTO_H
+#define MP_CRYPTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moshpit.h"
+
+#define MP_CIPHER_AESGCM 1u
+#define MP_CIPHER_CHACHA 2u
+
+/* Initializes libsodium; idempotent and thread-safe. */
+moshpit_err_t mp__crypto_init(void);
+
+/* Bit set of ciphers this machine can run (CHACHA always; AESGCM with
+ * hardware AES). */
+uint32_t mp__crypto_ciphers(void);
+
+moshpit_err_t mp__crypto_keypair(uint8_t pub[32], uint8_t sec[32]);
+/* pub = X25519 base point * sec. */
+moshpit_err_t mp__crypto_public_from_secret(const uint8_t sec[32],
+                                            uint8_t pub[32]);
+void mp__crypto_random(void *buf, size_t len);
+uint64_t mp__crypto_random_u64(void);
+int mp__crypto_is_zero(const uint8_t *p, size_t len);
+void mp__crypto_wipe(void *p, size_t len);
+void *mp__crypto_secure_alloc(size_t len); /* sodium_malloc; NULL on OOM */
+void mp__crypto_secure_free(void *p);      /* NULL ok; wipes */
+
+/* BLAKE2b-256("moshpit-swarm-v1" || name). */
+void mp__crypto_swarm_hash(const char *name, uint8_t out[32]);
+
+/* Admission proof: keyed BLAKE2b-256 with the swarm secret over
+ * "moshpit-admit-v1" || swarm_hash || from_pub || to_pub || from_eph. */
+void mp__crypto_admit_proof(const uint8_t secret[32],
+                            const uint8_t swarm_hash[32],
+                            const uint8_t from_pub[32],
+                            const uint8_t to_pub[32],
+                            const uint8_t from_eph[32], uint8_t out[32]);
+/* Constant-time comparison; 1 if equal. */
+int mp__crypto_equal32(const uint8_t a[32], const uint8_t b[32]);
+
+/* Per-session data keys for one peer. */
+typedef struct mp_session_keys mp_session_keys_t;
+
+/* Derives tx/rx keys: shared = X25519(my_eph_sec, their_eph_pub), then
+ * BLAKE2b-512 keyed with shared over "moshpit-data-v1" || ids and ephemeral
+ * keys in canonical (sorted by id) order; the lower id sends with the first
+ * half. cipher is the one both support (see mp__crypto_pick_cipher).
+ * Errors: ECRYPTO (degenerate key), ENOMEM. */
+moshpit_err_t mp__session_keys_new(uint32_t cipher, const uint8_t my_id[32],
+                                   const uint8_t my_eph_sec[32],
+                                   const uint8_t my_eph_pub[32],
+                                   const uint8_t their_id[32],
+                                   const uint8_t their_eph_pub[32],
+                                   mp_session_keys_t **out);
+void mp__session_keys_free(mp_session_keys_t *k);
+uint32_t mp__crypto_pick_cipher(uint32_t mine, uint32_t theirs);
+
+/* Seals m[0..mlen) into c (mlen bytes) + tag (16 bytes) with nonce =
+ * counter, ad authenticated. c may equal m. */
+moshpit_err_t mp__session_seal(const mp_session_keys_t *k, uint64_t counter,
+                               const uint8_t *ad, size_t adlen,
+                               const uint8_t *m, size_t mlen, uint8_t *c,
+                               uint8_t tag[16]);
+/* Opens; ECRYPTO if the tag does not verify (m is then unspecified). */
+moshpit_err_t mp__session_open(const mp_session_keys_t *k, uint64_t counter,
+                               const uint8_t *ad, size_t adlen,
+                               const uint8_t *c, size_t clen,
+                               const uint8_t tag[16], uint8_t *m);
+
+#endif

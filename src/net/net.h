@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * net.h - thin helpers over ZeroMQ used by the engine: socket creation with
+ * the project's options (CURVE on every control link), endpoint parsing,
+ * the ZAP handler reply and monitor decoding. The only module that includes
+ * zmq.h besides the engine loop itself.
+ */
+#ifndef MP_NET_H
+#define MP_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moshpit.h"
+
+/* Splits "tcp://host:port" into host (without brackets kept as given) and
+ * port. Returns 0 on success, -1 if malformed. */
+int mp__net_split(const char *addr, char *host, size_t hostcap, long *port);
+
+/* True if addr is an acceptable peer address to dial: "tcp://host:port"
+ * with a numeric port 1..65535 and a sane length. Anything else (ipc://,
+ * inproc://, garbage) is refused so a peer cannot make us dial local
+ * endpoints. */
+int mp__net_addr_ok(const char *addr);
+
+/* Creates a control DEALER that dials addr as a CURVE client expecting the
+ * server key server_pub, and a PAIR monitor bound to its events at
+ * mon_ep. Returns the DEALER or NULL (errno set); *mon receives the PAIR. */
+void *mp__net_ctrl_dealer(void *zctx, const char *addr,
+                          const uint8_t server_pub[32],
+                          const uint8_t my_pub[32], const uint8_t my_sec[32],
+                          const char *mon_ep, void **mon);
+/* Creates a data DEALER dialing addr (sealed frames only). */
+void *mp__net_data_dealer(void *zctx, const char *addr);
+/* Closes a socket if non-NULL (linger 0). */
+void mp__net_close(void **sock);
+
+/* Monitor event kinds the engine cares about. */
+typedef enum {
+    MP_NET_EV_OTHER = 0,
+    MP_NET_EV_UP,          /* handshake succeeded */
+    MP_NET_EV_DOWN,        /* disconnected */
+    MP_NET_EV_AUTH_FAILED, /* the server refused our credentials */
+    MP_NET_EV_PROTO_FAILED /* handshake failed otherwise (wrong key?) */
+} mp_net_event_t;
+
+/* Reads one event from a monitor PAIR (non-blocking). Returns -1 if none. */
+int mp__net_read_event(void *mon, mp_net_event_t *ev);
+
+#endif

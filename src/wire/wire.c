@@ -1,0 +1,747 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wire.c - encoding and decoding of control messages (one msgpack map each)
+ * and of the fixed 48-byte little-endian data-frame header.
+ *
+ * Everything here is a pure function over caller-provided buffers. Encoding
+ * validates the struct and packs it with msgpack-c straight into the
+ * caller's buffer, in a fixed key order with the smallest integer forms, so
+ * equal messages give equal bytes. Decoding first walks the raw bytes with a
+ * bounded scanner (element counts must fit in the bytes that remain, nesting
+ * is limited, the single object must end exactly at the end of the input)
+ * and only then lets msgpack-c build its object tree: msgpack-c allocates an
+ * array's slots as soon as it reads the header, so an unchecked 5-byte header
+ * claiming 2^32 elements would otherwise ask for ~100 GB. After the scan, the
+ * tree costs at most a small multiple of the input length. The tree is then
+ * checked field by field against the schema in docs/PROTOCOL.md.
+ */
+#include "wire/wire.h"
+
+#include <math.h>
+#include <msgpack.h>
+#include <string.h>
+
+/* Containers may nest this deep (the schema needs 3; unknown keys may carry
+ * a little more). Also keeps msgpack-c below its own fixed stack limit. */
+#define WIRE_DEPTH_MAX 16u
+
+/* ------------------------------------------------------------------ */
+/* keys                                                                */
+
+enum {
+    K_V,
+    K_T,
+    K_SW,
+    K_EPH,
+    K_PF,
+    K_RE,
+    K_TAG,
+    K_BW,
+    K_CI,
+    K_CA,
+    K_DA,
+    K_WHY,
+    K_P,
+    K_SEQ,
+    K_W,
+    K_WIN,
+    K_KEY,
+    K_GID,
+    K_M,
+    K_COUNT
+};
+
+static const char *const key_names[K_COUNT] = {
+    [K_V] = "v",     [K_T] = "t",     [K_SW] = "sw",   [K_EPH] = "eph",
+    [K_PF] = "pf",   [K_RE] = "re",   [K_TAG] = "tag", [K_BW] = "bw",
+    [K_CI] = "ci",   [K_CA] = "ca",   [K_DA] = "da",   [K_WHY] = "why",
+    [K_P] = "p",     [K_SEQ] = "seq", [K_W] = "w",     [K_WIN] = "win",
+    [K_KEY] = "key", [K_GID] = "gid", [K_M] = "m",
+};
+
+/* ------------------------------------------------------------------ */
+/* encoding                                                            */
+
+typedef struct wbuf {
+    uint8_t *buf;
+    size_t cap;
+    size_t len;
+    int overflow;
+} wbuf_t;
+
+static int wbuf_write(void *data, const char *p, size_t n) {
+    wbuf_t *w = data;
+    if (w->overflow || n > w->cap - w->len) {
+        w->overflow = 1;
+        return -1;
+    }
+    if (n > 0) {
+        memcpy(w->buf + w->len, p, n);
+        w->len += n;
+    }
+    return 0;
+}
+
+/* Pack functions return the write callback's status; the overflow flag in
+ * wbuf_t records the same thing once, so their results are not checked. */
+static void put_key(msgpack_packer *pk, int k) {
+    size_t n = strlen(key_names[k]);
+    msgpack_pack_str(pk, n);
+    msgpack_pack_str_body(pk, key_names[k], n);
+}
+
+static void put_u64(msgpack_packer *pk, int k, uint64_t v) {
+    put_key(pk, k);
+    msgpack_pack_uint64(pk, v);
+}
+
+static void put_bin(msgpack_packer *pk, const uint8_t *p, size_t n) {
+    msgpack_pack_bin(pk, n);
+    msgpack_pack_bin_body(pk, p, n);
+}
+
+static void put_str(msgpack_packer *pk, const char *s) {
+    size_t n = strlen(s);
+    msgpack_pack_str(pk, n);
+    msgpack_pack_str_body(pk, s, n);
+}
+
+static int str_ok(const char *s) {
+    return memchr(s, '\0', MP_ADDR_MAX) != NULL;
+}
+
+static int weight_ok(double w) {
+    return isfinite(w) && w >= 0.0;
+}
+
+static int all_zero(const uint8_t *p, size_t n) {
+    uint8_t acc = 0;
+    for (size_t i = 0; i < n; i++)
+        acc |= p[i];
+    return acc == 0;
+}
+
+static int members_distinct(const mp_member_t *m, uint32_t n) {
+    for (uint32_t i = 1; i < n; i++)
+        for (uint32_t j = 0; j < i; j++)
+            if (memcmp(m[i].id, m[j].id, MP_ID_BYTES) == 0)
+                return 0;
+    return 1;
+}
+
+static moshpit_err_t check_msg(const mp_msg_t *msg) {
+    switch (msg->type) {
+    case MP_MSG_HELLO: {
+        const mp_hello_t *h = &msg->u.hello;
+        if (h->has_proof > 1 || h->reply > 1)
+            return MOSHPIT_EINVAL;
+        if (!h->has_proof && !all_zero(h->proof, sizeof h->proof))
+            return MOSHPIT_EINVAL;
+        if (!str_ok(h->ctrl_addr) || !str_ok(h->data_addr))
+            return MOSHPIT_EINVAL;
+        return MOSHPIT_OK;
+    }
+    case MP_MSG_REFUSE:
+    case MP_MSG_JOIN_ACK:
+    case MP_MSG_ALONE:
+    case MP_MSG_BYE:
+        return MOSHPIT_OK;
+    case MP_MSG_PEERS:
+        if (msg->u.peers.n > MP_PEERS_MAX)
+            return MOSHPIT_EINVAL;
+        for (uint32_t i = 0; i < msg->u.peers.n; i++)
+            if (!str_ok(msg->u.peers.peers[i].addr))
+                return MOSHPIT_EINVAL;
+        return MOSHPIT_OK;
+    case MP_MSG_JOIN:
+        if (!weight_ok(msg->u.join.weight) || msg->u.join.key_len > MP_KEY_MAX)
+            return MOSHPIT_EINVAL;
+        return MOSHPIT_OK;
+    case MP_MSG_GROUP: {
+        const mp_group_msg_t *g = &msg->u.group;
+        if (g->group_id == 0 || g->n < 2 || g->n > MP_GROUP_MAX)
+            return MOSHPIT_EINVAL;
+        for (uint32_t i = 0; i < g->n; i++)
+            if (!weight_ok(g->members[i].weight))
+                return MOSHPIT_EINVAL;
+        if (!members_distinct(g->members, g->n))
+            return MOSHPIT_EINVAL;
+        return MOSHPIT_OK;
+    }
+    }
+    return MOSHPIT_EINVAL;
+}
+
+static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
+    size_t entries;
+    switch (msg->type) {
+    case MP_MSG_HELLO:
+        entries = msg->u.hello.has_proof ? 11 : 10;
+        break;
+    case MP_MSG_JOIN:
+        entries = 7;
+        break;
+    case MP_MSG_GROUP:
+        entries = 5;
+        break;
+    case MP_MSG_BYE:
+        entries = 2;
+        break;
+    default: /* REFUSE, PEERS, JOIN_ACK, ALONE */
+        entries = 3;
+        break;
+    }
+    msgpack_pack_map(pk, entries);
+    put_u64(pk, K_V, MP_WIRE_VERSION);
+    put_u64(pk, K_T, (uint64_t)msg->type);
+
+    switch (msg->type) {
+    case MP_MSG_HELLO: {
+        const mp_hello_t *h = &msg->u.hello;
+        put_key(pk, K_SW);
+        put_bin(pk, h->swarm, sizeof h->swarm);
+        put_key(pk, K_EPH);
+        put_bin(pk, h->eph, sizeof h->eph);
+        if (h->has_proof) {
+            put_key(pk, K_PF);
+            put_bin(pk, h->proof, sizeof h->proof);
+        }
+        put_key(pk, K_RE);
+        if (h->reply)
+            msgpack_pack_true(pk);
+        else
+            msgpack_pack_false(pk);
+        put_u64(pk, K_TAG, h->tag);
+        put_u64(pk, K_BW, h->bandwidth);
+        put_u64(pk, K_CI, h->ciphers);
+        put_key(pk, K_CA);
+        put_str(pk, h->ctrl_addr);
+        put_key(pk, K_DA);
+        put_str(pk, h->data_addr);
+        break;
+    }
+    case MP_MSG_REFUSE:
+        put_u64(pk, K_WHY, msg->u.refuse.reason);
+        break;
+    case MP_MSG_PEERS:
+        put_key(pk, K_P);
+        msgpack_pack_array(pk, msg->u.peers.n);
+        for (uint32_t i = 0; i < msg->u.peers.n; i++) {
+            const mp_peer_entry_t *e = &msg->u.peers.peers[i];
+            msgpack_pack_array(pk, 2);
+            put_bin(pk, e->id, sizeof e->id);
+            put_str(pk, e->addr);
+        }
+        break;
+    case MP_MSG_JOIN: {
+        const mp_join_t *j = &msg->u.join;
+        put_u64(pk, K_SEQ, j->seq);
+        put_key(pk, K_W);
+        msgpack_pack_double(pk, j->weight);
+        put_u64(pk, K_BW, j->bandwidth);
+        put_u64(pk, K_WIN, j->window_ms);
+        put_key(pk, K_KEY);
+        put_bin(pk, j->key, j->key_len);
+        break;
+    }
+    case MP_MSG_JOIN_ACK:
+        put_u64(pk, K_SEQ, msg->u.ack.seq);
+        break;
+    case MP_MSG_ALONE:
+        put_u64(pk, K_SEQ, msg->u.alone.seq);
+        break;
+    case MP_MSG_GROUP: {
+        const mp_group_msg_t *g = &msg->u.group;
+        put_u64(pk, K_SEQ, g->seq);
+        put_u64(pk, K_GID, g->group_id);
+        put_key(pk, K_M);
+        msgpack_pack_array(pk, g->n);
+        for (uint32_t i = 0; i < g->n; i++) {
+            msgpack_pack_array(pk, 3);
+            put_bin(pk, g->members[i].id, MP_ID_BYTES);
+            msgpack_pack_double(pk, g->members[i].weight);
+            msgpack_pack_uint32(pk, g->members[i].bandwidth);
+        }
+        break;
+    }
+    case MP_MSG_BYE:
+        break;
+    }
+}
+
+moshpit_err_t mp__msg_encode(const mp_msg_t *msg, uint8_t *buf, size_t cap,
+                             size_t *len) {
+    if (len != NULL)
+        *len = 0;
+    if (msg == NULL || len == NULL || (buf == NULL && cap > 0))
+        return MOSHPIT_EINVAL;
+    moshpit_err_t err = check_msg(msg);
+    if (err != MOSHPIT_OK)
+        return err;
+
+    wbuf_t w = {buf, cap, 0, 0};
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &w, wbuf_write);
+    pack_msg(&pk, msg);
+    if (w.overflow)
+        return MOSHPIT_ENOMEM;
+    /* The largest valid message (a full PEERS) is ~10.5 KB, so this only
+     * guards against the limits in wire.h being changed inconsistently. */
+    if (w.len > MP_CTRL_MAX)
+        return MOSHPIT_EINVAL;
+    *len = w.len;
+    return MOSHPIT_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* decoding: structural scan                                           */
+
+static uint64_t be_read(const uint8_t *p, size_t n) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/*
+ * Reads the header of the msgpack object at buf[*off] and advances *off past
+ * the whole object if it is a scalar, or past its header if it is a
+ * container (*children then receives the number of objects inside). Fails
+ * when the object claims more bytes than remain.
+ */
+static int scan_one(const uint8_t *buf, size_t len, size_t *off,
+                    uint64_t *children) {
+    size_t o = *off;
+    uint8_t b = buf[o++];
+    size_t lenbytes = 0; /* size of a following length field */
+    uint64_t body = 0;   /* payload bytes after the header */
+    int kind = 0;        /* 0 scalar/bytes, 1 array, 2 map */
+
+    *children = 0;
+    if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
+        body = 0;
+    } else if (b >= 0x80 && b <= 0x8f) {
+        kind = 2;
+        body = b & 0x0f;
+    } else if (b >= 0x90 && b <= 0x9f) {
+        kind = 1;
+        body = b & 0x0f;
+    } else if (b >= 0xa0 && b <= 0xbf) {
+        body = b & 0x1f;
+    } else {
+        switch (b) {
+        case 0xc4: /* bin 8/16/32 */
+        case 0xc5:
+        case 0xc6:
+            lenbytes = (size_t)1 << (b - 0xc4);
+            break;
+        case 0xc7: /* ext 8/16/32: length, then a type byte */
+        case 0xc8:
+        case 0xc9:
+            lenbytes = (size_t)1 << (b - 0xc7);
+            body = 1;
+            break;
+        case 0xca:
+            body = 4;
+            break;
+        case 0xcb:
+            body = 8;
+            break;
+        case 0xcc: /* uint 8..64 */
+        case 0xcd:
+        case 0xce:
+        case 0xcf:
+            body = (uint64_t)1 << (b - 0xcc);
+            break;
+        case 0xd0: /* int 8..64 */
+        case 0xd1:
+        case 0xd2:
+        case 0xd3:
+            body = (uint64_t)1 << (b - 0xd0);
+            break;
+        case 0xd4: /* fixext 1..16, plus the type byte */
+        case 0xd5:
+        case 0xd6:
+        case 0xd7:
+        case 0xd8:
+            body = ((uint64_t)1 << (b - 0xd4)) + 1;
+            break;
+        case 0xd9: /* str 8/16/32 */
+        case 0xda:
+        case 0xdb:
+            lenbytes = (size_t)1 << (b - 0xd9);
+            break;
+        case 0xdc: /* array 16/32 */
+        case 0xdd:
+            kind = 1;
+            lenbytes = (size_t)2 << (b - 0xdc);
+            break;
+        case 0xde: /* map 16/32 */
+        case 0xdf:
+            kind = 2;
+            lenbytes = (size_t)2 << (b - 0xde);
+            break;
+        default: /* 0xc1: never used */
+            return -1;
+        }
+    }
+    if (lenbytes > len - o)
+        return -1;
+    if (lenbytes > 0) {
+        uint64_t n = be_read(buf + o, lenbytes);
+        o += lenbytes;
+        if (kind == 0)
+            body += n;
+        else
+            body = n;
+    }
+    if (kind != 0) {
+        *children = kind == 2 ? body * 2 : body;
+    } else {
+        if (body > len - o)
+            return -1;
+        o += (size_t)body;
+    }
+    *off = o;
+    return 0;
+}
+
+/*
+ * Checks that buf[0..len) is exactly one well-formed msgpack object whose
+ * nesting stays within WIRE_DEPTH_MAX. The walk only succeeds if every
+ * declared element is present, so all counts are backed by input bytes
+ * (every object takes at least one); `pending` merely lets a count that
+ * cannot fit fail at once. O(len) time, fixed-size stack.
+ */
+static int scan(const uint8_t *buf, size_t len) {
+    uint64_t left[WIRE_DEPTH_MAX + 1]; /* objects still due per level */
+    uint64_t pending = 1;              /* objects still due in total */
+    size_t depth = 0, off = 0;
+
+    left[0] = 1;
+    for (;;) {
+        while (depth > 0 && left[depth] == 0)
+            depth--;
+        if (left[depth] == 0)
+            break;
+        if (off >= len)
+            return -1;
+        uint64_t children;
+        if (scan_one(buf, len, &off, &children) != 0)
+            return -1;
+        left[depth]--;
+        pending--;
+        if (children > 0) {
+            if (depth == WIRE_DEPTH_MAX)
+                return -1;
+            /* pending <= len and children < 2^33: no overflow */
+            pending += children;
+            left[++depth] = children;
+        }
+        if (pending > len - off)
+            return -1;
+    }
+    return off == len ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* decoding: schema                                                    */
+
+static int get_u64(const msgpack_object *o, uint64_t *out) {
+    if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return -1;
+    *out = o->via.u64;
+    return 0;
+}
+
+static int get_u32(const msgpack_object *o, uint32_t *out) {
+    uint64_t v;
+    if (get_u64(o, &v) != 0 || v > UINT32_MAX)
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int get_bool(const msgpack_object *o, uint8_t *out) {
+    if (o->type != MSGPACK_OBJECT_BOOLEAN)
+        return -1;
+    *out = o->via.boolean ? 1 : 0;
+    return 0;
+}
+
+static int get_bin32(const msgpack_object *o, uint8_t out[32]) {
+    if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size != 32)
+        return -1;
+    memcpy(out, o->via.bin.ptr, 32);
+    return 0;
+}
+
+static int get_str(const msgpack_object *o, char out[MP_ADDR_MAX]) {
+    if (o->type != MSGPACK_OBJECT_STR || o->via.str.size >= MP_ADDR_MAX)
+        return -1;
+    size_t n = o->via.str.size;
+    if (n > 0 && memchr(o->via.str.ptr, '\0', n) != NULL)
+        return -1;
+    if (n > 0)
+        memcpy(out, o->via.str.ptr, n);
+    out[n] = '\0';
+    return 0;
+}
+
+static int get_weight(const msgpack_object *o, double *out) {
+    double w;
+    switch (o->type) {
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64:
+        w = o->via.f64;
+        break;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+        w = (double)o->via.u64;
+        break;
+    default:
+        return -1;
+    }
+    if (!weight_ok(w))
+        return -1;
+    *out = w;
+    return 0;
+}
+
+/* Index of a known key, -1 for an unknown one. */
+static int key_index(const msgpack_object_str *s) {
+    for (int k = 0; k < K_COUNT; k++) {
+        size_t n = strlen(key_names[k]);
+        if (s->size == n && memcmp(s->ptr, key_names[k], n) == 0)
+            return k;
+    }
+    return -1;
+}
+
+static int decode_hello(const msgpack_object *const *val, mp_hello_t *h) {
+    if (!val[K_SW] || !val[K_EPH] || !val[K_RE] || !val[K_TAG] || !val[K_BW] ||
+        !val[K_CI] || !val[K_CA] || !val[K_DA])
+        return -1;
+    if (get_bin32(val[K_SW], h->swarm) != 0 ||
+        get_bin32(val[K_EPH], h->eph) != 0 ||
+        get_bool(val[K_RE], &h->reply) != 0 ||
+        get_u64(val[K_TAG], &h->tag) != 0 ||
+        get_u32(val[K_BW], &h->bandwidth) != 0 ||
+        get_u32(val[K_CI], &h->ciphers) != 0 ||
+        get_str(val[K_CA], h->ctrl_addr) != 0 ||
+        get_str(val[K_DA], h->data_addr) != 0)
+        return -1;
+    if (val[K_PF]) {
+        if (get_bin32(val[K_PF], h->proof) != 0)
+            return -1;
+        h->has_proof = 1;
+    }
+    return 0;
+}
+
+static int decode_peers(const msgpack_object *p, mp_peers_t *out) {
+    if (p->type != MSGPACK_OBJECT_ARRAY || p->via.array.size > MP_PEERS_MAX)
+        return -1;
+    for (uint32_t i = 0; i < p->via.array.size; i++) {
+        const msgpack_object *e = &p->via.array.ptr[i];
+        if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size != 2)
+            return -1;
+        if (get_bin32(&e->via.array.ptr[0], out->peers[i].id) != 0 ||
+            get_str(&e->via.array.ptr[1], out->peers[i].addr) != 0)
+            return -1;
+    }
+    out->n = p->via.array.size;
+    return 0;
+}
+
+static int decode_join(const msgpack_object *const *val, mp_join_t *j) {
+    if (!val[K_SEQ] || !val[K_W] || !val[K_BW] || !val[K_WIN] || !val[K_KEY])
+        return -1;
+    if (get_u64(val[K_SEQ], &j->seq) != 0 ||
+        get_weight(val[K_W], &j->weight) != 0 ||
+        get_u32(val[K_BW], &j->bandwidth) != 0 ||
+        get_u32(val[K_WIN], &j->window_ms) != 0)
+        return -1;
+    const msgpack_object *k = val[K_KEY];
+    if (k->type != MSGPACK_OBJECT_BIN || k->via.bin.size > MP_KEY_MAX)
+        return -1;
+    if (k->via.bin.size > 0)
+        memcpy(j->key, k->via.bin.ptr, k->via.bin.size);
+    j->key_len = k->via.bin.size;
+    return 0;
+}
+
+static int decode_group(const msgpack_object *const *val, mp_group_msg_t *g) {
+    if (!val[K_SEQ] || !val[K_GID] || !val[K_M])
+        return -1;
+    if (get_u64(val[K_SEQ], &g->seq) != 0 ||
+        get_u64(val[K_GID], &g->group_id) != 0 || g->group_id == 0)
+        return -1;
+    const msgpack_object *m = val[K_M];
+    if (m->type != MSGPACK_OBJECT_ARRAY || m->via.array.size < 2 ||
+        m->via.array.size > MP_GROUP_MAX)
+        return -1;
+    for (uint32_t i = 0; i < m->via.array.size; i++) {
+        const msgpack_object *e = &m->via.array.ptr[i];
+        mp_member_t *mb = &g->members[i];
+        if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size != 3)
+            return -1;
+        if (get_bin32(&e->via.array.ptr[0], mb->id) != 0 ||
+            get_weight(&e->via.array.ptr[1], &mb->weight) != 0 ||
+            get_u32(&e->via.array.ptr[2], &mb->bandwidth) != 0)
+            return -1;
+        mb->seq = 0;
+    }
+    g->n = m->via.array.size;
+    return members_distinct(g->members, g->n) ? 0 : -1;
+}
+
+static int decode_map(const msgpack_object *root, mp_msg_t *msg) {
+    const msgpack_object *val[K_COUNT] = {0};
+
+    if (root->type != MSGPACK_OBJECT_MAP)
+        return -1;
+    for (uint32_t i = 0; i < root->via.map.size; i++) {
+        const msgpack_object_kv *kv = &root->via.map.ptr[i];
+        if (kv->key.type != MSGPACK_OBJECT_STR)
+            return -1;
+        int k = key_index(&kv->key.via.str);
+        if (k < 0)
+            continue; /* unknown key: ignored */
+        if (val[k] != NULL)
+            return -1; /* a repeated key would make the message ambiguous */
+        val[k] = &kv->val;
+    }
+
+    uint64_t v, t;
+    if (!val[K_V] || get_u64(val[K_V], &v) != 0 || v != MP_WIRE_VERSION)
+        return -1;
+    if (!val[K_T] || get_u64(val[K_T], &t) != 0)
+        return -1;
+
+    switch (t) {
+    case MP_MSG_HELLO:
+        msg->type = MP_MSG_HELLO;
+        return decode_hello(val, &msg->u.hello);
+    case MP_MSG_REFUSE:
+        msg->type = MP_MSG_REFUSE;
+        return val[K_WHY] ? get_u32(val[K_WHY], &msg->u.refuse.reason) : -1;
+    case MP_MSG_PEERS:
+        msg->type = MP_MSG_PEERS;
+        return val[K_P] ? decode_peers(val[K_P], &msg->u.peers) : -1;
+    case MP_MSG_JOIN:
+        msg->type = MP_MSG_JOIN;
+        return decode_join(val, &msg->u.join);
+    case MP_MSG_JOIN_ACK:
+        msg->type = MP_MSG_JOIN_ACK;
+        return val[K_SEQ] ? get_u64(val[K_SEQ], &msg->u.ack.seq) : -1;
+    case MP_MSG_GROUP:
+        msg->type = MP_MSG_GROUP;
+        return decode_group(val, &msg->u.group);
+    case MP_MSG_ALONE:
+        msg->type = MP_MSG_ALONE;
+        return val[K_SEQ] ? get_u64(val[K_SEQ], &msg->u.alone.seq) : -1;
+    case MP_MSG_BYE:
+        msg->type = MP_MSG_BYE;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+moshpit_err_t mp__msg_decode(const uint8_t *buf, size_t len, mp_msg_t *msg) {
+    if (msg == NULL || (buf == NULL && len > 0))
+        return MOSHPIT_EINVAL;
+    memset(msg, 0, sizeof *msg);
+    if (len == 0 || len > MP_CTRL_MAX)
+        return MOSHPIT_EPROTO;
+    if (scan(buf, len) != 0)
+        return MOSHPIT_EPROTO;
+
+    msgpack_unpacked up;
+    size_t off = 0;
+    moshpit_err_t err = MOSHPIT_OK;
+    msgpack_unpacked_init(&up);
+    msgpack_unpack_return r =
+        msgpack_unpack_next(&up, (const char *)buf, len, &off);
+    if (r == MSGPACK_UNPACK_NOMEM_ERROR)
+        err = MOSHPIT_ENOMEM; /* the scan rules out msgpack-c's depth limit */
+    else if (r != MSGPACK_UNPACK_SUCCESS || off != len)
+        err = MOSHPIT_EPROTO;
+    else if (decode_map(&up.data, msg) != 0)
+        err = MOSHPIT_EPROTO;
+    msgpack_unpacked_destroy(&up);
+    if (err != MOSHPIT_OK)
+        memset(msg, 0, sizeof *msg);
+    return err;
+}
+
+/* ------------------------------------------------------------------ */
+/* data-frame header                                                   */
+
+#define DATA_HDR_VERSION 1u
+
+static void le_put(uint8_t *p, uint64_t v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t le_get(const uint8_t *p, size_t n) {
+    uint64_t v = 0;
+    for (size_t i = n; i-- > 0;)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+_Static_assert(sizeof(double) == sizeof(uint64_t), "IEEE-754 binary64");
+
+void mp__data_hdr_encode(const mp_data_hdr_t *h,
+                         uint8_t out[MP_DATA_HDR_BYTES]) {
+    uint64_t wbits;
+    memcpy(&wbits, &h->wsum, sizeof wbits);
+    le_put(out + 0, DATA_HDR_VERSION, 1);
+    le_put(out + 1, h->kind, 1);
+    le_put(out + 2, 0, 2);
+    le_put(out + 4, h->count, 4);
+    le_put(out + 8, h->tag, 8);
+    le_put(out + 16, h->counter, 8);
+    le_put(out + 24, h->round_id, 8);
+    le_put(out + 32, h->share, 4);
+    le_put(out + 36, h->part, 4);
+    le_put(out + 40, wbits, 8);
+}
+
+moshpit_err_t mp__data_hdr_decode(const uint8_t *buf, size_t len,
+                                  mp_data_hdr_t *h) {
+    if (h == NULL || (buf == NULL && len > 0))
+        return MOSHPIT_EINVAL;
+    memset(h, 0, sizeof *h);
+    if (len < MP_DATA_HDR_BYTES)
+        return MOSHPIT_EPROTO;
+    if (buf[0] != DATA_HDR_VERSION)
+        return MOSHPIT_EPROTO;
+    if (buf[1] != MP_PART_SCATTER && buf[1] != MP_PART_GATHER)
+        return MOSHPIT_EPROTO;
+    if (le_get(buf + 2, 2) != 0)
+        return MOSHPIT_EPROTO;
+    uint32_t count = (uint32_t)le_get(buf + 4, 4);
+    if (count > MP_DATA_MAX_COUNT)
+        return MOSHPIT_EPROTO;
+    if ((uint64_t)len !=
+        (uint64_t)MP_DATA_HDR_BYTES + (uint64_t)count * 4u + MP_DATA_TAG_BYTES)
+        return MOSHPIT_EPROTO;
+    uint64_t wbits = le_get(buf + 40, 8);
+    double wsum;
+    memcpy(&wsum, &wbits, sizeof wsum);
+    if (!weight_ok(wsum))
+        return MOSHPIT_EPROTO;
+
+    h->kind = buf[1];
+    h->count = count;
+    h->tag = le_get(buf + 8, 8);
+    h->counter = le_get(buf + 16, 8);
+    h->round_id = le_get(buf + 24, 8);
+    h->share = (uint32_t)le_get(buf + 32, 4);
+    h->part = (uint32_t)le_get(buf + 36, 4);
+    h->wsum = wsum;
+    return MOSHPIT_OK;
+}

@@ -1,0 +1,1143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_sim_group.c - drives n group all-reduce machines (core/group.c) over
+ * the simulated network (simnet) the way the real driver does: parts are
+ * pulled per destination while the link can take more, arriving parts are
+ * fed to mp__group_on_part, timers call mp__group_on_tick at
+ * mp__group_next_wakeup, and a disconnect is reported with
+ * mp__group_on_member_failed. Cases: (1) no faults, exact weighted mean for
+ * n = 2..16 (and 32, 64), short, prime and long vectors, unequal bandwidths,
+ * small parts, empty shares; (2) zero weights; (3) one member killed after
+ * each of its events in turn, with and without a disconnect notice; (4) a
+ * member that never sends and one that sends non-finite data; (5) garbage
+ * and duplicate parts, plus direct misuse of the API; (6) same seed, same
+ * bytes. Prints one summary line per case; exit status nonzero on failure.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/group.h"
+#include "core/share.h"
+#include "sim/simnet.h"
+
+static int failures;
+static long checks;
+
+#define CHECK(cond, ...)                                                       \
+    do {                                                                       \
+        checks++;                                                              \
+        if (!(cond)) {                                                         \
+            if (++failures <= 40) {                                            \
+                fprintf(stderr, "%s:%d: FAIL (%s): ", __FILE__, __LINE__,      \
+                        #cond);                                                \
+                fprintf(stderr, __VA_ARGS__);                                  \
+                fputc('\n', stderr);                                           \
+            }                                                                  \
+        }                                                                      \
+    } while (0)
+
+#define NONE UINT64_MAX
+#define MSG_PART 1u
+
+enum { TAG_START = 1, TAG_WAKE, TAG_PUMP, TAG_FAIL };
+typedef enum { B_NORMAL, B_SILENT, B_NAN } behave_t;
+typedef enum { W_RANDOM, W_SOME_ZERO, W_ALL_ZERO } wmode_t;
+typedef enum { D_UNIFORM, D_SEPARATED } dmode_t;
+
+/* One scenario. */
+typedef struct scen {
+    uint32_t n;
+    size_t count;
+    uint32_t part_elems;
+    uint64_t seed;
+    wmode_t wmode;
+    dmode_t dmode;
+    bool unequal_bw;
+    uint64_t bw_unit;    /* sim bytes/s per announced bandwidth unit */
+    uint32_t latency;    /* ms */
+    uint32_t jitter;     /* ms */
+    uint32_t timeout;    /* peer_timeout_ms */
+    uint64_t deadline;   /* ms */
+    uint32_t notify_ms;  /* disconnect notice delay, UINT32_MAX = none */
+    bool garbage;        /* feed garbage and duplicates with every part */
+    uint64_t victims;                  /* bit mask of the members at fault */
+    uint64_t kill_after[MP_GROUP_MAX]; /* killed after k events, or NONE */
+    behave_t victim_behave;            /* how victims behave until then */
+} scen_t;
+
+typedef struct world world_t;
+
+typedef struct gnode {
+    world_t *w;
+    uint32_t id;
+    mp_group_t *g;
+    float *values;
+    float *local;
+    behave_t behave;
+    bool done;
+    uint64_t done_ms;
+    mp_group_result_t res;
+    uint64_t wake_at; /* earliest pending wake timer, NONE if none */
+    uint64_t pump_at; /* earliest pending pump timer */
+} gnode_t;
+
+struct world {
+    scen_t sc;
+    simnet_t *net;
+    double weights[MP_GROUP_MAX];
+    uint32_t bws[MP_GROUP_MAX];
+    size_t off[MP_GROUP_MAX], len[MP_GROUP_MAX];
+    gnode_t node[MP_GROUP_MAX];
+    float *scratch; /* count + 1 floats */
+    uint64_t garbage_calls, garbage_bad;
+};
+
+/* ------------------------------------------------------------------ */
+/* driver                                                              */
+
+static void send_part(gnode_t *nd, uint32_t dest, const mp_send_t *snd) {
+    world_t *w = nd->w;
+    simnet_msg_t m = {.src = nd->id, .dst = dest, .type = MSG_PART};
+    m.arg[0] = snd->kind;
+    m.arg[1] = snd->share;
+    m.arg[2] = snd->part;
+    memcpy(&m.arg[3], &snd->wsum, sizeof(double));
+    m.data = snd->data;
+    m.len = (size_t)snd->count * sizeof(float);
+    if (nd->behave == B_NAN && snd->count > 0) {
+        memcpy(w->scratch, snd->data, m.len);
+        w->scratch[snd->count / 2] = NAN;
+        m.data = w->scratch;
+    }
+    simnet_send(w->net, &m);
+}
+
+/* Pulls sends for every destination while its link has room (the link
+ * drains within 1 ms), like a socket that can take more. */
+static void pump(gnode_t *nd) {
+    world_t *w = nd->w;
+    if (nd->behave == B_SILENT)
+        return;
+    uint64_t now = simnet_now(w->net), retry = NONE;
+    for (uint32_t d = 0; d < w->sc.n; d++) {
+        if (d == nd->id)
+            continue;
+        for (;;) {
+            uint64_t free_at = simnet_link_free_at(w->net, nd->id, d);
+            if (free_at > now + 1) {
+                if (free_at - 1 < retry)
+                    retry = free_at - 1;
+                break;
+            }
+            mp_send_t snd;
+            if (!mp__group_next_send(nd->g, d, &snd))
+                break;
+            send_part(nd, d, &snd);
+        }
+    }
+    if (retry != NONE && mp__group_has_sends(nd->g) &&
+        (nd->pump_at == NONE || retry < nd->pump_at)) {
+        simnet_timer(w->net, nd->id, retry, TAG_PUMP);
+        nd->pump_at = retry;
+    }
+}
+
+static void after_event(gnode_t *nd) {
+    world_t *w = nd->w;
+    pump(nd);
+    uint64_t wake = mp__group_next_wakeup(nd->g);
+    if (wake != NONE && (nd->wake_at == NONE || wake < nd->wake_at)) {
+        simnet_timer(w->net, nd->id, wake, TAG_WAKE);
+        nd->wake_at = wake;
+    }
+    if (!nd->done && mp__group_done(nd->g)) {
+        nd->done = true;
+        nd->done_ms = simnet_now(w->net);
+        mp__group_result(nd->g, &nd->res);
+    }
+}
+
+static void on_timer(simnet_t *s, uint32_t id, uint64_t tag, void *user) {
+    gnode_t *nd = user;
+    uint64_t now = simnet_now(s);
+    (void)id;
+    switch (tag & 0xff) {
+    case TAG_WAKE:
+        if (nd->wake_at != NONE && now >= nd->wake_at)
+            nd->wake_at = NONE;
+        mp__group_on_tick(nd->g, now);
+        break;
+    case TAG_PUMP:
+        if (nd->pump_at != NONE && now >= nd->pump_at)
+            nd->pump_at = NONE;
+        break;
+    case TAG_FAIL:
+        mp__group_on_member_failed(nd->g, now, (uint32_t)(tag >> 8));
+        break;
+    default:
+        break;
+    }
+    after_event(nd);
+}
+
+/* Status the machine must give a malformed part, given its state. */
+static mp_part_status_t expect_bad(const gnode_t *nd, uint32_t from,
+                                   mp_part_status_t bad) {
+    if (mp__group_done(nd->g))
+        return MP_PART_LATE;
+    if (bad == MP_PART_BAD_SENDER)
+        return bad;
+    return mp__group_member_alive(nd->g, from) ? bad : MP_PART_FROM_FAILED;
+}
+
+static void garbage_one(gnode_t *nd, uint32_t from, mp_part_kind_t kind,
+                        uint32_t share, uint32_t part, const float *data,
+                        uint32_t count, double wsum, mp_part_status_t bad) {
+    world_t *w = nd->w;
+    mp_part_status_t want = expect_bad(nd, from, bad);
+    mp_part_status_t got = mp__group_on_part(
+        nd->g, simnet_now(w->net), from, kind, share, part, data, count, wsum);
+    w->garbage_calls++;
+    if (got != want) {
+        w->garbage_bad++;
+        CHECK(got == want, "garbage: got %d want %d", (int)got, (int)want);
+    }
+}
+
+/* Malformed variants of a real part; none may change anything. */
+static void feed_garbage(gnode_t *nd, uint32_t from, mp_part_kind_t kind,
+                         uint32_t share, uint32_t part, const float *data,
+                         uint32_t count, double wsum) {
+    world_t *w = nd->w;
+    uint32_t n = w->sc.n;
+    const uint32_t bs = MP_PART_BAD_SENDER, bi = MP_PART_BAD_INDEX;
+    garbage_one(nd, nd->id, kind, share, part, data, count, wsum, bs);
+    garbage_one(nd, n + 3, kind, share, part, data, count, wsum, bs);
+    garbage_one(nd, UINT32_MAX, kind, share, part, data, count, wsum, bs);
+    garbage_one(nd, from, (mp_part_kind_t)0, share, part, data, count, wsum,
+                bi);
+    garbage_one(nd, from, (mp_part_kind_t)7, share, part, data, count, wsum,
+                bi);
+    garbage_one(nd, from,
+                kind == MP_PART_SCATTER ? MP_PART_GATHER : MP_PART_SCATTER,
+                share, part, data, count, wsum, bi);
+    garbage_one(nd, from, kind, (share + 1) % n, part, data, count, wsum, bi);
+    garbage_one(nd, from, kind, share + n, part, data, count, wsum, bi);
+    garbage_one(nd, from, kind, share, part + 1000000, data, count, wsum, bi);
+    garbage_one(nd, from, kind, share, UINT32_MAX, data, count, wsum, bi);
+    garbage_one(nd, from, kind, share, part, NULL, count, wsum, bi);
+    garbage_one(nd, from, kind, share, part, data, count - 1, wsum, bi);
+    memcpy(w->scratch, data, (size_t)count * sizeof(float));
+    w->scratch[count] = NAN; /* would be read if count + 1 were accepted */
+    garbage_one(nd, from, kind, share, part, w->scratch, count + 1, wsum, bi);
+    garbage_one(nd, from, kind, share, part, data, 0, wsum, bi);
+}
+
+static void on_msg(simnet_t *s, uint32_t id, const simnet_msg_t *m,
+                   void *user) {
+    gnode_t *nd = user;
+    world_t *w = nd->w;
+    (void)id;
+    if (m->type != MSG_PART)
+        return;
+    mp_part_kind_t kind = (mp_part_kind_t)m->arg[0];
+    uint32_t share = (uint32_t)m->arg[1], part = (uint32_t)m->arg[2];
+    double wsum;
+    memcpy(&wsum, &m->arg[3], sizeof wsum);
+    uint32_t count = (uint32_t)(m->len / sizeof(float));
+    const float *data = m->data;
+
+    if (w->sc.garbage)
+        feed_garbage(nd, m->src, kind, share, part, data, count, wsum);
+    mp_part_status_t st = mp__group_on_part(nd->g, simnet_now(s), m->src, kind,
+                                            share, part, data, count, wsum);
+    if (w->sc.garbage) {
+        /* A second copy: duplicate, or whatever state we are now in. */
+        mp_part_status_t want =
+            mp__group_done(nd->g)                    ? MP_PART_LATE
+            : !mp__group_member_alive(nd->g, m->src) ? MP_PART_FROM_FAILED
+            : st == MP_PART_OK || st == MP_PART_DUP  ? MP_PART_DUP
+                                                     : st;
+        mp_part_status_t again = mp__group_on_part(
+            nd->g, simnet_now(s), m->src, kind, share, part, data, count, wsum);
+        w->garbage_calls++;
+        if (again != want) {
+            w->garbage_bad++;
+            CHECK(again == want, "duplicate: got %d want %d", (int)again,
+                  (int)want);
+        }
+    }
+    after_event(nd);
+}
+
+static const simnet_ops_t node_ops = {on_msg, on_timer};
+
+static void kill_hook(simnet_t *s, uint32_t victim, void *user) {
+    world_t *w = user;
+    if (w->sc.notify_ms == UINT32_MAX)
+        return;
+    for (uint32_t i = 0; i < w->sc.n; i++)
+        if (i != victim && simnet_alive(s, i))
+            simnet_timer(s, i, simnet_now(s) + w->sc.notify_ms,
+                         TAG_FAIL | (uint64_t)victim << 8);
+}
+
+/* ------------------------------------------------------------------ */
+/* scenarios                                                           */
+
+static uint64_t bit(uint32_t i) {
+    return (uint64_t)1 << i;
+}
+
+static bool is_victim(const scen_t *sc, uint32_t i) {
+    return (sc->victims & bit(i)) != 0;
+}
+
+/* Weighted mean of element e over the members not in the mask `exclude`. */
+static double weighted_mean(const world_t *w, size_t e, uint64_t exclude,
+                            bool *any) {
+    double num = 0, den = 0;
+    for (uint32_t i = 0; i < w->sc.n; i++) {
+        if (exclude & bit(i))
+            continue;
+        num += w->weights[i] * (double)w->node[i].local[e];
+        den += w->weights[i];
+    }
+    *any = den > 0;
+    return den > 0 ? num / den : 0;
+}
+
+/* The subsets T of the victims, as masks to exclude (victims \ T). */
+static uint32_t victim_subsets(uint64_t victims, uint64_t *out) {
+    uint32_t k = 0;
+    for (uint64_t t = victims;; t = (t - 1) & victims) {
+        out[k++] = victims & ~t;
+        if (t == 0)
+            break;
+    }
+    return k;
+}
+
+/* Separated data: member i around 10 i, victims around 1000, 3000, 9000,
+ * so that means over different sets of members are far apart. */
+static double base_of(const scen_t *sc, uint32_t i) {
+    if (!is_victim(sc, i))
+        return 10.0 * i;
+    double b = 1000;
+    for (uint32_t j = 0; j < i; j++)
+        b *= is_victim(sc, j) ? 3 : 1;
+    return b;
+}
+
+static void make_data(world_t *w, simnet_rng_t *rng) {
+    const scen_t *sc = &w->sc;
+    for (uint32_t i = 0; i < sc->n; i++) {
+        float *x = w->node[i].local;
+        for (size_t e = 0; e < sc->count; e++) {
+            double u = simnet_rng01(rng);
+            if (sc->dmode == D_UNIFORM)
+                x[e] = (float)(2 * u - 1);
+            else
+                x[e] = (float)(base_of(sc, i) + u);
+        }
+    }
+    if (sc->dmode != D_SEPARATED)
+        return;
+    /* Redraw elements where local values and the means over survivors plus
+     * any subset of the victims are not clearly distinct, so that every
+     * result element says unambiguously which of them it is. */
+    uint64_t excl[16];
+    uint32_t nsub = victim_subsets(sc->victims, excl);
+    for (size_t e = 0; e < sc->count; e++) {
+        for (int tries = 0; tries < 1000; tries++) {
+            double m[16];
+            bool ok = true, any;
+            for (uint32_t a = 0; a < nsub; a++) {
+                m[a] = weighted_mean(w, e, excl[a], &any);
+                for (uint32_t b = 0; b < a; b++)
+                    ok &= fabs(m[a] - m[b]) > 0.01;
+                for (uint32_t i = 0; i < sc->n; i++)
+                    ok &= fabs(w->node[i].local[e] - m[a]) > 0.01;
+            }
+            if (ok)
+                break;
+            for (uint32_t i = 0; i < sc->n; i++)
+                w->node[i].local[e] =
+                    (float)(base_of(sc, i) + simnet_rng01(rng));
+        }
+    }
+}
+
+static void world_free(world_t *w) {
+    if (w == NULL)
+        return;
+    for (uint32_t i = 0; i < w->sc.n; i++) {
+        mp__group_free(w->node[i].g);
+        free(w->node[i].values);
+        free(w->node[i].local);
+    }
+    free(w->scratch);
+    simnet_free(w->net);
+    free(w);
+}
+
+static void *xcalloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size);
+    if (p == NULL) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    return p;
+}
+
+static world_t *run(const scen_t *sc) {
+    world_t *w = xcalloc(1, sizeof *w);
+    w->sc = *sc;
+    simnet_rng_t rng;
+    simnet_rng_seed(&rng, sc->seed ^ 0x5eed);
+    w->net = simnet_new(sc->seed);
+    simnet_set_default_link(w->net, sc->latency, 0);
+    simnet_set_jitter(w->net, sc->jitter);
+    simnet_set_kill_hook(w->net, kill_hook, w);
+    w->scratch = xcalloc(sc->count + 1, sizeof(float));
+
+    for (uint32_t i = 0; i < sc->n; i++) {
+        switch (sc->wmode) {
+        case W_RANDOM:
+            w->weights[i] = 0.5 + 1.5 * simnet_rng01(&rng);
+            break;
+        case W_SOME_ZERO:
+            w->weights[i] = i % 3 == 1 ? 0.0 : 0.5 + 1.5 * simnet_rng01(&rng);
+            break;
+        case W_ALL_ZERO:
+            w->weights[i] = 0.0;
+            break;
+        }
+        w->bws[i] =
+            sc->unequal_bw ? 1 + (uint32_t)simnet_rng_below(&rng, 100) : 50;
+    }
+    mp__shares(sc->n, w->bws, sc->count, w->off, w->len);
+
+    for (uint32_t i = 0; i < sc->n; i++) {
+        gnode_t *nd = &w->node[i];
+        nd->w = w;
+        nd->id = simnet_add_node(w->net, &node_ops, nd);
+        nd->values = xcalloc(sc->count, sizeof(float));
+        nd->local = xcalloc(sc->count, sizeof(float));
+        nd->wake_at = nd->pump_at = NONE;
+        nd->behave = is_victim(sc, i) ? sc->victim_behave : B_NORMAL;
+        simnet_set_node_bw(w->net, nd->id, (uint64_t)w->bws[i] * sc->bw_unit);
+    }
+    make_data(w, &rng);
+    for (uint32_t i = 0; i < sc->n; i++) {
+        gnode_t *nd = &w->node[i];
+        memcpy(nd->values, nd->local, sc->count * sizeof(float));
+        mp_group_cfg_t cfg = {
+            .round_id = sc->seed,
+            .n = sc->n,
+            .self = i,
+            .weights = w->weights,
+            .bandwidths = w->bws,
+            .values = nd->values,
+            .count = sc->count,
+            .part_elems = sc->part_elems,
+            .now_ms = 0,
+            .deadline_ms = sc->deadline,
+            .peer_timeout_ms = sc->timeout,
+        };
+        moshpit_err_t err = mp__group_new(&cfg, &nd->g);
+        CHECK(err == MOSHPIT_OK, "mp__group_new: %d", (int)err);
+        if (err != MOSHPIT_OK)
+            exit(1);
+        simnet_timer(w->net, nd->id, 0, TAG_START);
+    }
+    for (uint32_t i = 0; i < sc->n; i++)
+        if (sc->kill_after[i] != NONE)
+            simnet_kill_after(w->net, i, sc->kill_after[i]);
+    simnet_run(w->net, sc->deadline + 1000);
+    return w;
+}
+
+static scen_t base_scen(uint32_t n, size_t count, uint64_t seed) {
+    scen_t sc = {
+        .n = n,
+        .count = count,
+        .seed = seed,
+        .wmode = W_RANDOM,
+        .dmode = D_UNIFORM,
+        .bw_unit = 1000000,
+        .latency = 2,
+        .timeout = 2000,
+        .deadline = 120000,
+        .notify_ms = 5,
+    };
+    for (uint32_t i = 0; i < MP_GROUP_MAX; i++)
+        sc.kill_after[i] = NONE;
+    return sc;
+}
+
+static bool is_survivor(const world_t *w, uint32_t i) {
+    return !is_victim(&w->sc, i);
+}
+
+/* Fault-free expectations: everyone done, exact mean, identical bytes. */
+static double check_exact(const world_t *w, const char *name) {
+    const scen_t *sc = &w->sc;
+    double maxabs = 0, maxerr = 0, wsum = 0;
+    bool all_zero = true;
+    for (uint32_t i = 0; i < sc->n; i++) {
+        wsum += w->weights[i];
+        all_zero &= w->weights[i] == 0;
+    }
+    double *mean = xcalloc(sc->count, sizeof(double));
+    for (size_t e = 0; e < sc->count; e++) {
+        bool any;
+        mean[e] = weighted_mean(w, e, UINT32_MAX, &any);
+        maxabs = fmax(maxabs, fabs(mean[e]));
+    }
+    double tol = 1e-6 * (maxabs > 0 ? maxabs : 1);
+    for (uint32_t i = 0; i < sc->n; i++) {
+        const gnode_t *nd = &w->node[i];
+        CHECK(nd->done && nd->done_ms < sc->deadline,
+              "%s n=%u count=%zu: member %u not done before the deadline "
+              "(done=%d at %" PRIu64 ")",
+              name, sc->n, sc->count, i, nd->done, nd->done_ms);
+        CHECK(nd->res.group_size == sc->n && nd->res.peers_failed == 0,
+              "%s n=%u: member %u size %u failed %u", name, sc->n, i,
+              nd->res.group_size, nd->res.peers_failed);
+        CHECK(fabs(nd->res.group_weight - wsum) <= 1e-12 * (1 + wsum),
+              "%s: group_weight", name);
+        double want_frac = all_zero && sc->count > 0 ? 0.0 : 1.0;
+        CHECK(nd->res.fraction_averaged == want_frac,
+              "%s n=%u count=%zu: member %u fraction %.17g want %g", name,
+              sc->n, sc->count, i, nd->res.fraction_averaged, want_frac);
+        uint64_t own = w->len[i];
+        uint64_t sent = (sc->count - own + (uint64_t)(sc->n - 1) * own) * 4;
+        uint64_t recv = ((uint64_t)(sc->n - 1) * own + sc->count - own) * 4;
+        CHECK(nd->res.bytes_sent == sent && nd->res.bytes_received == recv,
+              "%s n=%u: member %u bytes %" PRIu64 "/%" PRIu64 " want %" PRIu64
+              "/%" PRIu64,
+              name, sc->n, i, nd->res.bytes_sent, nd->res.bytes_received, sent,
+              recv);
+        if (all_zero) {
+            CHECK(memcmp(nd->values, nd->local, sc->count * sizeof(float)) == 0,
+                  "%s: all weights 0 but member %u changed values", name, i);
+            continue;
+        }
+        size_t bad = 0;
+        for (size_t e = 0; e < sc->count; e++) {
+            double err = fabs((double)nd->values[e] - mean[e]);
+            maxerr = fmax(maxerr, err / (maxabs > 0 ? maxabs : 1));
+            bad += !(err <= tol);
+        }
+        CHECK(bad == 0, "%s n=%u count=%zu: member %u has %zu wrong elements",
+              name, sc->n, sc->count, i, bad);
+        /* Every element comes from one reducer: all copies are identical. */
+        CHECK(memcmp(nd->values, w->node[0].values,
+                     sc->count * sizeof(float)) == 0,
+              "%s n=%u: member %u differs from member 0", name, sc->n, i);
+    }
+    free(mean);
+    return maxerr;
+}
+
+/* ------------------------------------------------------------------ */
+/* cases                                                               */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void case_no_faults(void) {
+    double t0 = now_s(), maxerr = 0;
+    int runs = 0;
+    int fails0 = failures;
+    static const size_t lens[] = {1, 7, 100003};
+    for (uint32_t n = 2; n <= 16; n++) {
+        for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+            scen_t sc = base_scen(n, lens[li], 1000 * n + li);
+            sc.unequal_bw = (n + li) % 2 == 0;
+            sc.jitter = n % 3 == 0 ? 3 : 0;
+            world_t *w = run(&sc);
+            maxerr = fmax(maxerr, check_exact(w, "no-faults"));
+            world_free(w);
+            runs++;
+        }
+        /* Small parts: ~100 parts per share for small n. */
+        scen_t sc = base_scen(n, 100003, 77 * n);
+        sc.part_elems = 1000;
+        sc.unequal_bw = true;
+        world_t *w = run(&sc);
+        maxerr = fmax(maxerr, check_exact(w, "small-parts"));
+        world_free(w);
+        runs++;
+    }
+    /* Long vectors, default parts, a few group sizes. */
+    static const uint32_t long_n[] = {2, 5, 16};
+    for (size_t k = 0; k < 3; k++) {
+        scen_t sc = base_scen(long_n[k], 1000003, 99 + k);
+        sc.unequal_bw = k != 1;
+        sc.bw_unit = 10000000;
+        world_t *w = run(&sc);
+        maxerr = fmax(maxerr, check_exact(w, "long"));
+        world_free(w);
+        runs++;
+    }
+    /* The largest groups, up to MP_GROUP_MAX members. */
+    static const uint32_t big_n[] = {17, 32, 63, 64};
+    for (size_t k = 0; k < 4; k++) {
+        scen_t sc = base_scen(big_n[k], 20011, 5 + k);
+        sc.part_elems = 100;
+        sc.unequal_bw = true;
+        world_t *w = run(&sc);
+        maxerr = fmax(maxerr, check_exact(w, "big-group"));
+        world_free(w);
+        runs++;
+    }
+    /* Nothing to average: count == 0 finishes at once. */
+    scen_t sc = base_scen(5, 0, 3);
+    world_t *w = run(&sc);
+    maxerr = fmax(maxerr, check_exact(w, "empty"));
+    world_free(w);
+    runs++;
+    printf("case 1 no faults: %d runs, max error %.2e of max |mean|, "
+           "%.2f s: %s\n",
+           runs, maxerr, now_s() - t0, failures == fails0 ? "ok" : "FAILED");
+}
+
+static void case_zero_weights(void) {
+    double t0 = now_s(), maxerr = 0;
+    int runs = 0, fails0 = failures;
+    for (uint32_t n = 2; n <= 9; n++) {
+        scen_t sc = base_scen(n, 5003, 300 + n);
+        sc.wmode = W_SOME_ZERO;
+        sc.part_elems = 500;
+        sc.unequal_bw = true;
+        world_t *w = run(&sc);
+        maxerr = fmax(maxerr, check_exact(w, "some-zero"));
+        world_free(w);
+        runs++;
+
+        sc.wmode = W_ALL_ZERO;
+        sc.seed += 1000;
+        w = run(&sc);
+        check_exact(w, "all-zero");
+        for (uint32_t i = 0; i < n; i++)
+            CHECK(w->node[i].res.group_weight == 0, "all-zero: weight");
+        world_free(w);
+        runs++;
+    }
+    printf("case 2 zero weights: %d runs, max error %.2e: %s\n", runs, maxerr,
+           failures == fails0 ? "ok" : "FAILED");
+    (void)t0;
+}
+
+/* Kill-sweep checks for one run; see case 3. */
+static void check_kill(const world_t *w, const char *name) {
+    const scen_t *sc = &w->sc;
+    uint32_t v = sc->victim;
+    size_t count = sc->count;
+    double maxabs = 0;
+    double *all = xcalloc(count, sizeof(double));
+    double *without = xcalloc(count, sizeof(double));
+    for (size_t e = 0; e < count; e++) {
+        bool any;
+        all[e] = weighted_mean(w, e, UINT32_MAX, &any);
+        without[e] = weighted_mean(w, e, v, &any);
+        maxabs = fmax(maxabs, fmax(fabs(all[e]), fabs(without[e])));
+    }
+    double tol = 1e-6 * maxabs;
+    for (uint32_t i = 0; i < sc->n; i++) {
+        if (!is_survivor(w, i))
+            continue;
+        const gnode_t *nd = &w->node[i];
+        CHECK(nd->done && nd->done_ms < sc->deadline,
+              "%s k=%" PRIu64 ": survivor %u done=%d at %" PRIu64, name,
+              sc->kill_after, i, nd->done, nd->done_ms);
+        CHECK(nd->res.peers_failed <= 1 &&
+                  nd->res.group_size == sc->n - nd->res.peers_failed,
+              "%s k=%" PRIu64 ": survivor %u failed=%u size=%u", name,
+              sc->kill_after, i, nd->res.peers_failed, nd->res.group_size);
+        size_t nonlocal = 0, bad = 0, local_outside = 0;
+        for (size_t e = 0; e < count; e++) {
+            double x = nd->values[e];
+            if (fabs(x - all[e]) <= tol || fabs(x - without[e]) <= tol) {
+                nonlocal++;
+            } else if (nd->values[e] == nd->local[e]) {
+                /* Only the victim's share may keep local values. */
+                local_outside += e < w->off[v] || e >= w->off[v] + w->len[v];
+            } else {
+                bad++;
+            }
+        }
+        CHECK(bad == 0,
+              "%s k=%" PRIu64 ": survivor %u: %zu elements are "
+              "neither local nor a mean",
+              name, sc->kill_after, i, bad);
+        CHECK(local_outside == 0,
+              "%s k=%" PRIu64 ": survivor %u: %zu local "
+              "elements outside the victim's share",
+              name, sc->kill_after, i, local_outside);
+        CHECK(nd->res.fraction_averaged == (double)nonlocal / (double)count,
+              "%s k=%" PRIu64 ": survivor %u fraction %.9f, counted %.9f", name,
+              sc->kill_after, i, nd->res.fraction_averaged,
+              (double)nonlocal / (double)count);
+        if (nd->res.peers_failed == 0)
+            CHECK(nonlocal == count, "%s: nobody dropped but %zu local", name,
+                  count - nonlocal);
+        /* Survivors holding a result for the same element agree. */
+        for (uint32_t j = i + 1; j < sc->n; j++) {
+            if (!is_survivor(w, j))
+                continue;
+            size_t disagree = 0;
+            for (size_t e = 0; e < count; e++) {
+                bool li = nd->values[e] == nd->local[e];
+                bool lj = w->node[j].values[e] == w->node[j].local[e];
+                disagree += !li && !lj && nd->values[e] != w->node[j].values[e];
+            }
+            CHECK(disagree == 0,
+                  "%s k=%" PRIu64 ": survivors %u and %u "
+                  "disagree on %zu elements",
+                  name, sc->kill_after, i, j, disagree);
+        }
+    }
+    free(all);
+    free(without);
+}
+
+static void case_kill_sweep(void) {
+    double t0 = now_s();
+    int fails0 = failures;
+    static const uint32_t ns[] = {4, 5};
+    static const uint32_t victims[] = {1, 4};
+    for (size_t a = 0; a < 2; a++) {
+        for (int notify = 1; notify >= 0; notify--) {
+            scen_t sc = base_scen(ns[a], 6007, 4242 + a);
+            sc.dmode = D_SEPARATED;
+            sc.part_elems = 150; /* about 10 parts per share */
+            sc.unequal_bw = true;
+            sc.bw_unit = 20000; /* 20 KB/s .. 2 MB/s: parts take ms */
+            sc.timeout = 100;
+            sc.deadline = 5000;
+            sc.notify_ms = notify ? 3 : UINT32_MAX;
+            sc.victim = victims[a];
+
+            world_t *w = run(&sc);
+            check_exact(w, "kill-sweep baseline");
+            uint64_t events = simnet_node_events(w->net, sc.victim);
+            world_free(w);
+
+            uint64_t max_done = 0, dropped_runs = 0;
+            for (uint64_t k = 0; k <= events; k++) {
+                sc.kill_after = k;
+                w = run(&sc);
+                char name[64];
+                snprintf(name, sizeof name, "kill n=%u victim=%u %s", sc.n,
+                         sc.victim, notify ? "notified" : "silent");
+                check_kill(w, name);
+                for (uint32_t i = 0; i < sc.n; i++) {
+                    if (i == sc.victim)
+                        continue;
+                    max_done = w->node[i].done_ms > max_done
+                                   ? w->node[i].done_ms
+                                   : max_done;
+                    dropped_runs += w->node[i].res.peers_failed;
+                }
+                world_free(w);
+            }
+            printf("case 3 kill sweep n=%u victim=%u %s: %" PRIu64
+                   " kill points, %" PRIu64 " survivor drops, latest done "
+                   "%" PRIu64 " ms (deadline %" PRIu64 "): %s\n",
+                   sc.n, sc.victim, notify ? "with notice" : "silent vanish",
+                   events + 1, dropped_runs, max_done, sc.deadline,
+                   failures == fails0 ? "ok" : "FAILED");
+        }
+    }
+    printf("case 3 total %.2f s\n", now_s() - t0);
+}
+
+/* A misbehaving member from the start: everyone else must end with the
+ * exact mean of the rest on the shares of live reducers, local values on
+ * the misbehaving member's share, and that member dropped. */
+static void check_without(const world_t *w, const char *name) {
+    const scen_t *sc = &w->sc;
+    uint32_t v = sc->victim;
+    double maxabs = 0;
+    double *without = xcalloc(sc->count, sizeof(double));
+    for (size_t e = 0; e < sc->count; e++) {
+        bool any;
+        without[e] = weighted_mean(w, e, v, &any);
+        maxabs = fmax(maxabs, fabs(without[e]));
+    }
+    for (uint32_t i = 0; i < sc->n; i++) {
+        if (i == v)
+            continue;
+        const gnode_t *nd = &w->node[i];
+        CHECK(nd->done && nd->done_ms < sc->deadline, "%s: member %u done",
+              name, i);
+        CHECK(nd->res.peers_failed == 1 && nd->res.group_size == sc->n - 1,
+              "%s: member %u failed=%u", name, i, nd->res.peers_failed);
+        double wsum = 0;
+        for (uint32_t j = 0; j < sc->n; j++)
+            wsum += j == v ? 0 : w->weights[j];
+        CHECK(fabs(nd->res.group_weight - wsum) <= 1e-12 * wsum,
+              "%s: member %u group_weight %g want %g", name, i,
+              nd->res.group_weight, wsum);
+        size_t bad = 0;
+        for (size_t e = 0; e < sc->count; e++) {
+            bool in_v = e >= w->off[v] && e < w->off[v] + w->len[v];
+            if (in_v)
+                bad += nd->values[e] != nd->local[e];
+            else
+                bad += !(fabs(nd->values[e] - without[e]) <= 1e-6 * maxabs);
+        }
+        CHECK(bad == 0, "%s: member %u has %zu wrong elements", name, i, bad);
+        double frac = (double)(sc->count - w->len[v]) / (double)sc->count;
+        CHECK(nd->res.fraction_averaged == frac,
+              "%s: member %u fraction %g "
+              "want %g",
+              name, i, nd->res.fraction_averaged, frac);
+    }
+    free(without);
+}
+
+static void case_bad_members(void) {
+    int fails0 = failures;
+    int runs = 0;
+    for (uint32_t n = 3; n <= 8; n++) {
+        for (int b = 0; b < 2; b++) {
+            scen_t sc = base_scen(n, 20011, 600 + 10 * n + b);
+            sc.part_elems = 1000;
+            sc.unequal_bw = true;
+            sc.timeout = 300;
+            sc.deadline = 10000;
+            sc.victim = n / 2;
+            sc.victim_behave = b ? B_NAN : B_SILENT;
+            world_t *w = run(&sc);
+            check_without(w, b ? "non-finite member" : "silent member");
+            world_free(w);
+            runs++;
+        }
+    }
+    printf("case 4 silent and non-finite members: %d runs: %s\n", runs,
+           failures == fails0 ? "ok" : "FAILED");
+}
+
+static bool same_results(const world_t *a, const world_t *b) {
+    bool same = simnet_trace_hash(a->net) == simnet_trace_hash(b->net);
+    for (uint32_t i = 0; i < a->sc.n; i++) {
+        const gnode_t *x = &a->node[i], *y = &b->node[i];
+        same &= memcmp(x->values, y->values, a->sc.count * sizeof(float)) == 0;
+        same &= x->done == y->done && x->done_ms == y->done_ms;
+        same &= x->res.group_size == y->res.group_size &&
+                x->res.peers_failed == y->res.peers_failed &&
+                x->res.group_weight == y->res.group_weight &&
+                x->res.fraction_averaged == y->res.fraction_averaged &&
+                x->res.bytes_sent == y->res.bytes_sent &&
+                x->res.bytes_received == y->res.bytes_received;
+    }
+    return same;
+}
+
+/* Direct misuse of the API on a tiny machine: n = 3, self = 0, count 10,
+ * parts of 2: shares [0,4) [4,7) [7,10), 2 parts each. */
+static void api_misuse(void) {
+    float v[10], x[4] = {1, 2, 3, 4};
+    float al[5] = {0}; /* for a misaligned pointer */
+    for (int i = 0; i < 10; i++)
+        v[i] = (float)i;
+    double wt[3] = {1, 1, 1};
+    uint32_t bw[3] = {1, 1, 1};
+    mp_group_cfg_t cfg = {.n = 3,
+                          .self = 0,
+                          .weights = wt,
+                          .bandwidths = bw,
+                          .values = v,
+                          .count = 10,
+                          .part_elems = 2,
+                          .now_ms = 0,
+                          .deadline_ms = 1000,
+                          .peer_timeout_ms = 100};
+    mp_group_t *g = NULL;
+
+    /* Invalid configurations. */
+    mp_group_cfg_t bad = cfg;
+    CHECK(mp__group_new(&cfg, NULL) == MOSHPIT_EINVAL, "out NULL");
+    CHECK(mp__group_new(NULL, &g) == MOSHPIT_EINVAL && g == NULL, "cfg NULL");
+    bad.n = 0;
+    CHECK(mp__group_new(&bad, &g) == MOSHPIT_EINVAL, "n = 0");
+    bad.n = MP_GROUP_MAX + 1;
+    CHECK(mp__group_new(&bad, &g) == MOSHPIT_EINVAL, "n too big");
+    bad = cfg;
+    bad.self = 3;
+    CHECK(mp__group_new(&bad, &g) == MOSHPIT_EINVAL, "self >= n");
+    bad = cfg;
+    bad.weights = NULL;
+    CHECK(mp__group_new(&bad, &g) == MOSHPIT_EINVAL, "weights NULL");
+    bad = cfg;
+    bad.bandwidths = NULL;
+    CHECK(mp__group_new(&bad, &g) == MOSHPIT_EINVAL, "bandwidths NULL");
+    bad = cfg;
+    bad.values = NULL;
+    CHECK(mp__group_new(&bad, &g) == MOSHPIT_EINVAL, "values NULL");
+    double badw[3][3] = {{1, -1, 1}, {1, NAN, 1}, {INFINITY, 1, 1}};
+    for (int i = 0; i < 3; i++) {
+        bad = cfg;
+        bad.weights = badw[i];
+        CHECK(mp__group_new(&bad, &g) == MOSHPIT_EINVAL, "bad weight %d", i);
+    }
+    bad = cfg;
+    bad.count = SIZE_MAX; /* more parts than a uint32_t can index */
+    bad.part_elems = 1;
+    CHECK(mp__group_new(&bad, &g) == MOSHPIT_EINVAL, "too many parts");
+
+    CHECK(mp__group_new(&cfg, &g) == MOSHPIT_OK, "valid config");
+    const mp_part_kind_t S = MP_PART_SCATTER, G = MP_PART_GATHER;
+    CHECK(mp__group_on_part(g, 1, 0, S, 0, 0, x, 2, 1) == MP_PART_BAD_SENDER,
+          "from self");
+    CHECK(mp__group_on_part(g, 1, 3, S, 0, 0, x, 2, 1) == MP_PART_BAD_SENDER,
+          "from >= n");
+    CHECK(mp__group_on_part(g, 1, 1, (mp_part_kind_t)0, 0, 0, x, 2, 1) ==
+              MP_PART_BAD_INDEX,
+          "kind 0");
+    CHECK(mp__group_on_part(g, 1, 1, S, 1, 0, x, 2, 1) == MP_PART_BAD_INDEX,
+          "scatter for another share");
+    CHECK(mp__group_on_part(g, 1, 1, S, 0, 2, x, 2, 1) == MP_PART_BAD_INDEX,
+          "part out of range");
+    CHECK(mp__group_on_part(g, 1, 1, S, 0, 0, x, 1, 1) == MP_PART_BAD_INDEX,
+          "short count");
+    CHECK(mp__group_on_part(g, 1, 1, S, 0, 0, NULL, 2, 1) == MP_PART_BAD_INDEX,
+          "NULL data");
+    CHECK(mp__group_on_part(g, 1, 1, S, 0, 0,
+                            (const float *)(const void *)((char *)al + 1), 2,
+                            1) == MP_PART_BAD_INDEX,
+          "misaligned data");
+    CHECK(mp__group_on_part(g, 1, 1, G, 2, 0, x, 2, 1) == MP_PART_BAD_INDEX,
+          "gather for a share not the sender's");
+    CHECK(mp__group_on_part(g, 1, 1, G, 1, 1, x, 2, 1) == MP_PART_BAD_INDEX,
+          "gather with the wrong count (last part of share 1 has 1)");
+    CHECK(mp__group_has_sends(g), "scatter pending");
+    CHECK(mp__group_next_wakeup(g) == 100, "wakeup at the peer timeout");
+
+    CHECK(mp__group_on_part(g, 5, 1, S, 0, 0, x, 2, 1) == MP_PART_OK, "ok");
+    CHECK(mp__group_on_part(g, 5, 1, S, 0, 0, x, 2, 1) == MP_PART_DUP, "dup");
+    float nan2[2] = {1, NAN};
+    CHECK(mp__group_on_part(g, 6, 2, S, 0, 0, nan2, 2, 1) == MP_PART_NONFINITE,
+          "non-finite scatter");
+    CHECK(!mp__group_member_alive(g, 2) && mp__group_member_alive(g, 1),
+          "2 dropped");
+    CHECK(mp__group_on_part(g, 6, 2, S, 0, 1, x, 2, 1) == MP_PART_FROM_FAILED,
+          "from failed");
+    /* Part 0 is final: mean of member 0 (0, 1) and member 1 (1, 2). */
+    CHECK(v[0] == 0.5f && v[1] == 1.5f, "part 0 averaged: %g %g", v[0], v[1]);
+    mp_send_t snd;
+    CHECK(!mp__group_next_send(g, 0, &snd), "send to self");
+    CHECK(!mp__group_next_send(g, 3, &snd), "send to >= n");
+    CHECK(!mp__group_next_send(g, 2, &snd), "send to dropped member");
+    CHECK(mp__group_next_send(g, 1, &snd) && snd.kind == S && snd.share == 1 &&
+              snd.part == 0 && snd.count == 2 && snd.data == v + 4,
+          "first scatter to 1");
+    CHECK(mp__group_next_send(g, 1, &snd) && snd.kind == S && snd.part == 1 &&
+              snd.count == 1,
+          "second scatter to 1");
+    CHECK(mp__group_next_send(g, 1, &snd) && snd.kind == G && snd.share == 0 &&
+              snd.part == 0 && snd.wsum == 2 && snd.data == v,
+          "gather of part 0 to 1");
+    CHECK(!mp__group_next_send(g, 1, &snd), "nothing more ready");
+
+    CHECK(mp__group_on_part(g, 7, 1, G, 1, 0, x, 2, -1) == MP_PART_NONFINITE,
+          "negative gather wsum drops the sender");
+    CHECK(mp__group_done(g), "alone: done");
+    mp_group_result_t r;
+    mp__group_result(g, &r);
+    CHECK(r.group_size == 1 && r.peers_failed == 2 && r.group_weight == 1,
+          "result after drops");
+    CHECK(r.fraction_averaged == 0.2, "fraction %g", r.fraction_averaged);
+    CHECK(v[2] == 2 && v[3] == 3 && v[4] == 4, "rest local");
+    CHECK(mp__group_on_part(g, 8, 1, S, 0, 1, x, 2, 1) == MP_PART_LATE, "late");
+    CHECK(!mp__group_next_send(g, 1, &snd) && !mp__group_has_sends(g),
+          "no sends after done");
+    CHECK(mp__group_next_wakeup(g) == UINT64_MAX, "no wakeup after done");
+    mp__group_on_member_failed(g, 9, 0);
+    mp__group_on_member_failed(g, 9, 77);
+    mp__group_on_tick(g, 9);
+    mp__group_free(g);
+    mp__group_free(NULL);
+
+    /* Silence: nothing from 1 and 2 by the timeout drops both. */
+    for (int i = 0; i < 10; i++)
+        v[i] = (float)i;
+    CHECK(mp__group_new(&cfg, &g) == MOSHPIT_OK, "valid config");
+    mp__group_on_tick(g, 99);
+    CHECK(mp__group_member_alive(g, 1) && mp__group_member_alive(g, 2),
+          "not yet");
+    mp__group_on_tick(g, 100);
+    CHECK(mp__group_done(g) && !mp__group_member_alive(g, 1) &&
+              !mp__group_member_alive(g, 2),
+          "silence drops");
+    for (int i = 0; i < 10; i++)
+        CHECK(v[i] == (float)i, "local values kept");
+    mp__group_free(g);
+
+    /* Only gathers expected: the limit doubles. Member 0 has all it
+     * needs from 1 and 2 (scatter) at t = 10; it still waits for their
+     * gathers until 10 + 2 * 100. */
+    CHECK(mp__group_new(&cfg, &g) == MOSHPIT_OK, "valid config");
+    float y[2] = {5, 5};
+    for (uint32_t m = 1; m <= 2; m++) {
+        CHECK(mp__group_on_part(g, 10, m, S, 0, 0, y, 2, 1) == MP_PART_OK,
+              "s0");
+        CHECK(mp__group_on_part(g, 10, m, S, 0, 1, y, 2, 1) == MP_PART_OK,
+              "s1");
+    }
+    CHECK(mp__group_next_wakeup(g) == 210, "gather timeout %" PRIu64,
+          mp__group_next_wakeup(g));
+    /* A gather with wsum 0 keeps local values and is not averaged. */
+    CHECK(mp__group_on_part(g, 20, 1, G, 1, 0, y, 2, 0) == MP_PART_OK,
+          "gather wsum 0");
+    CHECK(v[4] == 4 && v[5] == 5, "wsum 0 keeps local");
+    float inf2[2] = {INFINITY, 0};
+    CHECK(mp__group_on_part(g, 20, 1, G, 1, 1, inf2, 1, 1) == MP_PART_NONFINITE,
+          "non-finite gather");
+    CHECK(mp__group_on_part(g, 21, 2, G, 2, 0, y, 2, NAN) == MP_PART_NONFINITE,
+          "NaN gather wsum");
+    /* Deadline closes everything. */
+    mp__group_on_tick(g, 1000);
+    CHECK(mp__group_done(g), "deadline");
+    CHECK(mp__group_on_part(g, 1001, 1, S, 0, 0, y, 2, 1) == MP_PART_LATE,
+          "after deadline");
+    mp__group_free(g);
+
+    /* A part arriving at the deadline is late, and closes the machine. */
+    CHECK(mp__group_new(&cfg, &g) == MOSHPIT_OK, "valid config");
+    CHECK(mp__group_on_part(g, 1000, 1, S, 0, 0, y, 2, 1) == MP_PART_LATE,
+          "at deadline");
+    CHECK(mp__group_done(g), "closed by the late part");
+    mp__group_free(g);
+
+    /* Degenerate rounds finish at once. */
+    for (int i = 0; i < 10; i++)
+        v[i] = (float)i;
+    mp_group_cfg_t one = cfg;
+    one.n = 1;
+    CHECK(mp__group_new(&one, &g) == MOSHPIT_OK && mp__group_done(g), "n=1");
+    mp__group_result(g, &r);
+    CHECK(r.group_size == 1 && r.fraction_averaged == 0 && v[0] == 0 &&
+              v[9] == 9,
+          "alone keeps values");
+    mp__group_free(g);
+    mp_group_cfg_t empty = cfg;
+    empty.count = 0;
+    empty.values = NULL;
+    CHECK(mp__group_new(&empty, &g) == MOSHPIT_OK && mp__group_done(g),
+          "count 0");
+    mp__group_result(g, &r);
+    CHECK(r.fraction_averaged == 1.0 && r.group_size == 3, "count 0 result");
+    mp__group_free(g);
+    mp_group_cfg_t late = cfg;
+    late.now_ms = 1000;
+    CHECK(mp__group_new(&late, &g) == MOSHPIT_OK && mp__group_done(g),
+          "born after its deadline");
+    mp__group_free(g);
+}
+
+static void case_garbage(void) {
+    int fails0 = failures;
+    uint64_t calls = 0;
+    api_misuse();
+    for (uint32_t n = 2; n <= 6; n++) {
+        scen_t sc = base_scen(n, 4099, 800 + n);
+        sc.part_elems = 300;
+        sc.unequal_bw = true;
+        world_t *clean = run(&sc);
+        sc.garbage = true;
+        world_t *dirty = run(&sc);
+        check_exact(dirty, "garbage");
+        CHECK(same_results(clean, dirty), "n=%u: garbage changed the result",
+              n);
+        CHECK(dirty->garbage_calls > 0 && dirty->garbage_bad == 0,
+              "garbage statuses");
+        calls += dirty->garbage_calls;
+        world_free(clean);
+        world_free(dirty);
+        if (n < 3)
+            continue;
+
+        /* Garbage during a failure, too. */
+        sc.timeout = 100;
+        sc.deadline = 5000;
+        sc.victim = 1;
+        sc.kill_after = 7;
+        sc.garbage = false;
+        sc.dmode = D_SEPARATED;
+        clean = run(&sc);
+        sc.garbage = true;
+        dirty = run(&sc);
+        check_kill(dirty, "garbage+kill");
+        CHECK(same_results(clean, dirty),
+              "n=%u: garbage changed the result of a failed round", n);
+        calls += dirty->garbage_calls;
+        world_free(clean);
+        world_free(dirty);
+    }
+    printf("case 5 garbage and duplicates: %" PRIu64 " bad calls, results "
+           "unchanged: %s\n",
+           calls, failures == fails0 ? "ok" : "FAILED");
+}
+
+static void case_reproducible(void) {
+    int fails0 = failures;
+    scen_t sc = base_scen(7, 30011, 2024);
+    sc.part_elems = 700;
+    sc.unequal_bw = true;
+    sc.jitter = 4;
+    sc.timeout = 100;
+    sc.deadline = 5000;
+    sc.notify_ms = UINT32_MAX;
+    sc.dmode = D_SEPARATED;
+    sc.victim = 3;
+    sc.kill_after = 9;
+    world_t *a = run(&sc);
+    world_t *b = run(&sc);
+    check_kill(a, "reproducible");
+    CHECK(same_results(a, b), "same seed, different result");
+    simnet_stats_t sa, sb;
+    simnet_get_stats(a->net, &sa);
+    simnet_get_stats(b->net, &sb);
+    CHECK(memcmp(&sa, &sb, sizeof sa) == 0, "same seed, different stats");
+    sc.seed++;
+    world_t *c = run(&sc);
+    CHECK(simnet_trace_hash(a->net) != simnet_trace_hash(c->net),
+          "another seed gave the same schedule");
+    printf("case 6 reproducibility: trace %016" PRIx64 ", %" PRIu64
+           " events, %" PRIu64 " messages: %s\n",
+           simnet_trace_hash(a->net), sa.events, sa.msgs_delivered,
+           failures == fails0 ? "ok" : "FAILED");
+    world_free(a);
+    world_free(b);
+    world_free(c);
+}
+
+int main(void) {
+    double t0 = now_s();
+    case_no_faults();
+    case_zero_weights();
+    case_kill_sweep();
+    case_bad_members();
+    case_garbage();
+    case_reproducible();
+    if (failures) {
+        fprintf(stderr, "test_sim_group: %d of %ld checks failed\n", failures,
+                checks);
+        return 1;
+    }
+    printf("test_sim_group: %ld checks passed in %.2f s\n", checks,
+           now_s() - t0);
+    return 0;
+}
