@@ -24,10 +24,13 @@
  * (informational; receivers use the roster weights).
  *
  * Reduce. Own share i is reduced into a separate accumulator of doubles (8
- * bytes per element of the own share); values are not modified before a
- * part is final. acc = w_self*x_self + sum of w_k*x_k over contributions
- * that arrived, part by part as they arrive; contributions of weight 0 are
- * validated and counted as arrived but not added. A scatter part from k is
+ * bytes per element of the own share, allocated up front; the last
+ * contribution of a part is fused into the final store, so a group of two
+ * never touches it); values are not modified before a part is final.
+ * acc = w_self*x_self + sum of w_k*x_k over contributions that arrived,
+ * part by part as they arrive; contributions of weight 0 are validated and
+ * counted as arrived but not added. The caller's own values must be finite
+ * (moshpit_average checks before a round starts). A scatter part from k is
  * accepted once; it must be finite or k is dropped (MP_PART_NONFINITE) and
  * the part is not counted. Part p becomes final as soon as every member
  * that is still alive has contributed it. Then, if wsum > 0 and at least
@@ -60,6 +63,14 @@
  * (parts become final with what arrived), the parts of share m not received
  * keep local values, and nothing more is sent to m. Parts from m are then
  * answered MP_PART_FROM_FAILED.
+ *
+ * Checks. mp__group_on_part answers, in this order: MP_PART_LATE (done, or
+ * now >= deadline_ms, which first closes the round), MP_PART_BAD_SENDER
+ * (from >= n or from == self), MP_PART_FROM_FAILED (from was dropped),
+ * MP_PART_BAD_INDEX (unknown kind, share not self for a scatter or not from
+ * for a gather, part out of range, count not the layout's, data NULL or not
+ * float-aligned), MP_PART_DUP (already have it), MP_PART_NONFINITE, else
+ * MP_PART_OK. Only OK and NONFINITE change state; no input can crash it.
  *
  * Deadline. At deadline_ms (checked by on_tick, on_part and
  * on_member_failed) everything still open is closed: own parts are
@@ -211,28 +222,65 @@ static void acc_store(float *restrict out, const double *restrict acc,
 
 /* ---- state transitions ---- */
 
-static void finalize(mp_group_t *g, uint32_t p) {
+/* The last contribution of a part is not added to acc but fused into the
+ * final store: one pass less, and a two-member group (or any part whose
+ * only weighted contribution is the last) never touches acc at all. */
+static void acc_add_store(float *restrict out, const double *restrict acc,
+                          const float *restrict x, double w, double inv,
+                          size_t n) {
+    size_t i = 0;
+    for (; i + BLOCK <= n; i += BLOCK)
+        for (size_t k = 0; k < BLOCK; k++)
+            out[i + k] = (float)((acc[i + k] + w * (double)x[i + k]) * inv);
+    for (; i < n; i++)
+        out[i] = (float)((acc[i] + w * (double)x[i]) * inv);
+}
+
+/* v = (ws * v + wm * x) * inv, in place on the local values. */
+static void blend_store(float *restrict v, double ws, const float *restrict x,
+                        double wm, double inv, size_t n) {
+    size_t i = 0;
+    for (; i + BLOCK <= n; i += BLOCK)
+        for (size_t k = 0; k < BLOCK; k++)
+            v[i + k] =
+                (float)((ws * (double)v[i + k] + wm * (double)x[i + k]) * inv);
+    for (; i < n; i++)
+        v[i] = (float)((ws * (double)v[i] + wm * (double)x[i]) * inv);
+}
+
+/* Makes own part p final. `last` (weight wlast > 0), if not NULL, is a
+ * contribution already counted in contrib/pwsum but not yet added to acc. */
+static void finalize(mp_group_t *g, uint32_t p, const float *last,
+                     double wlast) {
     assert(!(g->pflags[p] & OWN_FINAL));
     uint32_t cnt = part_len(g, g->self, p);
     bool others = (g->contrib[p] & ~bit(g->self)) != 0;
+    float *out = part_ptr(g, g->self, p);
+    const double *acc = g->acc + (size_t)p * g->pe;
 
     g->pflags[p] |= OWN_FINAL;
     g->final_order[g->nfinal++] = p;
-    if (g->pwsum[p] > 0 && others) {
-        g->pflags[p] |= OWN_AVG;
-        g->averaged += cnt;
-        /* Without OWN_ACC every other contribution had weight 0, so the
-         * mean is exactly the local value already in place. */
-        if (g->pflags[p] & OWN_ACC)
-            acc_store(part_ptr(g, g->self, p), g->acc + (size_t)p * g->pe,
-                      1.0 / g->pwsum[p], cnt);
+    if (!(g->pwsum[p] > 0 && others)) {
+        assert(last == NULL);
+        return;
     }
+    g->pflags[p] |= OWN_AVG;
+    g->averaged += cnt;
+    double inv = 1.0 / g->pwsum[p];
+    if (last != NULL && (g->pflags[p] & OWN_ACC))
+        acc_add_store(out, acc, last, wlast, inv, cnt);
+    else if (last != NULL)
+        blend_store(out, g->w[g->self], last, wlast, inv, cnt);
+    else if (g->pflags[p] & OWN_ACC)
+        acc_store(out, acc, inv, cnt);
+    /* else every other contribution had weight 0: the mean is exactly the
+     * local value already in place. */
 }
 
 static void finalize_ready(mp_group_t *g) {
     for (uint32_t p = 0; p < g->nparts[g->self]; p++)
         if (!(g->pflags[p] & OWN_FINAL) && (g->alive & ~g->contrib[p]) == 0)
-            finalize(g, p);
+            finalize(g, p, NULL, 0);
 }
 
 /* Keeps scat_next[d] off parts whose gather already arrived. */
@@ -270,7 +318,7 @@ static void drop(mp_group_t *g, uint32_t m) {
 static void close_all(mp_group_t *g) {
     for (uint32_t p = 0; p < g->nparts[g->self]; p++)
         if (!(g->pflags[p] & OWN_FINAL))
-            finalize(g, p);
+            finalize(g, p, NULL, 0);
     for (uint32_t j = 0; j < g->n; j++) {
         if (j == g->self)
             continue;
@@ -407,7 +455,14 @@ static mp_part_status_t on_scatter(mp_group_t *g, uint64_t now, uint32_t from,
         return MP_PART_NONFINITE;
     }
     double wm = g->w[from];
-    if (wm > 0) {
+    g->contrib[part] |= bit(from);
+    g->pwsum[part] += wm;
+    g->contribs[from]++;
+    g->heard[from] = now;
+    g->bytes_received += (uint64_t)count * sizeof(float);
+    if ((g->alive & ~g->contrib[part]) == 0) {
+        finalize(g, part, wm > 0 ? data : NULL, wm);
+    } else if (wm > 0) {
         double *acc = g->acc + (size_t)part * g->pe;
         if (g->pflags[part] & OWN_ACC) {
             acc_add(acc, data, wm, count);
@@ -417,13 +472,6 @@ static mp_part_status_t on_scatter(mp_group_t *g, uint64_t now, uint32_t from,
             g->pflags[part] |= OWN_ACC;
         }
     }
-    g->contrib[part] |= bit(from);
-    g->pwsum[part] += wm;
-    g->contribs[from]++;
-    g->heard[from] = now;
-    g->bytes_received += (uint64_t)count * sizeof(float);
-    if ((g->alive & ~g->contrib[part]) == 0)
-        finalize(g, part);
     return MP_PART_OK;
 }
 

@@ -114,7 +114,10 @@ bool mp__group_has_sends(const mp_group_t *g);
 /* Earliest time the machine wants an on_tick (UINT64_MAX = none). */
 uint64_t mp__group_next_wakeup(const mp_group_t *g);
 
-/* True once this member has everything it will get. */
+/* True once this member has everything it will get and has handed out
+ * every send owed to a live member (or the deadline passed). From then on
+ * the machine never touches values; the data of the last send handed out
+ * stays valid until the next call into g. */
 bool mp__group_done(const mp_group_t *g);
 
 /* True if member m is (still) considered alive by this member. */

@@ -12,13 +12,15 @@
 /*
  * Splits count elements into n contiguous shares with sizes proportional to
  * bandwidths[i] (0 is treated as 1), largest-remainder rounding, ties to the
- * lower index. off[i], len[i] receive share i. Returns 0, or -1 if n == 0.
+ * lower index. off[i], len[i] receive share i. Returns 0, or -1 if n == 0
+ * or a pointer is NULL. Exact for any count and bandwidths (no overflow).
  * sum(len) == count and off[i+1] == off[i] + len[i] always hold.
  */
 int mp__shares(uint32_t n, const uint32_t *bandwidths, size_t count,
                size_t *off, size_t *len);
 
-/* Parts in a share of len elements with parts of part_elems (ceil). */
+/* Parts in a share of len elements with parts of part_elems (ceil).
+ * part_elems 0 means MP_PART_ELEMS_DEFAULT; saturates at UINT32_MAX. */
 uint32_t mp__parts(size_t len, uint32_t part_elems);
 
 #endif

@@ -1,0 +1,354 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * harness.c - the process harness of the integration tests (see harness.h).
+ * Messages on the socketpair are fixed-size records; vectors follow a
+ * RESULT record as raw floats.
+ */
+#include "harness.h"
+
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int it_failures = 0;
+
+enum {
+    EV_ENDPOINT = 1,
+    EV_READY,
+    EV_RESULT,
+    EV_GROUP,
+    EV_MEMBERS,
+    CMD_AVERAGE = 100,
+    CMD_MEMBERS,
+    CMD_QUIT
+};
+
+typedef struct rec {
+    uint32_t type;
+    int32_t err;
+    uint64_t a, b;
+    double w;
+    char text[200];
+    it_result_t res;
+} rec_t;
+
+uint64_t it_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint64_t mix(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+void it_fill(float *v, size_t count, uint64_t seed) {
+    uint64_t s = seed * 7919u + 17u;
+    for (size_t i = 0; i < count; i++)
+        v[i] = (float)((double)(mix(&s) >> 40) / 16777216.0 * 4.0 - 2.0);
+}
+
+double it_weight(uint64_t seed) {
+    uint64_t s = seed * 104729u + 3u;
+    return 0.25 + (double)(mix(&s) >> 11) / 9007199254740992.0 * 2.0;
+}
+
+double it_dev_from_mean(const float *v, size_t count, const uint64_t *seeds,
+                        const double *weights, size_t n) {
+    double *mean = calloc(count, sizeof(double));
+    float *tmp = malloc(count * sizeof(float));
+    double wsum = 0, maxabs = 0, dev = 0;
+    if (mean == NULL || tmp == NULL) {
+        free(mean);
+        free(tmp);
+        return INFINITY;
+    }
+    for (size_t p = 0; p < n; p++) {
+        it_fill(tmp, count, seeds[p]);
+        wsum += weights[p];
+        for (size_t i = 0; i < count; i++)
+            mean[i] += weights[p] * tmp[i];
+    }
+    for (size_t i = 0; i < count; i++) {
+        mean[i] /= wsum;
+        maxabs = fmax(maxabs, fabs(mean[i]));
+    }
+    for (size_t i = 0; i < count; i++)
+        dev = fmax(dev, fabs(v[i] - mean[i]));
+    free(mean);
+    free(tmp);
+    return maxabs > 0 ? dev / maxabs : dev;
+}
+
+static int send_all(int fd, const void *buf, size_t len) {
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int recv_all(int fd, void *buf, size_t len, int timeout_ms) {
+    char *p = buf;
+    uint64_t deadline = it_now_ms() + (uint64_t)timeout_ms;
+    while (len > 0) {
+        uint64_t now = it_now_ms();
+        if (now >= deadline)
+            return -1;
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int rc = poll(&pfd, 1, (int)(deadline - now));
+        if (rc < 0 && errno == EINTR)
+            continue;
+        if (rc <= 0)
+            return -1;
+        ssize_t n = recv(fd, p, len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* ---- the peer process ---- */
+
+static int g_fd = -1;
+
+static void peer_log(void *user, int level, const char *msg) {
+    int notify = *(int *)user;
+    if (getenv("MOSHPIT_TEST_LOG") != NULL)
+        fprintf(stderr, "[%d] %d %s\n", (int)getpid(), level, msg);
+    if (notify && strstr(msg, ": group of ") != NULL) {
+        rec_t r;
+        memset(&r, 0, sizeof(r));
+        r.type = EV_GROUP;
+        (void)send_all(g_fd, &r, sizeof(r));
+    }
+}
+
+static int peer_main(const it_peer_cfg_t *pc, int fd) {
+    moshpit_config_t cfg;
+    moshpit_config_init(&cfg);
+    cfg.swarm = pc->swarm;
+    memcpy(cfg.swarm_secret, pc->swarm_secret, 32);
+    memcpy(cfg.public_key, pc->public_key, 32);
+    memcpy(cfg.secret_key, pc->secret_key, 32);
+    cfg.authorized_keys = pc->authorized;
+    cfg.authorized_count = pc->authorized_n;
+    if (pc->group_size)
+        cfg.group_size = pc->group_size;
+    if (pc->min_group_size)
+        cfg.min_group_size = pc->min_group_size;
+    if (pc->matchmaking_ms)
+        cfg.matchmaking_ms = pc->matchmaking_ms;
+    if (pc->round_timeout_ms)
+        cfg.round_timeout_ms = pc->round_timeout_ms;
+    if (pc->peer_timeout_ms)
+        cfg.peer_timeout_ms = pc->peer_timeout_ms;
+    const char *boot[2] = {pc->bootstrap, NULL};
+    if (pc->bootstrap[0])
+        cfg.bootstrap = boot;
+    int notify = pc->notify_group;
+    g_fd = fd;
+    cfg.log = peer_log;
+    cfg.log_user = &notify;
+    cfg.log_level = notify ? MOSHPIT_LOG_DEBUG : MOSHPIT_LOG_WARN;
+    if (getenv("MOSHPIT_TEST_LOG") != NULL)
+        cfg.log_level = MOSHPIT_LOG_DEBUG;
+
+    rec_t r;
+    memset(&r, 0, sizeof(r));
+    moshpit_t *mp = NULL;
+    r.type = EV_ENDPOINT;
+    r.err = (int32_t)moshpit_open(&cfg, &mp);
+    if (r.err == MOSHPIT_OK &&
+        moshpit_endpoint(mp, r.text, sizeof(r.text)) != MOSHPIT_OK)
+        r.err = MOSHPIT_EINVAL;
+    if (send_all(fd, &r, sizeof(r)) != 0 || r.err != MOSHPIT_OK)
+        return 1;
+    memset(&r, 0, sizeof(r));
+    r.type = EV_READY;
+    r.err = (int32_t)moshpit_wait_members(
+        mp, pc->expect_members ? pc->expect_members : 1, 20000);
+    r.a = moshpit_members(mp);
+    if (send_all(fd, &r, sizeof(r)) != 0) {
+        moshpit_close(mp);
+        return 1;
+    }
+    for (;;) {
+        rec_t c;
+        if (recv_all(fd, &c, sizeof(c), 3600 * 1000) != 0 ||
+            c.type == CMD_QUIT)
+            break;
+        if (c.type == CMD_MEMBERS) {
+            memset(&r, 0, sizeof(r));
+            r.type = EV_MEMBERS;
+            r.a = moshpit_members(mp);
+            if (send_all(fd, &r, sizeof(r)) != 0)
+                break;
+            continue;
+        }
+        if (c.type != CMD_AVERAGE)
+            continue;
+        size_t count = (size_t)c.a;
+        float *v = malloc((count ? count : 1) * sizeof(float));
+        if (v == NULL)
+            break;
+        it_fill(v, count, c.b);
+        memset(&r, 0, sizeof(r));
+        r.type = EV_RESULT;
+        uint64_t t0 = it_now_ms();
+        r.res.err = (int32_t)moshpit_average(mp, v, count, c.w, &r.res.info);
+        r.res.call_ms = it_now_ms() - t0;
+        int bad = send_all(fd, &r, sizeof(r)) != 0 ||
+                  send_all(fd, v, count * sizeof(float)) != 0;
+        free(v);
+        if (bad)
+            break;
+    }
+    moshpit_close(mp);
+    return 0;
+}
+
+static int start(it_peer_t *p, const it_peer_cfg_t *cfg) {
+    int sv[2];
+    memset(p, 0, sizeof(*p));
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+        return -1;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        close(sv[0]);
+        /* close every other inherited descriptor of the test process */
+        for (int fd = 3; fd < 1024; fd++)
+            if (fd != sv[1])
+                close(fd);
+        _exit(peer_main(cfg, sv[1]));
+    }
+    close(sv[1]);
+    p->pid = pid;
+    p->fd = sv[0];
+    p->alive = 1;
+    rec_t r;
+    if (recv_all(p->fd, &r, sizeof(r), 20000) != 0 || r.type != EV_ENDPOINT ||
+        r.err != MOSHPIT_OK) {
+        it_kill(p);
+        return -1;
+    }
+    snprintf(p->endpoint, sizeof(p->endpoint), "%s", r.text);
+    return 0;
+}
+
+int it_start_nowait(it_peer_t *p, const it_peer_cfg_t *cfg) {
+    return start(p, cfg);
+}
+
+long it_wait_ready(it_peer_t *p, int timeout_ms) {
+    rec_t r;
+    if (recv_all(p->fd, &r, sizeof(r), timeout_ms) != 0 ||
+        r.type != EV_READY || r.err != MOSHPIT_OK)
+        return -1;
+    return (long)r.a;
+}
+
+int it_start(it_peer_t *p, const it_peer_cfg_t *cfg) {
+    if (start(p, cfg) != 0)
+        return -1;
+    return it_wait_ready(p, 25000) < 0 ? -1 : 0;
+}
+
+int it_average_async(it_peer_t *p, size_t count, uint64_t seed, double w) {
+    rec_t c;
+    memset(&c, 0, sizeof(c));
+    c.type = CMD_AVERAGE;
+    c.a = count;
+    c.b = seed;
+    c.w = w;
+    return send_all(p->fd, &c, sizeof(c));
+}
+
+int it_wait_group(it_peer_t *p, int timeout_ms) {
+    rec_t r;
+    if (recv_all(p->fd, &r, sizeof(r), timeout_ms) != 0 || r.type != EV_GROUP)
+        return -1;
+    return 0;
+}
+
+int it_collect(it_peer_t *p, it_result_t *res, float *values, size_t count,
+               int timeout_ms) {
+    rec_t r;
+    for (;;) {
+        if (recv_all(p->fd, &r, sizeof(r), timeout_ms) != 0)
+            return -1;
+        if (r.type == EV_GROUP)
+            continue; /* not waited for: skip */
+        if (r.type != EV_RESULT)
+            return -1;
+        break;
+    }
+    *res = r.res;
+    return recv_all(p->fd, values, count * sizeof(float), timeout_ms);
+}
+
+long it_members(it_peer_t *p, int timeout_ms) {
+    rec_t c;
+    memset(&c, 0, sizeof(c));
+    c.type = CMD_MEMBERS;
+    if (send_all(p->fd, &c, sizeof(c)) != 0)
+        return -1;
+    rec_t r;
+    if (recv_all(p->fd, &r, sizeof(r), timeout_ms) != 0 ||
+        r.type != EV_MEMBERS)
+        return -1;
+    return (long)r.a;
+}
+
+void it_kill(it_peer_t *p) {
+    if (p->pid > 0) {
+        kill(p->pid, SIGKILL);
+        waitpid(p->pid, NULL, 0);
+    }
+    if (p->fd > 0)
+        close(p->fd);
+    p->pid = 0;
+    p->fd = -1;
+    p->alive = 0;
+}
+
+void it_stop(it_peer_t *p) {
+    if (p->pid <= 0)
+        return;
+    rec_t c;
+    memset(&c, 0, sizeof(c));
+    c.type = CMD_QUIT;
+    (void)send_all(p->fd, &c, sizeof(c));
+    /* the peer leaves within its close deadline; then reap it */
+    int status = 0;
+    waitpid(p->pid, &status, 0);
+    close(p->fd);
+    p->pid = 0;
+    p->fd = -1;
+    p->alive = 0;
+}

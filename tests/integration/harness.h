@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * harness.h - multi-process integration tests: each peer is a real forked
+ * process with its own moshpit_t on loopback, driven by the test process
+ * over a socketpair. Vectors are generated from seeds so the test process
+ * can compute the exact expected weighted mean itself.
+ */
+#ifndef MP_IT_HARNESS_H
+#define MP_IT_HARNESS_H
+
+#include <moshpit.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define IT_MAX_PEERS 64
+
+typedef struct it_peer_cfg {
+    const char *swarm;
+    uint8_t swarm_secret[32];
+    const uint8_t (*authorized)[32];
+    size_t authorized_n;
+    uint8_t public_key[32], secret_key[32]; /* zero = ephemeral */
+    uint32_t group_size, min_group_size;
+    uint32_t matchmaking_ms, round_timeout_ms, peer_timeout_ms;
+    char bootstrap[200]; /* "" = start the swarm */
+    size_t expect_members; /* wait for this many before reporting ready */
+    int notify_group;      /* send IT_EV_GROUP when a round's group forms */
+} it_peer_cfg_t;
+
+typedef struct it_peer {
+    pid_t pid;
+    int fd;
+    char endpoint[200];
+    int alive;
+} it_peer_t;
+
+/* What a peer reports after moshpit_average. */
+typedef struct it_result {
+    int32_t err;
+    moshpit_round_t info;
+    uint64_t call_ms; /* wall time of the call */
+} it_result_t;
+
+/* Starts a peer process; waits until it reports its endpoint and that it
+ * sees expect_members members (or times out: returns -1). */
+int it_start(it_peer_t *p, const it_peer_cfg_t *cfg);
+/* Starts a peer but does not wait for members (returns after endpoint). */
+int it_start_nowait(it_peer_t *p, const it_peer_cfg_t *cfg);
+/* Waits for the "ready" report of a peer started with it_start_nowait;
+ * returns its member count, or -1. */
+long it_wait_ready(it_peer_t *p, int timeout_ms);
+
+/* Asks the peer to average count values generated from seed, weight w. */
+int it_average_async(it_peer_t *p, size_t count, uint64_t seed, double w);
+/* Collects the result; values (count floats) receive the peer's vector
+ * after the call. Returns 0, or -1 on timeout/death. If a GROUP event
+ * arrives first and on_group is set, it is called (e.g. to kill). */
+int it_collect(it_peer_t *p, it_result_t *r, float *values, size_t count,
+               int timeout_ms);
+/* Blocks until the peer reports that its group formed; 0 or -1. */
+int it_wait_group(it_peer_t *p, int timeout_ms);
+/* Members the peer currently knows, or -1. */
+long it_members(it_peer_t *p, int timeout_ms);
+
+void it_kill(it_peer_t *p);  /* SIGKILL + reap */
+void it_stop(it_peer_t *p);  /* graceful: close + exit + reap */
+
+/* The vector a peer generates from seed (same function as the peers). */
+void it_fill(float *v, size_t count, uint64_t seed);
+double it_weight(uint64_t seed);
+
+/* Test reporting. */
+extern int it_failures;
+#define IT_CHECK(cond, ...)                                                    \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            it_failures++;                                                     \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);              \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fprintf(stderr, "\n");                                             \
+        }                                                                      \
+    } while (0)
+/* Max relative deviation of v from the weighted mean of the peers' seeds
+ * and weights (relative to max |mean|). */
+double it_dev_from_mean(const float *v, size_t count, const uint64_t *seeds,
+                        const double *weights, size_t n);
+uint64_t it_now_ms(void);
+
+#endif

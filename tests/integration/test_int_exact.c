@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_int_exact.c - real processes on loopback: groups of 2, 4 and 8 peers
+ * each average a different vector with a different weight; every peer must
+ * end with the exact weighted mean (1e-5 relative), report the full group,
+ * and return within round_timeout_ms plus slack.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static void run(size_t n, size_t count, int rounds) {
+    it_peer_t peers[IT_MAX_PEERS];
+    uint64_t seeds[IT_MAX_PEERS];
+    double weights[IT_MAX_PEERS];
+    it_peer_cfg_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.swarm = "it-exact";
+    cfg.group_size = (uint32_t)n;
+    cfg.matchmaking_ms = 5000;
+    cfg.round_timeout_ms = 30000;
+    cfg.expect_members = n;
+    for (size_t i = 0; i < n; i++) {
+        if (i == 1)
+            snprintf(cfg.bootstrap, sizeof(cfg.bootstrap), "%s",
+                     peers[0].endpoint);
+        int rc = i == 0 ? it_start_nowait(&peers[i], &cfg)
+                        : it_start_nowait(&peers[i], &cfg);
+        IT_CHECK(rc == 0, "peer %zu did not start", i);
+        if (rc != 0)
+            return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        long m = it_wait_ready(&peers[i], 25000);
+        IT_CHECK(m == (long)n, "peer %zu sees %ld members, want %zu", i, m,
+                 n);
+    }
+    float *v = malloc(count * sizeof(float));
+    for (int r = 0; r < rounds; r++) {
+        for (size_t i = 0; i < n; i++) {
+            seeds[i] = (uint64_t)(n * 1000 + (size_t)r * 100 + i);
+            weights[i] = it_weight(seeds[i]);
+            if (r == 1 && i == 0)
+                weights[i] = 0.0; /* a zero weight still gets the mean */
+            IT_CHECK(it_average_async(&peers[i], count, seeds[i],
+                                      weights[i]) == 0,
+                     "send");
+        }
+        double worst = 0;
+        for (size_t i = 0; i < n; i++) {
+            it_result_t res;
+            int rc = it_collect(&peers[i], &res, v, count, 60000);
+            IT_CHECK(rc == 0, "peer %zu gave no result", i);
+            if (rc != 0)
+                continue;
+            IT_CHECK(res.err == MOSHPIT_OK, "peer %zu: %s", i,
+                     moshpit_strerror((moshpit_err_t)res.err));
+            IT_CHECK(res.info.group_size == n, "peer %zu group_size %u", i,
+                     res.info.group_size);
+            IT_CHECK(res.info.peers_failed == 0, "peer %zu peers_failed %u",
+                     i, res.info.peers_failed);
+            IT_CHECK(res.info.fraction_averaged == 1.0,
+                     "peer %zu fraction %g", i, res.info.fraction_averaged);
+            IT_CHECK(res.info.round_id != 0, "peer %zu round id 0", i);
+            IT_CHECK(res.call_ms <= 30000 + 1000, "peer %zu took %llu ms", i,
+                     (unsigned long long)res.call_ms);
+            double d = it_dev_from_mean(v, count, seeds, weights, n);
+            IT_CHECK(d <= 1e-5, "peer %zu deviates %g from the mean", i, d);
+            if (d > worst)
+                worst = d;
+        }
+        printf("n=%zu count=%zu round %d: max relative deviation %.3g\n", n,
+               count, r + 1, worst);
+    }
+    free(v);
+    for (size_t i = 0; i < n; i++)
+        it_stop(&peers[i]);
+}
+
+int main(void) {
+    run(2, 100003, 2);
+    run(4, 100003, 2);
+    run(8, 1000003, 2);
+    run(8, 1, 1);
+    printf("%s\n", it_failures ? "FAILED" : "ok");
+    return it_failures ? 1 : 0;
+}
