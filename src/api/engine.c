@@ -424,11 +424,15 @@ static bool recent_gid(const moshpit_t *mp, uint64_t gid) {
     return false;
 }
 
+/* Removes held frame i keeping the others in arrival order (their nonces
+ * must be processed in increasing order). */
 static void early_free_at(moshpit_t *mp, size_t i) {
     zmq_msg_close((zmq_msg_t *)mp->early[i].msg);
     free(mp->early[i].msg);
     mp->early_bytes -= mp->early[i].bytes;
-    mp->early[i] = mp->early[--mp->nearly];
+    memmove(&mp->early[i], &mp->early[i + 1],
+            (mp->nearly - i - 1) * sizeof(mp->early[0]));
+    mp->nearly--;
 }
 
 static void round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
