@@ -27,8 +27,8 @@ int main(int argc, char **argv) {
     for (int r = 0; r < 5; r++) {
         moshpit_round_t info;
         e = moshpit_average(mp, v, 4, 1.0, &info);
-        printf("round %d: %s, group of %u, v[0] = %g\n", r,
-               moshpit_strerror(e), info.group_size, v[0]);
+        printf("round %d: %s, group of %u, v[0] = %g\n", r, moshpit_strerror(e),
+               info.group_size, v[0]);
     }
     moshpit_close(mp);
     return 0;

@@ -205,8 +205,12 @@ static void usage(void) {
 }
 
 int main(int argc, char **argv) {
-    opts_t o = {.peers = 8, .rounds = 3, .kill = 0, .group_size = 0,
-                .size = 1000000, .seed = 1};
+    opts_t o = {.peers = 8,
+                .rounds = 3,
+                .kill = 0,
+                .group_size = 0,
+                .size = 1000000,
+                .seed = 1};
     for (int a = 1; a < argc; a++) {
         const char *v = a + 1 < argc ? argv[a + 1] : NULL;
         if (v == NULL) {
@@ -277,8 +281,8 @@ int main(int argc, char **argv) {
 
     printf("moshpit-demo %s: %d peers, %zu floats (%.1f MiB) each, "
            "group size %d, %d rounds%s\n",
-           moshpit_version(), o.peers, o.size,
-           (double)o.size * 4 / 1048576.0, o.group_size, o.rounds,
+           moshpit_version(), o.peers, o.size, (double)o.size * 4 / 1048576.0,
+           o.group_size, o.rounds,
            o.kill ? ", killing peers during round 1" : "");
     char boot[200];
     rec_t r;
@@ -398,11 +402,11 @@ int main(int argc, char **argv) {
         size_t gl = 0;
         for (int g = 64; g >= 1; g--)
             if (hist[g] && gl < sizeof(groups) - 12)
-                gl += (size_t)snprintf(groups + gl, sizeof(groups) - gl,
-                                       "%s%d (x%d)", gl ? ", " : "", g,
-                                       hist[g]);
-        printf("%-6d %-22s %-14.3g %-12.1f %.3f (%.3f)%s\n", round, groups,
-               dev, (double)bytes / 1048576.0, dt, allreduce_ms / 1000.0,
+                gl +=
+                    (size_t)snprintf(groups + gl, sizeof(groups) - gl,
+                                     "%s%d (x%d)", gl ? ", " : "", g, hist[g]);
+        printf("%-6d %-22s %-14.3g %-12.1f %.3f (%.3f)%s\n", round, groups, dev,
+               (double)bytes / 1048576.0, dt, allreduce_ms / 1000.0,
                errors ? "  ERRORS" : "");
         final_dev = dev;
         final_spread = spread;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * moshpit.h - decentralized, encrypted parameter averaging (Moshpit All-Reduce).
+ * moshpit.h - decentralized, encrypted parameter averaging (Moshpit
+ * All-Reduce).
  *
  * This is the only header the library installs. It depends on nothing but
  * <stddef.h> and <stdint.h>; ZeroMQ, libsodium and msgpack-c stay private.
@@ -47,14 +48,14 @@ typedef struct moshpit moshpit_t;
 /* Error codes. Positive; MOSHPIT_OK is zero. moshpit_strerror() names them. */
 typedef enum {
     MOSHPIT_OK = 0,
-    MOSHPIT_EINVAL,     /* bad argument or configuration */
-    MOSHPIT_ENOMEM,     /* an allocation failed */
-    MOSHPIT_ETIMEDOUT,  /* a deadline passed before the operation finished */
-    MOSHPIT_ECLOSED,    /* the peer is closing or its engine has stopped */
-    MOSHPIT_EPROTO,     /* a message violated the protocol */
-    MOSHPIT_ECRYPTO,    /* a cryptographic operation failed */
-    MOSHPIT_EPEERAUTH,  /* a peer was not admitted / did not admit us */
-    MOSHPIT_ESYS        /* an OS call failed; moshpit_errno() has errno */
+    MOSHPIT_EINVAL,    /* bad argument or configuration */
+    MOSHPIT_ENOMEM,    /* an allocation failed */
+    MOSHPIT_ETIMEDOUT, /* a deadline passed before the operation finished */
+    MOSHPIT_ECLOSED,   /* the peer is closing or its engine has stopped */
+    MOSHPIT_EPROTO,    /* a message violated the protocol */
+    MOSHPIT_ECRYPTO,   /* a cryptographic operation failed */
+    MOSHPIT_EPEERAUTH, /* a peer was not admitted / did not admit us */
+    MOSHPIT_ESYS       /* an OS call failed; moshpit_errno() has errno */
 } moshpit_err_t;
 
 #define MOSHPIT_KEY_BYTES 32
@@ -86,38 +87,38 @@ typedef struct moshpit_config {
                                      ("tcp://host:port#KEY"); NULL or empty:
                                      this peer starts the swarm */
     uint8_t public_key[32], secret_key[32]; /* identity; all zero = ephemeral */
-    uint8_t swarm_secret[32];     /* all zero = open swarm (still encrypted) */
+    uint8_t swarm_secret[32]; /* all zero = open swarm (still encrypted) */
     const uint8_t (*authorized_keys)[32];
-    size_t authorized_count;      /* non-NULL list = only these identities
-                                     are admitted (this peer's own key is
-                                     always allowed) */
-    uint32_t group_size;          /* target M, default 8, at most 64 */
-    uint32_t min_group_size;      /* default 2 */
-    int64_t grid_position;        /* -1 (default): random; else this peer's
-                                     index 0..N-1 on a balanced grid */
-    uint32_t matchmaking_ms;      /* how long to wait for a group, default 2000 */
-    uint32_t round_timeout_ms;    /* hard bound on one round, default 30000 */
+    size_t authorized_count;   /* non-NULL list = only these identities
+                                  are admitted (this peer's own key is
+                                  always allowed) */
+    uint32_t group_size;       /* target M, default 8, at most 64 */
+    uint32_t min_group_size;   /* default 2 */
+    int64_t grid_position;     /* -1 (default): random; else this peer's
+                                  index 0..N-1 on a balanced grid */
+    uint32_t matchmaking_ms;   /* how long to wait for a group, default 2000 */
+    uint32_t round_timeout_ms; /* hard bound on one round, default 30000 */
     void (*log)(void *user, int level, const char *msg);
     void *log_user;
-    int log_level;                /* default MOSHPIT_LOG_WARN */
+    int log_level; /* default MOSHPIT_LOG_WARN */
     /* Added in 0.1 */
-    uint32_t peer_timeout_ms;     /* a group member silent this long while
-                                     data is expected from it is dropped from
-                                     the round; default 5000 */
-    uint32_t bandwidth_mbps;      /* announced bandwidth; shares of the
-                                     all-reduce are proportional to it;
-                                     0 = default 1000 */
+    uint32_t peer_timeout_ms; /* a group member silent this long while
+                                 data is expected from it is dropped from
+                                 the round; default 5000 */
+    uint32_t bandwidth_mbps;  /* announced bandwidth; shares of the
+                                 all-reduce are proportional to it;
+                                 0 = default 1000 */
 } moshpit_config_t;
 
 /* What one moshpit_average() call did. */
 typedef struct moshpit_round {
-    uint64_t round_id;            /* group id of this round, 0 if alone */
-    uint32_t group_size;          /* peers whose data was averaged, incl. self;
-                                     1 = nobody to average with this time */
-    double group_weight;          /* sum of weights that were averaged */
-    double fraction_averaged;     /* share of elements that got the group
-                                     average (the rest kept the local value) */
-    uint32_t peers_failed;        /* group members dropped mid-round */
+    uint64_t round_id;        /* group id of this round, 0 if alone */
+    uint32_t group_size;      /* peers whose data was averaged, incl. self;
+                                 1 = nobody to average with this time */
+    double group_weight;      /* sum of weights that were averaged */
+    double fraction_averaged; /* share of elements that got the group
+                                 average (the rest kept the local value) */
+    uint32_t peers_failed;    /* group members dropped mid-round */
     uint64_t bytes_sent, bytes_received;
     uint32_t matchmaking_ms, allreduce_ms;
 } moshpit_round_t;
@@ -154,8 +155,9 @@ moshpit_average(moshpit_t *mp, float *values, size_t count, double weight,
  * to buf, NUL-terminated; it is what other peers pass as bootstrap.
  * Errors: EINVAL (NULL args or buf too small; 200 bytes always suffice).
  */
-MOSHPIT_EXPORT MOSHPIT_NODISCARD moshpit_err_t
-moshpit_endpoint(moshpit_t *mp, char *buf, size_t len);
+MOSHPIT_EXPORT MOSHPIT_NODISCARD moshpit_err_t moshpit_endpoint(moshpit_t *mp,
+                                                                char *buf,
+                                                                size_t len);
 
 /* Live members this peer knows, itself included (0 if mp is NULL). */
 MOSHPIT_EXPORT size_t moshpit_members(moshpit_t *mp);
@@ -171,7 +173,7 @@ MOSHPIT_EXPORT void moshpit_close(moshpit_t *mp);
 
 /* Generates a new identity (CURVE keypair). Errors: EINVAL, ECRYPTO. */
 MOSHPIT_EXPORT MOSHPIT_NODISCARD moshpit_err_t moshpit_keypair(uint8_t pub[32],
-                                                              uint8_t sec[32]);
+                                                               uint8_t sec[32]);
 
 /* Key <-> Z85 text (40 characters + NUL). Errors: EINVAL. */
 MOSHPIT_EXPORT MOSHPIT_NODISCARD moshpit_err_t

@@ -200,8 +200,8 @@ moshpit_err_t mp__engine_setup(moshpit_t *mp) {
         return MOSHPIT_ESYS;
 
     int64_t cmax = MP_CTRL_MAX;
-    int64_t dmax = MP_DATA_HDR_BYTES + 4 * (int64_t)MP_DATA_MAX_COUNT +
-                   MP_DATA_TAG_BYTES;
+    int64_t dmax =
+        MP_DATA_HDR_BYTES + 4 * (int64_t)MP_DATA_MAX_COUNT + MP_DATA_TAG_BYTES;
     if (set_int(mp->ctrl, ZMQ_CURVE_SERVER, 1) != 0 ||
         zmq_setsockopt(mp->ctrl, ZMQ_CURVE_SECRETKEY, mp->sec, 32) != 0 ||
         zmq_setsockopt(mp->ctrl, ZMQ_MAXMSGSIZE, &cmax, sizeof(cmax)) != 0 ||
@@ -260,8 +260,7 @@ moshpit_err_t mp__engine_setup(moshpit_t *mp) {
     if (strlen(adv) > 100)
         return MOSHPIT_EINVAL;
     snprintf(mp->ctrl_ep, sizeof(mp->ctrl_ep), "tcp://%.100s:%ld", adv, port);
-    snprintf(mp->data_ep, sizeof(mp->data_ep), "tcp://%.100s:%ld", adv,
-             dport);
+    snprintf(mp->data_ep, sizeof(mp->data_ep), "tcp://%.100s:%ld", adv, dport);
     snprintf(mp->endpoint, sizeof(mp->endpoint), "%s#%s", mp->ctrl_ep,
              mp->pub_txt);
     if (!mp__net_addr_ok(mp->ctrl_ep) || !mp__net_addr_ok(mp->data_ep))
@@ -366,8 +365,8 @@ moshpit_err_t moshpit_open(const moshpit_config_t *cfg, moshpit_t **out) {
     mp->msgbuf = malloc(MP_CTRL_MAX);
     mp->msg = malloc(sizeof(*mp->msg));
     mp->mm_out = malloc(sizeof(*mp->mm_out));
-    if (!mp->swarm || !mp->sec || !mp->eph_sec || !mp->scratch ||
-        !mp->msgbuf || !mp->msg || !mp->mm_out)
+    if (!mp->swarm || !mp->sec || !mp->eph_sec || !mp->scratch || !mp->msgbuf ||
+        !mp->msg || !mp->mm_out)
         goto fail;
     if (!mp__crypto_is_zero(cfg->swarm_secret, 32)) {
         mp->swarm_secret = mp__crypto_secure_alloc(32);
@@ -491,11 +490,22 @@ static moshpit_err_t run_cmd(moshpit_t *mp, mp_cmd_t *c) {
 }
 
 static bool all_finite(const float *v, size_t n) {
-    /* a sum of x*0 is NaN iff some x is NaN or infinite; vectorizes well */
-    float acc = 0.0f;
-    for (size_t i = 0; i < n; i++)
-        acc += v[i] * 0.0f;
-    return acc == 0.0f;
+    /* a float is finite iff its exponent bits are not all ones; the OR of
+     * (bits & exp) == exp tests vectorizes, unlike a float reduction */
+    const uint32_t exp = 0x7f800000u;
+    size_t i = 0;
+    while (i < n) {
+        size_t end = n - i > 4096 ? i + 4096 : n;
+        uint32_t bad = 0;
+        for (; i < end; i++) {
+            uint32_t b;
+            memcpy(&b, &v[i], sizeof(b));
+            bad |= (uint32_t)((b & exp) == exp);
+        }
+        if (bad)
+            return false;
+    }
+    return true;
 }
 
 moshpit_err_t moshpit_average(moshpit_t *mp, float *values, size_t count,
@@ -514,8 +524,8 @@ moshpit_err_t moshpit_average(moshpit_t *mp, float *values, size_t count,
     c.values = values;
     c.count = count;
     c.weight = weight;
-    c.deadline_ms = mp_plat_clock_ms() + mp->cfg.round_timeout_ms +
-                    CALL_SLACK_MS;
+    c.deadline_ms =
+        mp_plat_clock_ms() + mp->cfg.round_timeout_ms + CALL_SLACK_MS;
     moshpit_err_t e = run_cmd(mp, &c);
     mp_plat_mutex_unlock(&mp->call_lock);
     if (info != NULL) {

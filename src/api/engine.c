@@ -140,8 +140,8 @@ static void send_hello(moshpit_t *mp, mp_peer_t *p, bool reply) {
     memcpy(h->swarm, mp->swarm_hash, 32);
     memcpy(h->eph, mp->eph_pub, 32);
     if (mp->swarm_secret != NULL) {
-        mp__crypto_admit_proof(mp->swarm_secret, mp->swarm_hash, mp->pub,
-                               p->id, mp->eph_pub, h->proof);
+        mp__crypto_admit_proof(mp->swarm_secret, mp->swarm_hash, mp->pub, p->id,
+                               mp->eph_pub, h->proof);
         h->has_proof = 1;
     }
     h->reply = reply ? 1 : 0;
@@ -200,8 +200,7 @@ static moshpit_err_t peer_connect(moshpit_t *mp, mp_peer_t *p) {
     char mon_ep[64];
     if (p->ctrl != NULL)
         return MOSHPIT_OK;
-    snprintf(mon_ep, sizeof(mon_ep), "inproc://moshpit-mon-%u",
-             ++mp->mon_seq);
+    snprintf(mon_ep, sizeof(mon_ep), "inproc://moshpit-mon-%u", ++mp->mon_seq);
     p->ctrl = mp__net_ctrl_dealer(mp->zctx, p->ctrl_addr, p->id, mp->pub,
                                   mp->sec, mon_ep, &p->mon);
     if (p->ctrl == NULL) {
@@ -252,10 +251,10 @@ static void peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
     p->state_since_ms = now_ms();
     mp__log(mp, s == MP_PEER_LIVE ? MOSHPIT_LOG_INFO : MOSHPIT_LOG_WARN,
             "peer %.8s: %s (%s)", p->id_txt,
-            s == MP_PEER_LIVE    ? "live"
-            : s == MP_PEER_DEAD  ? "dead"
-            : s == MP_PEER_NEW   ? "new"
-                                 : "refused",
+            s == MP_PEER_LIVE   ? "live"
+            : s == MP_PEER_DEAD ? "dead"
+            : s == MP_PEER_NEW  ? "new"
+                                : "refused",
             why);
     if (s == MP_PEER_DEAD || s == MP_PEER_REFUSED) {
         if (old == MP_PEER_LIVE || old == MP_PEER_NEW)
@@ -364,8 +363,8 @@ static void on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
     if (rekey) {
         mp__session_keys_free(p->keys);
         p->keys = NULL;
-        if (mp__session_keys_new(cipher, mp->pub, mp->eph_sec, mp->eph_pub,
-                                 id, h->eph, &p->keys) != MOSHPIT_OK) {
+        if (mp__session_keys_new(cipher, mp->pub, mp->eph_sec, mp->eph_pub, id,
+                                 h->eph, &p->keys) != MOSHPIT_OK) {
             mp__log(mp, MOSHPIT_LOG_WARN, "session keys for %.8s failed",
                     p->id_txt);
             return;
@@ -623,14 +622,14 @@ static void start_round(moshpit_t *mp, mp_cmd_t *c) {
         for (size_t i = 0; i < mp->npeers; i++)
             if (mp->peers[i]->state == MP_PEER_LIVE)
                 memcpy(ids[k++], mp->peers[i]->id, 32);
-        mp__rendezvous_order(r->key, r->key_len,
-                             (const uint8_t(*)[32])ids, n, order);
+        mp__rendezvous_order(r->key, r->key_len, (const uint8_t(*)[32])ids, n,
+                             order);
         for (size_t i = 0; i < n; i++)
             memcpy(ordered[i], ids[order[i]], 32);
         uint32_t win = mp->cfg.matchmaking_ms;
         uint32_t ack = win / 4 < 200 ? 200 : win / 4 > 1000 ? 1000 : win / 4;
-        e = mp__joiner_new((const uint8_t(*)[32])ordered, n, mp->join_seq,
-                           now, win, ack, 1000, &r->joiner);
+        e = mp__joiner_new((const uint8_t(*)[32])ordered, n, mp->join_seq, now,
+                           win, ack, 1000, &r->joiner);
         mp->join_seq += 1000; /* fresh seq space per round */
     }
     free(ids);
@@ -797,12 +796,12 @@ static void process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
     }
     p->rx_counter = h->counter;
     r->bytes_received += len;
-    mp_part_status_t st = mp__group_on_part(
-        r->group, now_ms(), from, (mp_part_kind_t)h->kind, h->share, h->part,
-        mp->scratch, h->count, h->wsum);
-    if (st != MP_PART_OK && st != MP_PART_DUP)
-        mp__log(mp, MOSHPIT_LOG_WARN,
-                "part from %.8s rejected (status %d)%s", p->id_txt, (int)st,
+    mp_part_status_t st =
+        mp__group_on_part(r->group, now_ms(), from, (mp_part_kind_t)h->kind,
+                          h->share, h->part, mp->scratch, h->count, h->wsum);
+    if (st != MP_PART_OK && st != MP_PART_DUP && st != MP_PART_LATE)
+        mp__log(mp, MOSHPIT_LOG_WARN, "part from %.8s rejected (status %d)%s",
+                p->id_txt, (int)st,
                 st == MP_PART_NONFINITE ? ": non-finite values, member dropped"
                                         : "");
 }
@@ -975,16 +974,15 @@ static void on_ctrl(moshpit_t *mp) {
     }
     const char *uid = zmq_msg_gets(&body, "User-Id");
     uint8_t id[32];
-    if (uid == NULL || strlen(uid) != 40 ||
-        zmq_z85_decode(id, uid) == NULL) {
+    if (uid == NULL || strlen(uid) != 40 || zmq_z85_decode(id, uid) == NULL) {
         mp__log(mp, MOSHPIT_LOG_WARN, "control message without identity");
         goto out;
     }
     if (mp->round.cmd != NULL)
         mp->round.bytes_received += zmq_msg_size(&body);
     mp_msg_t *m = mp->msg;
-    moshpit_err_t e = mp__msg_decode(zmq_msg_data(&body), zmq_msg_size(&body),
-                                     m);
+    moshpit_err_t e =
+        mp__msg_decode(zmq_msg_data(&body), zmq_msg_size(&body), m);
     if (e != MOSHPIT_OK) {
         mp__log(mp, MOSHPIT_LOG_WARN,
                 "malformed control message from %.8s dropped", uid);
@@ -1056,8 +1054,7 @@ static void on_data(moshpit_t *mp) {
     zmq_msg_t rid, body;
     zmq_msg_init(&rid);
     zmq_msg_init(&body);
-    if (zmq_msg_recv(&rid, mp->data, ZMQ_DONTWAIT) >= 0 &&
-        zmq_msg_more(&rid) &&
+    if (zmq_msg_recv(&rid, mp->data, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&rid) &&
         zmq_msg_recv(&body, mp->data, ZMQ_DONTWAIT) >= 0) {
         if (zmq_msg_more(&body)) {
             mp__log(mp, MOSHPIT_LOG_WARN, "multipart data message dropped");
@@ -1137,8 +1134,8 @@ static void on_monitor(moshpit_t *mp, mp_peer_t *p) {
             return;
         case MP_NET_EV_PROTO_FAILED:
             mp__log(mp, MOSHPIT_LOG_WARN,
-                    "handshake with %.8s at %s failed (wrong key?)",
-                    p->id_txt, p->ctrl_addr);
+                    "handshake with %.8s at %s failed (wrong key?)", p->id_txt,
+                    p->ctrl_addr);
             break;
         default:
             break;
@@ -1209,8 +1206,7 @@ static void housekeeping(moshpit_t *mp, uint64_t now) {
         p->next_hello_ms = now + HELLO_RETRY_MS;
     }
     for (uint32_t i = 0; i < MP_MM_KEYS; i++)
-        if (mp->mms[i].mm != NULL &&
-            mp__mm_next_wakeup(mp->mms[i].mm) <= now)
+        if (mp->mms[i].mm != NULL && mp__mm_next_wakeup(mp->mms[i].mm) <= now)
             poll_mm(mp, mp->mms[i].mm, now);
 }
 
@@ -1305,7 +1301,7 @@ void mp__engine_main(void *arg) {
         }
         now = now_ms();
         uint64_t w = next_wakeup(mp);
-        long timeout = w <= now ? 0
+        long timeout = w <= now                ? 0
                        : w - now > POLL_MAX_MS ? POLL_MAX_MS
                                                : (long)(w - now);
         int rc = zmq_poll(items, (int)n, timeout);

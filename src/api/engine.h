@@ -19,8 +19,8 @@
 #include "platform.h"
 #include "wire/wire.h"
 
-#define MP_PEERS_CAP 4096u   /* peers one engine keeps track of */
-#define MP_MM_KEYS 8u        /* distinct group keys matchmade at once */
+#define MP_PEERS_CAP 4096u /* peers one engine keeps track of */
+#define MP_MM_KEYS 8u      /* distinct group keys matchmade at once */
 #define MP_EARLY_MAX_BYTES ((size_t)256 << 20)
 #define MP_EARLY_MAX_FRAMES 4096u
 
@@ -33,18 +33,18 @@ typedef struct mp_cmd {
     float *values;
     size_t count;
     double weight;
-    uint64_t deadline_ms;   /* when the engine must have answered */
+    uint64_t deadline_ms; /* when the engine must have answered */
     moshpit_round_t info;
     moshpit_err_t result;
-    bool done;              /* under lock */
-    bool cancel;            /* under lock: caller gave up; drop the buffer */
+    bool done;   /* under lock */
+    bool cancel; /* under lock: caller gave up; drop the buffer */
 } mp_cmd_t;
 
 typedef enum {
-    MP_PEER_NEW = 0,  /* known, no session yet */
-    MP_PEER_LIVE,     /* session established */
-    MP_PEER_DEAD,     /* disconnected or silent */
-    MP_PEER_REFUSED   /* failed admission (either way) */
+    MP_PEER_NEW = 0, /* known, no session yet */
+    MP_PEER_LIVE,    /* session established */
+    MP_PEER_DEAD,    /* disconnected or silent */
+    MP_PEER_REFUSED  /* failed admission (either way) */
 } mp_peer_state_t;
 
 typedef struct mp_peer {
@@ -53,9 +53,9 @@ typedef struct mp_peer {
     char ctrl_addr[MP_ADDR_MAX];
     char data_addr[MP_ADDR_MAX];
     mp_peer_state_t state;
-    void *ctrl;         /* DEALER, CURVE client, to their control ROUTER */
-    void *data;         /* DEALER to their data ROUTER */
-    void *mon;          /* PAIR reading ctrl's monitor events */
+    void *ctrl; /* DEALER, CURVE client, to their control ROUTER */
+    void *data; /* DEALER to their data ROUTER */
+    void *mon;  /* PAIR reading ctrl's monitor events */
     bool hello_recv;
     uint8_t eph[32];
     uint64_t their_tag; /* put on data frames we send them */
@@ -104,7 +104,7 @@ typedef struct mp_round {
 
 struct moshpit {
     /* configuration (copied) */
-    moshpit_config_t cfg;      /* pointer fields cleared */
+    moshpit_config_t cfg; /* pointer fields cleared */
     char *swarm;
     char **bootstrap;
     size_t bootstrap_n;
@@ -112,28 +112,28 @@ struct moshpit {
     size_t auth_n;
     uint8_t pub[32];
     char pub_txt[41];
-    uint8_t *sec;              /* secure memory, 32 */
+    uint8_t *sec; /* secure memory, 32 */
     uint8_t eph_pub[32];
-    uint8_t *eph_sec;          /* secure memory, 32 */
-    uint8_t *swarm_secret;     /* secure memory, 32, or NULL (open swarm) */
+    uint8_t *eph_sec;      /* secure memory, 32 */
+    uint8_t *swarm_secret; /* secure memory, 32, or NULL (open swarm) */
     uint8_t swarm_hash[32];
     uint32_t ciphers;
 
     /* sockets (engine thread after start) */
     void *zctx;
-    void *pipe_api;            /* API side of the command pipe */
+    void *pipe_api; /* API side of the command pipe */
     void *pipe_eng;
     void *zap;
-    void *ctrl;                /* ROUTER, CURVE server */
-    void *data;                /* ROUTER, data plane */
+    void *ctrl; /* ROUTER, CURVE server */
+    void *data; /* ROUTER, data plane */
     char ctrl_ep[MP_ADDR_MAX];
     char data_ep[MP_ADDR_MAX];
     char endpoint[200];
-    uint64_t uniq;             /* distinguishes inproc names */
+    uint64_t uniq; /* distinguishes inproc names */
 
     mp_plat_thread_t thread;
     bool thread_started;
-    mp_plat_mutex_t lock;      /* guards the "under lock" fields */
+    mp_plat_mutex_t lock; /* guards the "under lock" fields */
     mp_plat_cond_t cond;
     mp_plat_mutex_t call_lock; /* one API call at a time */
 
@@ -148,7 +148,7 @@ struct moshpit {
     size_t npeers;
     uint32_t mon_seq;
     mp_mm_slot_t mms[MP_MM_KEYS];
-    mp_round_t round;          /* round.cmd == NULL: no round running */
+    mp_round_t round; /* round.cmd == NULL: no round running */
     uint64_t join_seq;
     mp_early_t *early;
     size_t nearly, early_bytes;
@@ -156,10 +156,10 @@ struct moshpit {
     uint32_t recent_pos;
     uint64_t next_gossip_ms;
     uint64_t rng;
-    float *scratch;            /* MP_DATA_MAX_COUNT floats */
-    uint8_t *msgbuf;           /* MP_CTRL_MAX bytes */
-    mp_msg_t *msg;             /* decode target */
-    mp_mm_out_t *mm_out;       /* matchmaker decisions */
+    float *scratch;      /* MP_DATA_MAX_COUNT floats */
+    uint8_t *msgbuf;     /* MP_CTRL_MAX bytes */
+    mp_msg_t *msg;       /* decode target */
+    mp_mm_out_t *mm_out; /* matchmaker decisions */
 };
 
 /* Logging through the configured callback. */

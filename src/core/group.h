@@ -50,40 +50,40 @@ typedef struct mp_group_cfg {
     const uint32_t *bandwidths; /* n announced bandwidths (0 treated as 1) */
     float *values;              /* count values, averaged in place */
     size_t count;
-    uint32_t part_elems;        /* 0 = MP_PART_ELEMS_DEFAULT */
-    uint64_t now_ms;            /* start time (driver's clock) */
-    uint64_t deadline_ms;       /* hard end of the round */
-    uint32_t peer_timeout_ms;   /* silence after which a member is dropped */
+    uint32_t part_elems;      /* 0 = MP_PART_ELEMS_DEFAULT */
+    uint64_t now_ms;          /* start time (driver's clock) */
+    uint64_t deadline_ms;     /* hard end of the round */
+    uint32_t peer_timeout_ms; /* silence after which a member is dropped */
 } mp_group_cfg_t;
 
 /* A part to put on the wire (pulled by the driver). */
 typedef struct mp_send {
     mp_part_kind_t kind;
-    uint32_t share;       /* share index = reducer's roster index */
-    uint32_t part;        /* part index inside the share */
-    const float *data;    /* count floats; valid until the next call into g */
+    uint32_t share;    /* share index = reducer's roster index */
+    uint32_t part;     /* part index inside the share */
+    const float *data; /* count floats; valid until the next call into g */
     uint32_t count;
-    double wsum;          /* gather: weight sum of the final part */
+    double wsum; /* gather: weight sum of the final part */
 } mp_send_t;
 
 /* Result of a finished round (filled by mp__group_result). */
 typedef struct mp_group_result {
-    uint32_t group_size;       /* members whose data counted (incl. self) */
-    uint32_t peers_failed;     /* members this member dropped */
-    double group_weight;       /* sum of weights of members not dropped */
-    double fraction_averaged;  /* elements that received a group result */
+    uint32_t group_size;      /* members whose data counted (incl. self) */
+    uint32_t peers_failed;    /* members this member dropped */
+    double group_weight;      /* sum of weights of members not dropped */
+    double fraction_averaged; /* elements that received a group result */
     uint64_t bytes_sent, bytes_received; /* payload bytes (float data) */
 } mp_group_result_t;
 
 /* Result codes of mp__group_on_part for a part that is rejected. */
 typedef enum {
     MP_PART_OK = 0,
-    MP_PART_DUP,        /* already have it: ignored */
-    MP_PART_BAD_INDEX,  /* share/part/count do not match the layout */
-    MP_PART_NONFINITE,  /* non-finite values: sender dropped from round */
-    MP_PART_FROM_FAILED,/* sender already dropped: ignored */
-    MP_PART_BAD_SENDER, /* sender index out of range or self */
-    MP_PART_LATE        /* round already over (done or deadline): ignored */
+    MP_PART_DUP,         /* already have it: ignored */
+    MP_PART_BAD_INDEX,   /* share/part/count do not match the layout */
+    MP_PART_NONFINITE,   /* non-finite values: sender dropped from round */
+    MP_PART_FROM_FAILED, /* sender already dropped: ignored */
+    MP_PART_BAD_SENDER,  /* sender index out of range or self */
+    MP_PART_LATE         /* round already over (done or deadline): ignored */
 } mp_part_status_t;
 
 moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out);

@@ -57,9 +57,9 @@ typedef enum { MP_MM_NONE = 0, MP_MM_GROUP, MP_MM_ALONE } mp_mm_out_kind_t;
 
 typedef struct mp_mm_out {
     mp_mm_out_kind_t kind;
-    uint64_t group_id;                   /* GROUP: fresh, nonzero */
-    uint32_t n;                          /* GROUP: members; ALONE: 1 */
-    mp_member_t members[MP_GROUP_MAX];   /* GROUP: roster in order; ALONE: [0] */
+    uint64_t group_id;                 /* GROUP: fresh, nonzero */
+    uint32_t n;                        /* GROUP: members; ALONE: 1 */
+    mp_member_t members[MP_GROUP_MAX]; /* GROUP: roster in order; ALONE: [0] */
 } mp_mm_out_t;
 
 moshpit_err_t mp__mm_new(uint32_t group_size, uint32_t min_group_size,
@@ -101,8 +101,8 @@ typedef struct mp_join_send {
 
 /* candidates: ids in rendezvous order (first = preferred matchmaker); may
  * include self (the driver then feeds its own matchmaker). */
-moshpit_err_t mp__joiner_new(const uint8_t (*candidates)[MP_ID_BYTES],
-                             size_t n, uint64_t first_seq, uint64_t now_ms,
+moshpit_err_t mp__joiner_new(const uint8_t (*candidates)[MP_ID_BYTES], size_t n,
+                             uint64_t first_seq, uint64_t now_ms,
                              uint32_t window_ms, uint32_t ack_timeout_ms,
                              uint32_t grace_ms, mp_joiner_t **out);
 void mp__joiner_free(mp_joiner_t *j);

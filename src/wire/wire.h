@@ -18,31 +18,31 @@
 #include "moshpit.h"
 
 #define MP_WIRE_VERSION 1u
-#define MP_ADDR_MAX 128u       /* bytes incl. NUL of an endpoint string */
-#define MP_PEERS_MAX 64u       /* entries in one PEERS message */
-#define MP_CTRL_MAX 16384u     /* largest control message accepted */
+#define MP_ADDR_MAX 128u   /* bytes incl. NUL of an endpoint string */
+#define MP_PEERS_MAX 64u   /* entries in one PEERS message */
+#define MP_CTRL_MAX 16384u /* largest control message accepted */
 #define MP_PROOF_BYTES 32u
 
 typedef enum {
-    MP_MSG_HELLO = 1,   /* session setup, both directions */
-    MP_MSG_REFUSE = 2,  /* admission refused */
-    MP_MSG_PEERS = 3,   /* membership: peers the sender knows */
-    MP_MSG_JOIN = 4,    /* joiner -> matchmaker */
-    MP_MSG_JOIN_ACK = 5,/* matchmaker -> joiner: JOIN received */
-    MP_MSG_GROUP = 6,   /* matchmaker -> each member: the group */
-    MP_MSG_ALONE = 7,   /* matchmaker -> joiner: no group this time */
-    MP_MSG_BYE = 8      /* graceful leave */
+    MP_MSG_HELLO = 1,    /* session setup, both directions */
+    MP_MSG_REFUSE = 2,   /* admission refused */
+    MP_MSG_PEERS = 3,    /* membership: peers the sender knows */
+    MP_MSG_JOIN = 4,     /* joiner -> matchmaker */
+    MP_MSG_JOIN_ACK = 5, /* matchmaker -> joiner: JOIN received */
+    MP_MSG_GROUP = 6,    /* matchmaker -> each member: the group */
+    MP_MSG_ALONE = 7,    /* matchmaker -> joiner: no group this time */
+    MP_MSG_BYE = 8       /* graceful leave */
 } mp_msg_type_t;
 
 typedef struct mp_hello {
-    uint8_t swarm[32];        /* BLAKE2b-256 of the swarm name */
-    uint8_t eph[32];          /* sender's ephemeral X25519 public key */
+    uint8_t swarm[32];             /* BLAKE2b-256 of the swarm name */
+    uint8_t eph[32];               /* sender's ephemeral X25519 public key */
     uint8_t proof[MP_PROOF_BYTES]; /* admission proof (all zero if none) */
     uint8_t has_proof;
-    uint8_t reply;            /* 1 = answer to a HELLO */
-    uint64_t tag;             /* data tag the receiver puts on frames to us */
-    uint32_t bandwidth;       /* announced Mbit/s */
-    uint32_t ciphers;         /* bit set of data ciphers supported */
+    uint8_t reply;      /* 1 = answer to a HELLO */
+    uint64_t tag;       /* data tag the receiver puts on frames to us */
+    uint32_t bandwidth; /* announced Mbit/s */
+    uint32_t ciphers;   /* bit set of data ciphers supported */
     char ctrl_addr[MP_ADDR_MAX]; /* sender's control endpoint */
     char data_addr[MP_ADDR_MAX]; /* sender's data endpoint */
 } mp_hello_t;
@@ -63,10 +63,10 @@ typedef struct mp_peers {
 
 typedef struct mp_join {
     uint64_t seq;
-    double weight;        /* finite, >= 0 */
+    double weight; /* finite, >= 0 */
     uint32_t bandwidth;
     uint32_t window_ms;
-    uint32_t key_len;     /* <= MP_KEY_MAX */
+    uint32_t key_len; /* <= MP_KEY_MAX */
     uint8_t key[MP_KEY_MAX];
 } mp_join_t;
 
@@ -75,9 +75,9 @@ typedef struct mp_seq_msg { /* JOIN_ACK, ALONE */
 } mp_seq_msg_t;
 
 typedef struct mp_group_msg {
-    uint64_t seq;         /* the receiving joiner's JOIN seq */
-    uint64_t group_id;    /* nonzero */
-    uint32_t n;           /* 2..MP_GROUP_MAX */
+    uint64_t seq;                      /* the receiving joiner's JOIN seq */
+    uint64_t group_id;                 /* nonzero */
+    uint32_t n;                        /* 2..MP_GROUP_MAX */
     mp_member_t members[MP_GROUP_MAX]; /* seq of each member is not sent */
 } mp_group_msg_t;
 
@@ -88,7 +88,7 @@ typedef struct mp_msg {
         mp_refuse_t refuse;
         mp_peers_t peers;
         mp_join_t join;
-        mp_seq_msg_t ack;   /* JOIN_ACK */
+        mp_seq_msg_t ack; /* JOIN_ACK */
         mp_group_msg_t group;
         mp_seq_msg_t alone; /* ALONE */
     } u;
@@ -129,7 +129,8 @@ typedef struct mp_data_hdr {
     double wsum;
 } mp_data_hdr_t;
 
-void mp__data_hdr_encode(const mp_data_hdr_t *h, uint8_t out[MP_DATA_HDR_BYTES]);
+void mp__data_hdr_encode(const mp_data_hdr_t *h,
+                         uint8_t out[MP_DATA_HDR_BYTES]);
 /* Checks version, kind, reserved, count <= MP_DATA_MAX_COUNT, that
  * len == header + count*4 + tag, and that wsum is finite and >= 0.
  * Errors: EPROTO. */

@@ -196,8 +196,7 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
     }
     for (;;) {
         rec_t c;
-        if (recv_all(fd, &c, sizeof(c), 3600 * 1000) != 0 ||
-            c.type == CMD_QUIT)
+        if (recv_all(fd, &c, sizeof(c), 3600 * 1000) != 0 || c.type == CMD_QUIT)
             break;
         if (c.type == CMD_MEMBERS) {
             memset(&r, 0, sizeof(r));
@@ -267,8 +266,8 @@ int it_start_nowait(it_peer_t *p, const it_peer_cfg_t *cfg) {
 
 long it_wait_ready(it_peer_t *p, int timeout_ms) {
     rec_t r;
-    if (recv_all(p->fd, &r, sizeof(r), timeout_ms) != 0 ||
-        r.type != EV_READY || r.err != MOSHPIT_OK)
+    if (recv_all(p->fd, &r, sizeof(r), timeout_ms) != 0 || r.type != EV_READY ||
+        r.err != MOSHPIT_OK)
         return -1;
     return (long)r.a;
 }
@@ -319,8 +318,7 @@ long it_members(it_peer_t *p, int timeout_ms) {
     if (send_all(p->fd, &c, sizeof(c)) != 0)
         return -1;
     rec_t r;
-    if (recv_all(p->fd, &r, sizeof(r), timeout_ms) != 0 ||
-        r.type != EV_MEMBERS)
+    if (recv_all(p->fd, &r, sizeof(r), timeout_ms) != 0 || r.type != EV_MEMBERS)
         return -1;
     return (long)r.a;
 }

@@ -23,7 +23,7 @@ typedef struct it_peer_cfg {
     uint8_t public_key[32], secret_key[32]; /* zero = ephemeral */
     uint32_t group_size, min_group_size;
     uint32_t matchmaking_ms, round_timeout_ms, peer_timeout_ms;
-    char bootstrap[200]; /* "" = start the swarm */
+    char bootstrap[200];   /* "" = start the swarm */
     size_t expect_members; /* wait for this many before reporting ready */
     int notify_group;      /* send IT_EV_GROUP when a round's group forms */
 } it_peer_cfg_t;
@@ -63,8 +63,8 @@ int it_wait_group(it_peer_t *p, int timeout_ms);
 /* Members the peer currently knows, or -1. */
 long it_members(it_peer_t *p, int timeout_ms);
 
-void it_kill(it_peer_t *p);  /* SIGKILL + reap */
-void it_stop(it_peer_t *p);  /* graceful: close + exit + reap */
+void it_kill(it_peer_t *p); /* SIGKILL + reap */
+void it_stop(it_peer_t *p); /* graceful: close + exit + reap */
 
 /* The vector a peer generates from seed (same function as the peers). */
 void it_fill(float *v, size_t count, uint64_t seed);
@@ -76,7 +76,7 @@ extern int it_failures;
     do {                                                                       \
         if (!(cond)) {                                                         \
             it_failures++;                                                     \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);              \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);               \
             fprintf(stderr, __VA_ARGS__);                                      \
             fprintf(stderr, "\n");                                             \
         }                                                                      \

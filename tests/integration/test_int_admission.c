@@ -25,8 +25,7 @@ static void scenario(const char *name, it_peer_cfg_t *in, it_peer_cfg_t *out) {
     in->expect_members = 3;
     for (int i = 0; i < 3; i++) {
         if (i == 1)
-            snprintf(in->bootstrap, sizeof(in->bootstrap), "%s",
-                     p[0].endpoint);
+            snprintf(in->bootstrap, sizeof(in->bootstrap), "%s", p[0].endpoint);
         IT_CHECK(it_start_nowait(&p[i], in) == 0, "%s: insider %d", name, i);
     }
     for (int i = 0; i < 3; i++)
@@ -127,8 +126,7 @@ int main(void) {
         it_result_t r;
         IT_CHECK(it_collect(&p[i], &r, v, COUNT, 40000) == 0, "collect");
         IT_CHECK(r.err == MOSHPIT_OK && r.info.group_size == 3,
-                 "authorized %d err %d group %u", i, r.err,
-                 r.info.group_size);
+                 "authorized %d err %d group %u", i, r.err, r.info.group_size);
         double d = it_dev_from_mean(v, COUNT, seeds, w, 3);
         IT_CHECK(d <= 1e-5, "authorized %d deviates %g", i, d);
         IT_CHECK(it_members(&p[i], 5000) == 3, "authorized %d members", i);

@@ -34,8 +34,7 @@ static void run(size_t n, size_t count, int rounds) {
     }
     for (size_t i = 0; i < n; i++) {
         long m = it_wait_ready(&peers[i], 25000);
-        IT_CHECK(m == (long)n, "peer %zu sees %ld members, want %zu", i, m,
-                 n);
+        IT_CHECK(m == (long)n, "peer %zu sees %ld members, want %zu", i, m, n);
     }
     float *v = malloc(count * sizeof(float));
     for (int r = 0; r < rounds; r++) {
@@ -44,8 +43,8 @@ static void run(size_t n, size_t count, int rounds) {
             weights[i] = it_weight(seeds[i]);
             if (r == 1 && i == 0)
                 weights[i] = 0.0; /* a zero weight still gets the mean */
-            IT_CHECK(it_average_async(&peers[i], count, seeds[i],
-                                      weights[i]) == 0,
+            IT_CHECK(it_average_async(&peers[i], count, seeds[i], weights[i]) ==
+                         0,
                      "send");
         }
         double worst = 0;
@@ -59,10 +58,10 @@ static void run(size_t n, size_t count, int rounds) {
                      moshpit_strerror((moshpit_err_t)res.err));
             IT_CHECK(res.info.group_size == n, "peer %zu group_size %u", i,
                      res.info.group_size);
-            IT_CHECK(res.info.peers_failed == 0, "peer %zu peers_failed %u",
-                     i, res.info.peers_failed);
-            IT_CHECK(res.info.fraction_averaged == 1.0,
-                     "peer %zu fraction %g", i, res.info.fraction_averaged);
+            IT_CHECK(res.info.peers_failed == 0, "peer %zu peers_failed %u", i,
+                     res.info.peers_failed);
+            IT_CHECK(res.info.fraction_averaged == 1.0, "peer %zu fraction %g",
+                     i, res.info.fraction_averaged);
             IT_CHECK(res.info.round_id != 0, "peer %zu round id 0", i);
             IT_CHECK(res.call_ms <= 30000 + 1000, "peer %zu took %llu ms", i,
                      (unsigned long long)res.call_ms);

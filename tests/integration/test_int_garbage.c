@@ -72,8 +72,9 @@ static int listen_ports(pid_t pid, int *ports, int max) {
         unsigned lport, st;
         unsigned long ino;
         char la[64], ra[64];
-        if (sscanf(line, "%*d: %63[0-9A-Fa-f]:%x %63s %x %*s %*s %*s %*s %*s "
-                         "%lu",
+        if (sscanf(line,
+                   "%*d: %63[0-9A-Fa-f]:%x %63s %x %*s %*s %*s %*s %*s "
+                   "%lu",
                    la, &lport, ra, &st, &ino) != 5)
             continue;
         if (st != 0x0A)

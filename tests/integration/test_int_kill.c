@@ -55,7 +55,8 @@ int main(void) {
     it_kill(&peers[N - 1]);
 
     float *v[N - 1], *local = malloc(COUNT * sizeof(float));
-    double *m4 = calloc(COUNT, sizeof(double)), *m3 = calloc(COUNT, sizeof(double));
+    double *m4 = calloc(COUNT, sizeof(double)),
+           *m3 = calloc(COUNT, sizeof(double));
     double ws4 = 0, ws3 = 0, maxabs = 0;
     for (int i = 0; i < N; i++) {
         it_fill(local, COUNT, seeds[i]);
@@ -105,8 +106,8 @@ int main(void) {
         double frac = (double)(with + without) / COUNT;
         printf("survivor %d: %zu local, %zu mean of 4, %zu mean of 3, %zu "
                "other; fraction_averaged %.4f (counted %.4f), %llu ms\n",
-               i, same, with, without, other, res.info.fraction_averaged,
-               frac, (unsigned long long)res.call_ms);
+               i, same, with, without, other, res.info.fraction_averaged, frac,
+               (unsigned long long)res.call_ms);
         IT_CHECK(other == 0, "survivor %d has %zu unexplained values", i,
                  other);
         IT_CHECK(fabs(frac - res.info.fraction_averaged) < 1e-3,
@@ -125,8 +126,8 @@ int main(void) {
                 fabs(v[0][k] - v[i][k]) > tol)
                 disagree++;
         free(own);
-        IT_CHECK(disagree == 0, "survivors 0 and %d disagree on %zu values",
-                 i, disagree);
+        IT_CHECK(disagree == 0, "survivors 0 and %d disagree on %zu values", i,
+                 disagree);
     }
     /* the survivors go on: the next round is exact among them */
     for (int i = 0; i < N - 1; i++) {
