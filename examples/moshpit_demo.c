@@ -77,7 +77,8 @@ static void child_log(void *user, int level, const char *msg) {
     if (getenv("MOSHPIT_DEMO_LOG") != NULL)
         fprintf(stderr, "[peer %d] %d %s\n", *(int *)user, level, msg);
     /* tells the parent this peer is now inside a group (used by --kill) */
-    if (g_notify_fd >= 0 && strstr(msg, ": group of ") != NULL) {
+    if (g_notify_fd >= 0 && strncmp(msg, "round ", 6) == 0 &&
+        strstr(msg, ": group of ") != NULL) {
         rec_t r;
         memset(&r, 0, sizeof(r));
         r.type = REC_INGROUP;

@@ -434,9 +434,13 @@ static void early_free_at(moshpit_t *mp, size_t i) {
     mp->nearly--;
 }
 
+static void withdraw_join(moshpit_t *mp);
+
 static void round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
     mp_round_t *r = &mp->round;
     mp_cmd_t *c = r->cmd;
+    if (r->group == NULL)
+        withdraw_join(mp);
     uint64_t now = now_ms();
     memset(&c->info, 0, sizeof(c->info));
     c->info.group_size = 1;
@@ -557,11 +561,39 @@ static void start_group(moshpit_t *mp) {
 
 static void local_join(moshpit_t *mp, const mp_join_send_t *s);
 
+/* Tells the matchmaker we last sent a JOIN to that it should forget it (we
+ * moved on or gave up), so it does not put us into a group we will not
+ * take part in. */
+static void withdraw_join(moshpit_t *mp) {
+    mp_round_t *r = &mp->round;
+    if (!r->join_pending)
+        return;
+    r->join_pending = false;
+    if (is_self(mp, r->join_to)) {
+        for (uint32_t i = 0; i < MP_MM_KEYS; i++)
+            if (mp->mms[i].mm != NULL)
+                mp__mm_on_leave(mp->mms[i].mm, mp->pub);
+        return;
+    }
+    mp_peer_t *p = find_peer(mp, r->join_to);
+    if (p == NULL || p->state != MP_PEER_LIVE)
+        return;
+    mp_msg_t *m = mp->msg;
+    memset(m, 0, sizeof(*m));
+    m->type = MP_MSG_LEAVE;
+    m->u.leave.seq = r->join_seq;
+    send_msg(mp, p, m);
+}
+
 static void pump_joiner(moshpit_t *mp) {
     mp_round_t *r = &mp->round;
     mp_join_send_t s;
     while (r->joiner != NULL && r->group == NULL &&
            mp__joiner_next_send(r->joiner, &s)) {
+        withdraw_join(mp);
+        memcpy(r->join_to, s.to, 32);
+        r->join_seq = s.seq;
+        r->join_pending = true;
         if (is_self(mp, s.to)) {
             local_join(mp, &s);
             continue;
@@ -586,9 +618,11 @@ static void pump_joiner(moshpit_t *mp) {
         return;
     switch (mp__joiner_state(r->joiner)) {
     case MP_JOIN_GROUP:
+        r->join_pending = false;
         start_group(mp);
         break;
     case MP_JOIN_ALONE:
+        withdraw_join(mp);
         round_end(mp, MOSHPIT_OK, true);
         break;
     default:
@@ -627,7 +661,9 @@ static void start_round(moshpit_t *mp, mp_cmd_t *c) {
         for (size_t i = 0; i < n; i++)
             memcpy(ordered[i], ids[order[i]], 32);
         uint32_t win = mp->cfg.matchmaking_ms;
-        uint32_t ack = win / 4 < 200 ? 200 : win / 4 > 1000 ? 1000 : win / 4;
+        /* a dead matchmaker is usually noticed at once (disconnect); the
+         * ack timeout is for silent ones, so be patient with busy ones */
+        uint32_t ack = win / 2 < 200 ? 200 : win / 2 > 5000 ? 5000 : win / 2;
         e = mp__joiner_new((const uint8_t(*)[32])ordered, n, mp->join_seq, now,
                            win, ack, 1000, &r->joiner);
         mp->join_seq += 1000; /* fresh seq space per round */
@@ -1038,6 +1074,11 @@ static void on_ctrl(moshpit_t *mp) {
             mp__joiner_on_alone(r->joiner, p->id, m->u.alone.seq);
             pump_joiner(mp);
         }
+        break;
+    case MP_MSG_LEAVE:
+        for (uint32_t i = 0; i < MP_MM_KEYS; i++)
+            if (mp->mms[i].mm != NULL)
+                mp__mm_on_leave(mp->mms[i].mm, p->id);
         break;
     case MP_MSG_BYE:
         peer_set_state(mp, p, MP_PEER_DEAD, "left");

@@ -93,6 +93,9 @@ typedef struct mp_round {
     uint8_t key[MP_KEY_MAX];
     uint32_t key_len;
     mp_joiner_t *joiner;
+    uint8_t join_to[32]; /* matchmaker of our latest JOIN */
+    uint64_t join_seq;
+    bool join_pending; /* that JOIN may still be held there */
     mp_group_t *group;
     uint64_t gid;
     uint32_t n, self;

@@ -144,6 +144,7 @@ static moshpit_err_t check_msg(const mp_msg_t *msg) {
     case MP_MSG_REFUSE:
     case MP_MSG_JOIN_ACK:
     case MP_MSG_ALONE:
+    case MP_MSG_LEAVE:
     case MP_MSG_BYE:
         return MOSHPIT_OK;
     case MP_MSG_PEERS:
@@ -187,7 +188,7 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
     case MP_MSG_BYE:
         entries = 2;
         break;
-    default: /* REFUSE, PEERS, JOIN_ACK, ALONE */
+    default: /* REFUSE, PEERS, JOIN_ACK, ALONE, LEAVE */
         entries = 3;
         break;
     }
@@ -249,6 +250,9 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         break;
     case MP_MSG_ALONE:
         put_u64(pk, K_SEQ, msg->u.alone.seq);
+        break;
+    case MP_MSG_LEAVE:
+        put_u64(pk, K_SEQ, msg->u.leave.seq);
         break;
     case MP_MSG_GROUP: {
         const mp_group_msg_t *g = &msg->u.group;
@@ -640,6 +644,9 @@ static int decode_map(const msgpack_object *root, mp_msg_t *msg) {
     case MP_MSG_ALONE:
         msg->type = MP_MSG_ALONE;
         return val[K_SEQ] ? get_u64(val[K_SEQ], &msg->u.alone.seq) : -1;
+    case MP_MSG_LEAVE:
+        msg->type = MP_MSG_LEAVE;
+        return val[K_SEQ] ? get_u64(val[K_SEQ], &msg->u.leave.seq) : -1;
     case MP_MSG_BYE:
         msg->type = MP_MSG_BYE;
         return 0;

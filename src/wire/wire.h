@@ -31,7 +31,8 @@ typedef enum {
     MP_MSG_JOIN_ACK = 5, /* matchmaker -> joiner: JOIN received */
     MP_MSG_GROUP = 6,    /* matchmaker -> each member: the group */
     MP_MSG_ALONE = 7,    /* matchmaker -> joiner: no group this time */
-    MP_MSG_BYE = 8       /* graceful leave */
+    MP_MSG_BYE = 8,      /* graceful leave */
+    MP_MSG_LEAVE = 9     /* joiner -> matchmaker: forget my JOIN "seq" */
 } mp_msg_type_t;
 
 typedef struct mp_hello {
@@ -91,6 +92,7 @@ typedef struct mp_msg {
         mp_seq_msg_t ack; /* JOIN_ACK */
         mp_group_msg_t group;
         mp_seq_msg_t alone; /* ALONE */
+        mp_seq_msg_t leave; /* LEAVE */
     } u;
 } mp_msg_t;
 

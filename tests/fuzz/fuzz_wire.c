@@ -75,6 +75,8 @@ static int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
         return a->u.ack.seq == b->u.ack.seq;
     case MP_MSG_ALONE:
         return a->u.alone.seq == b->u.alone.seq;
+    case MP_MSG_LEAVE:
+        return a->u.leave.seq == b->u.leave.seq;
     case MP_MSG_GROUP: {
         const mp_group_msg_t *x = &a->u.group, *y = &b->u.group;
         if (x->seq != y->seq || x->group_id != y->group_id || x->n != y->n)

@@ -137,7 +137,8 @@ static void peer_log(void *user, int level, const char *msg) {
     int notify = *(int *)user;
     if (getenv("MOSHPIT_TEST_LOG") != NULL)
         fprintf(stderr, "[%d] %d %s\n", (int)getpid(), level, msg);
-    if (notify && strstr(msg, ": group of ") != NULL) {
+    if (notify && strncmp(msg, "round ", 6) == 0 &&
+        strstr(msg, ": group of ") != NULL) {
         rec_t r;
         memset(&r, 0, sizeof(r));
         r.type = EV_GROUP;

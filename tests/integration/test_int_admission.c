@@ -76,7 +76,7 @@ int main(void) {
     memset(&in, 0, sizeof(in));
     in.swarm = "it-admission";
     in.group_size = 4;
-    in.matchmaking_ms = 1500;
+    in.matchmaking_ms = 4000;
     in.round_timeout_ms = 20000;
     out = in;
     memset(in.swarm_secret, 0x5a, 32);
@@ -90,7 +90,7 @@ int main(void) {
     memset(&in, 0, sizeof(in));
     in.swarm = "it-authorized";
     in.group_size = 4;
-    in.matchmaking_ms = 1500;
+    in.matchmaking_ms = 4000;
     in.round_timeout_ms = 20000;
     in.authorized = (const uint8_t(*)[32])keys;
     in.authorized_n = 3;

@@ -17,7 +17,7 @@
 
 #define N 4
 #define COUNT 4000000
-#define ROUND_TIMEOUT 15000
+#define ROUND_TIMEOUT 30000
 
 int main(void) {
     it_peer_t peers[N];
@@ -27,7 +27,7 @@ int main(void) {
     memset(&cfg, 0, sizeof(cfg));
     cfg.swarm = "it-kill";
     cfg.group_size = N;
-    cfg.matchmaking_ms = 2000;
+    cfg.matchmaking_ms = 10000; /* the group closes when all 4 joined */
     cfg.round_timeout_ms = ROUND_TIMEOUT;
     cfg.peer_timeout_ms = 3000;
     cfg.expect_members = N;

@@ -83,6 +83,8 @@ static int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
         return a->u.ack.seq == b->u.ack.seq;
     case MP_MSG_ALONE:
         return a->u.alone.seq == b->u.alone.seq;
+    case MP_MSG_LEAVE:
+        return a->u.leave.seq == b->u.leave.seq;
     case MP_MSG_GROUP: {
         const mp_group_msg_t *x = &a->u.group, *y = &b->u.group;
         if (x->seq != y->seq || x->group_id != y->group_id || x->n != y->n)
@@ -326,6 +328,11 @@ static void test_roundtrips(void) {
     roundtrip("alone min", m);
     m->u.alone.seq = UINT64_MAX;
     roundtrip("alone max", m);
+    memset(m, 0, sizeof *m);
+    m->type = MP_MSG_LEAVE;
+    roundtrip("leave min", m);
+    m->u.leave.seq = UINT64_MAX;
+    roundtrip("leave max", m);
 
     memset(m, 0, sizeof *m);
     m->type = MP_MSG_GROUP;
@@ -620,6 +627,9 @@ static void spec_for(msg_fn make, spec_t *s) {
         break;
     case MP_MSG_ALONE:
         add_uint(s, "seq", m->u.alone.seq);
+        break;
+    case MP_MSG_LEAVE:
+        add_uint(s, "seq", m->u.leave.seq);
         break;
     case MP_MSG_GROUP:
         add_uint(s, "seq", m->u.group.seq);
@@ -1133,7 +1143,7 @@ static void test_encode_rejects(void) {
     } while (0)
 
     REJECT((msg_bye(&m), m.type = (mp_msg_type_t)0), "type 0");
-    REJECT((msg_bye(&m), m.type = (mp_msg_type_t)9), "type 9");
+    REJECT((msg_bye(&m), m.type = (mp_msg_type_t)10), "type 10");
     REJECT((msg_hello(&m), m.u.hello.has_proof = 2), "has_proof 2");
     REJECT((msg_hello(&m), m.u.hello.reply = 2), "reply 2");
     REJECT((msg_hello(&m), m.u.hello.has_proof = 0), "proof without flag");
