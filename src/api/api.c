@@ -10,10 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zmq.h>
 
 #include "crypto/crypto.h"
-#include "engine.h"
+#include "net/engine.h"
 #include "net/net.h"
 
 #define CALL_SLACK_MS 1000u
@@ -98,7 +97,7 @@ moshpit_err_t moshpit_keypair(uint8_t pub[32], uint8_t sec[32]) {
 moshpit_err_t moshpit_key_to_text(const uint8_t key[32], char out[41]) {
     if (key == NULL || out == NULL)
         return MOSHPIT_EINVAL;
-    return zmq_z85_encode(out, key, 32) != NULL ? MOSHPIT_OK : MOSHPIT_EINVAL;
+    return mp__net_z85_encode(out, key) == 0 ? MOSHPIT_OK : MOSHPIT_EINVAL;
 }
 
 moshpit_err_t moshpit_key_from_text(const char *text, uint8_t key[32]) {
@@ -106,16 +105,16 @@ moshpit_err_t moshpit_key_from_text(const char *text, uint8_t key[32]) {
                               "KLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
     if (text == NULL || key == NULL || strlen(text) != MOSHPIT_KEY_TEXT_LEN)
         return MOSHPIT_EINVAL;
-    /* zmq_z85_decode accepts some invalid input; check the alphabet and the
+    /* the Z85 decoder accepts some invalid input; check the alphabet and the
      * value range ourselves */
     for (const char *c = text; *c; c++)
         if (strchr(z85, *c) == NULL)
             return MOSHPIT_EINVAL;
     uint8_t tmp[32];
-    if (zmq_z85_decode(tmp, text) == NULL)
+    if (mp__net_z85_decode(tmp, text) != 0)
         return MOSHPIT_EINVAL;
     char back[41];
-    if (zmq_z85_encode(back, tmp, 32) == NULL || strcmp(back, text) != 0)
+    if (mp__net_z85_encode(back, tmp) != 0 || strcmp(back, text) != 0)
         return MOSHPIT_EINVAL; /* a 5-char group overflowed 32 bits */
     memcpy(key, tmp, 32);
     return MOSHPIT_OK;
@@ -168,139 +167,6 @@ static moshpit_err_t check_config(const moshpit_config_t *c) {
     if (c->authorized_count > 1000000)
         return MOSHPIT_EINVAL;
     return MOSHPIT_OK;
-}
-
-static int set_int(void *s, int opt, int v) {
-    return zmq_setsockopt(s, opt, &v, sizeof(v));
-}
-
-moshpit_err_t mp__engine_setup(moshpit_t *mp) {
-    char host[MP_ADDR_MAX], adv[MP_ADDR_MAX], ep[2 * MP_ADDR_MAX + 16];
-    long port = 0, dport = 0;
-    size_t sz;
-    mp->zctx = zmq_ctx_new();
-    if (mp->zctx == NULL)
-        return MOSHPIT_ESYS;
-    zmq_ctx_set(mp->zctx, ZMQ_IO_THREADS, 1);
-    zmq_ctx_set(mp->zctx, ZMQ_BLOCKY, 0);
-
-    mp->zap = zmq_socket(mp->zctx, ZMQ_REP);
-    mp->pipe_eng = zmq_socket(mp->zctx, ZMQ_PAIR);
-    mp->pipe_api = zmq_socket(mp->zctx, ZMQ_PAIR);
-    mp->ctrl = zmq_socket(mp->zctx, ZMQ_ROUTER);
-    mp->data = zmq_socket(mp->zctx, ZMQ_ROUTER);
-    if (!mp->zap || !mp->pipe_eng || !mp->pipe_api || !mp->ctrl || !mp->data)
-        return MOSHPIT_ESYS;
-    set_int(mp->zap, ZMQ_LINGER, 0);
-    set_int(mp->pipe_eng, ZMQ_LINGER, 0);
-    set_int(mp->pipe_api, ZMQ_LINGER, 0);
-    if (zmq_bind(mp->zap, "inproc://zeromq.zap.01") != 0 ||
-        zmq_bind(mp->pipe_eng, "inproc://moshpit-pipe") != 0 ||
-        zmq_connect(mp->pipe_api, "inproc://moshpit-pipe") != 0)
-        return MOSHPIT_ESYS;
-
-    int64_t cmax = MP_CTRL_MAX;
-    int64_t dmax =
-        MP_DATA_HDR_BYTES + 4 * (int64_t)MP_DATA_MAX_COUNT + MP_DATA_TAG_BYTES;
-    if (set_int(mp->ctrl, ZMQ_CURVE_SERVER, 1) != 0 ||
-        zmq_setsockopt(mp->ctrl, ZMQ_CURVE_SECRETKEY, mp->sec, 32) != 0 ||
-        zmq_setsockopt(mp->ctrl, ZMQ_MAXMSGSIZE, &cmax, sizeof(cmax)) != 0 ||
-        set_int(mp->ctrl, ZMQ_LINGER, 0) != 0 ||
-        set_int(mp->ctrl, ZMQ_HEARTBEAT_IVL, 1000) != 0 ||
-        set_int(mp->ctrl, ZMQ_HEARTBEAT_TIMEOUT, 5000) != 0)
-        return MOSHPIT_ESYS;
-    if (zmq_setsockopt(mp->data, ZMQ_MAXMSGSIZE, &dmax, sizeof(dmax)) != 0 ||
-        set_int(mp->data, ZMQ_LINGER, 0) != 0 ||
-        set_int(mp->data, ZMQ_RCVHWM, 64) != 0)
-        return MOSHPIT_ESYS;
-
-    if (mp__net_split(mp->cfg.listen, host, sizeof(host), &port) != 0)
-        return MOSHPIT_EINVAL;
-    if (port == 0)
-        snprintf(ep, sizeof(ep), "tcp://%s:*", host);
-    else
-        snprintf(ep, sizeof(ep), "tcp://%s:%ld", host, port);
-    if (zmq_bind(mp->ctrl, ep) != 0)
-        return MOSHPIT_ESYS;
-    snprintf(ep, sizeof(ep), "tcp://%s:*", host);
-    if (zmq_bind(mp->data, ep) != 0)
-        return MOSHPIT_ESYS;
-
-    /* what others dial: the advertised host (or the bound one) + our ports */
-    char bound[MP_ADDR_MAX];
-    sz = sizeof(bound);
-    if (zmq_getsockopt(mp->ctrl, ZMQ_LAST_ENDPOINT, bound, &sz) != 0 ||
-        mp__net_split(bound, host, sizeof(host), &port) != 0)
-        return MOSHPIT_ESYS;
-    sz = sizeof(bound);
-    if (zmq_getsockopt(mp->data, ZMQ_LAST_ENDPOINT, bound, &sz) != 0 ||
-        mp__net_split(bound, adv, sizeof(adv), &dport) != 0)
-        return MOSHPIT_ESYS;
-    if (mp->cfg.advertise != NULL) {
-        /* "tcp://host", "tcp://host:port" or "host": only the host counts */
-        const char *a = mp->cfg.advertise;
-        if (strncmp(a, "tcp://", 6) == 0)
-            a += 6;
-        size_t al = strcspn(a, ":");
-        if (a[0] == '[')
-            al = strcspn(a, "]") + 1;
-        if (al == 0 || al >= sizeof(adv) || al > strlen(a))
-            return MOSHPIT_EINVAL;
-        memcpy(adv, a, al);
-        adv[al] = '\0';
-    } else {
-        snprintf(adv, sizeof(adv), "%.100s", host);
-        if (strcmp(adv, "0.0.0.0") == 0 || strcmp(adv, "[::]") == 0) {
-            snprintf(adv, sizeof(adv), "127.0.0.1");
-            mp__log(mp, MOSHPIT_LOG_WARN,
-                    "listening on a wildcard address without 'advertise': "
-                    "others are told 127.0.0.1");
-        }
-    }
-    if (strlen(adv) > 100)
-        return MOSHPIT_EINVAL;
-    snprintf(mp->ctrl_ep, sizeof(mp->ctrl_ep), "tcp://%.100s:%ld", adv, port);
-    snprintf(mp->data_ep, sizeof(mp->data_ep), "tcp://%.100s:%ld", adv, dport);
-    snprintf(mp->endpoint, sizeof(mp->endpoint), "%s#%s", mp->ctrl_ep,
-             mp->pub_txt);
-    if (!mp__net_addr_ok(mp->ctrl_ep) || !mp__net_addr_ok(mp->data_ep))
-        return MOSHPIT_EINVAL;
-    return MOSHPIT_OK;
-}
-
-void mp__engine_teardown(moshpit_t *mp) {
-    for (size_t i = 0; i < mp->npeers; i++) {
-        mp_peer_t *p = mp->peers[i];
-        if (p->stash_full)
-            zmq_msg_close((zmq_msg_t *)(void *)p->stash_msg);
-        if (p->ctrl != NULL)
-            zmq_socket_monitor(p->ctrl, NULL, 0);
-        mp__net_close(&p->mon);
-        mp__net_close(&p->ctrl);
-        mp__net_close(&p->data);
-        mp__session_keys_free(p->keys);
-        free(p);
-    }
-    free(mp->peers);
-    mp->peers = NULL;
-    mp->npeers = 0;
-    for (size_t i = 0; i < mp->nearly; i++) {
-        zmq_msg_close((zmq_msg_t *)mp->early[i].msg);
-        free(mp->early[i].msg);
-    }
-    free(mp->early);
-    for (uint32_t i = 0; i < MP_MM_KEYS; i++)
-        mp__mm_free(mp->mms[i].mm);
-    mp__group_free(mp->round.group);
-    mp__joiner_free(mp->round.joiner);
-    mp__net_close(&mp->zap);
-    mp__net_close(&mp->pipe_eng);
-    mp__net_close(&mp->pipe_api);
-    mp__net_close(&mp->ctrl);
-    mp__net_close(&mp->data);
-    if (mp->zctx != NULL)
-        zmq_ctx_term(mp->zctx);
-    mp->zctx = NULL;
 }
 
 static void free_peer_struct(moshpit_t *mp) {
@@ -397,7 +263,7 @@ moshpit_err_t moshpit_open(const moshpit_config_t *cfg, moshpit_t **out) {
             goto fail;
         }
     }
-    zmq_z85_encode(mp->pub_txt, mp->pub, 32);
+    mp__net_z85_encode(mp->pub_txt, mp->pub);
     if (mp__crypto_keypair(mp->eph_pub, mp->eph_sec) != MOSHPIT_OK)
         goto fail;
 
@@ -467,8 +333,11 @@ static moshpit_err_t run_cmd(moshpit_t *mp, mp_cmd_t *c) {
     mp_plat_mutex_unlock(&mp->lock);
     if (stopped)
         return MOSHPIT_ECLOSED;
-    if (zmq_send(mp->pipe_api, &c, sizeof(c), 0) != (int)sizeof(c)) {
-        mp->last_errno = errno;
+    int err = mp__engine_post(mp, c);
+    if (err != 0) {
+        mp_plat_mutex_lock(&mp->lock);
+        mp->last_errno = err;
+        mp_plat_mutex_unlock(&mp->lock);
         return MOSHPIT_ESYS;
     }
     mp_plat_mutex_lock(&mp->lock);

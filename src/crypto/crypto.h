@@ -4,7 +4,9 @@
  * AEAD. The only module (besides CURVE setup in net/) that uses libsodium.
  *
  * Data-plane frames are sealed with AES-256-GCM when both ends have AES
- * hardware, else ChaCha20-Poly1305 (IETF), both from libsodium. Keys are
+ * hardware, else ChaCha20-Poly1305 (IETF), both from libsodium, or from
+ * OpenSSL 3's libcrypto when built with MOSHPIT_HAVE_OPENSSL (faster; same
+ * wire format, so both builds interoperate). Keys are
  * derived per session from ephemeral X25519 keys exchanged inside the
  * CURVE-authenticated control channel; each direction has its own key and a
  * 64-bit counter nonce that never repeats under that key.
@@ -29,6 +31,10 @@ moshpit_err_t mp__crypto_init(void);
 /* Bit set of ciphers this machine can run (CHACHA always; AESGCM with
  * hardware AES). */
 uint32_t mp__crypto_ciphers(void);
+
+/* Name of the library running the data-plane AEAD: "openssl" or
+ * "libsodium". Static string, never NULL; fixed at build time. */
+const char *mp__crypto_backend(void);
 
 moshpit_err_t mp__crypto_keypair(uint8_t pub[32], uint8_t sec[32]);
 /* pub = X25519 base point * sec. */

@@ -174,6 +174,9 @@ void mp__log(moshpit_t *mp, int level, const char *fmt, ...)
 
 /* Sets up sockets (API thread, before the engine starts). */
 moshpit_err_t mp__engine_setup(moshpit_t *mp);
+/* Hands a command to the engine thread (API side of the pipe). Returns 0,
+ * or an errno value. */
+int mp__engine_post(moshpit_t *mp, mp_cmd_t *c);
 /* Engine thread entry point. */
 void mp__engine_main(void *arg);
 /* Frees everything the engine owns (after the thread has stopped). */

@@ -1,0 +1,561 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine.c - the engine thread of one peer: the ZeroMQ event loop that feeds
+ * the sans-IO core (matchmaker, joiner, group all-reduce) with messages and
+ * time, and carries out what the core decides. It owns every socket:
+ *   - pipe:  commands from API calls (inproc PAIR);
+ *   - zap:   ZAP handler authenticating CURVE clients (authorized_keys);
+ *   - ctrl:  ROUTER, CURVE server, receives control messages from peers;
+ *   - data:  ROUTER receiving sealed data frames;
+ *   - per peer: a CURVE DEALER (control, with a monitor) and a data DEALER.
+ * Every peer sends on its own DEALERs, so the ROUTER side always knows the
+ * CURVE-authenticated sender of a control message (ZAP User-Id).
+ */
+#include "engine_int.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "core/share.h"
+#include "net/net.h"
+
+/* socket readers                                                      */
+
+static void on_ctrl(moshpit_t *mp) {
+    zmq_msg_t rid, body;
+    zmq_msg_init(&rid);
+    zmq_msg_init(&body);
+    if (zmq_msg_recv(&rid, mp->ctrl, ZMQ_DONTWAIT) < 0)
+        goto out;
+    if (!zmq_msg_more(&rid) || zmq_msg_recv(&body, mp->ctrl, ZMQ_DONTWAIT) < 0)
+        goto out;
+    while (zmq_msg_more(&body)) { /* we never send multipart: drain */
+        zmq_msg_t extra;
+        zmq_msg_init(&extra);
+        int rc = zmq_msg_recv(&extra, mp->ctrl, ZMQ_DONTWAIT);
+        zmq_msg_close(&extra);
+        if (rc < 0)
+            goto out;
+        zmq_msg_close(&body);
+        zmq_msg_init(&body);
+        mp__log(mp, MOSHPIT_LOG_WARN, "multipart control message dropped");
+        goto out;
+    }
+    const char *uid = zmq_msg_gets(&body, "User-Id");
+    uint8_t id[32];
+    if (uid == NULL || strlen(uid) != 40 || zmq_z85_decode(id, uid) == NULL) {
+        mp__log(mp, MOSHPIT_LOG_WARN, "control message without identity");
+        goto out;
+    }
+    if (mp->round.cmd != NULL)
+        mp->round.bytes_received += zmq_msg_size(&body);
+    mp_msg_t *m = mp->msg;
+    moshpit_err_t e =
+        mp__msg_decode(zmq_msg_data(&body), zmq_msg_size(&body), m);
+    if (e != MOSHPIT_OK) {
+        mp__log(mp, MOSHPIT_LOG_WARN,
+                "malformed control message from %.8s dropped", uid);
+        goto out;
+    }
+    mp_peer_t *p = mp__find_peer(mp, id);
+    if (m->type == MP_MSG_HELLO) {
+        mp_hello_t h = m->u.hello; /* m is reused by replies */
+        mp__on_hello(mp, p, id, &h);
+        goto out;
+    }
+    if (p == NULL)
+        goto out;
+    if (m->type == MP_MSG_REFUSE) {
+        mp__log(mp, MOSHPIT_LOG_WARN, "peer %.8s refused us", p->id_txt);
+        mp__peer_set_state(mp, p, MP_PEER_REFUSED, "it refused us");
+        goto out;
+    }
+    if (p->state != MP_PEER_LIVE)
+        goto out;
+    mp_round_t *r = &mp->round;
+    switch (m->type) {
+    case MP_MSG_PEERS: {
+        mp_peers_t *ps = malloc(sizeof(*ps));
+        if (ps == NULL)
+            break;
+        *ps = m->u.peers;
+        for (uint32_t i = 0; i < ps->n; i++)
+            mp__peer_learn(mp, ps->peers[i].id, ps->peers[i].addr);
+        free(ps);
+        break;
+    }
+    case MP_MSG_JOIN: {
+        mp_join_t j = m->u.join;
+        mp__on_join(mp, p, &j);
+        break;
+    }
+    case MP_MSG_JOIN_ACK:
+        if (r->joiner != NULL && r->group == NULL)
+            mp__joiner_on_ack(r->joiner, p->id, m->u.ack.seq);
+        break;
+    case MP_MSG_GROUP:
+        if (r->joiner != NULL && r->group == NULL) {
+            if (!mp__joiner_on_group(r->joiner, p->id, m->u.group.seq,
+                                     m->u.group.group_id, m->u.group.members,
+                                     m->u.group.n, mp->pub))
+                mp__log(mp, MOSHPIT_LOG_DEBUG, "stale or invalid GROUP");
+            mp__pump_joiner(mp);
+        }
+        break;
+    case MP_MSG_ALONE:
+        if (r->joiner != NULL && r->group == NULL) {
+            mp__joiner_on_alone(r->joiner, p->id, m->u.alone.seq);
+            mp__pump_joiner(mp);
+        }
+        break;
+    case MP_MSG_LEAVE:
+        for (uint32_t i = 0; i < MP_MM_KEYS; i++)
+            if (mp->mms[i].mm != NULL)
+                mp__mm_on_leave(mp->mms[i].mm, p->id);
+        break;
+    case MP_MSG_BYE:
+        mp__peer_set_state(mp, p, MP_PEER_DEAD, "left");
+        break;
+    default:
+        break;
+    }
+out:
+    zmq_msg_close(&rid);
+    zmq_msg_close(&body);
+}
+
+static void on_data(moshpit_t *mp) {
+    zmq_msg_t rid, body;
+    zmq_msg_init(&rid);
+    zmq_msg_init(&body);
+    if (zmq_msg_recv(&rid, mp->data, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&rid) &&
+        zmq_msg_recv(&body, mp->data, ZMQ_DONTWAIT) >= 0) {
+        if (zmq_msg_more(&body)) {
+            mp__log(mp, MOSHPIT_LOG_WARN, "multipart data message dropped");
+            while (zmq_msg_more(&body) &&
+                   zmq_msg_recv(&body, mp->data, ZMQ_DONTWAIT) >= 0) {
+            }
+        } else {
+            mp__on_data_msg(mp, &body);
+        }
+    }
+    zmq_msg_close(&rid);
+    zmq_msg_close(&body);
+}
+
+static void on_zap(moshpit_t *mp) {
+    zmq_msg_t f[8];
+    int n = 0, more = 1;
+    while (more && n < 8) {
+        zmq_msg_init(&f[n]);
+        if (zmq_msg_recv(&f[n], mp->zap, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&f[n]);
+            return; /* partial request: nothing sensible to answer */
+        }
+        more = zmq_msg_more(&f[n]);
+        n++;
+    }
+    while (more) { /* too many frames: drain */
+        zmq_msg_t x;
+        zmq_msg_init(&x);
+        if (zmq_msg_recv(&x, mp->zap, ZMQ_DONTWAIT) < 0)
+            more = 0;
+        else
+            more = zmq_msg_more(&x);
+        zmq_msg_close(&x);
+    }
+    /* version, request id, domain, address, identity, mechanism, creds */
+    const char *status = "400";
+    char uid[41] = "";
+    if (n >= 7 && zmq_msg_size(&f[5]) == 5 &&
+        memcmp(zmq_msg_data(&f[5]), "CURVE", 5) == 0 &&
+        zmq_msg_size(&f[6]) == 32) {
+        const uint8_t *key = zmq_msg_data(&f[6]);
+        if (mp__authorized(mp, key)) {
+            status = "200";
+            zmq_z85_encode(uid, key, 32);
+        } else {
+            char txt[41];
+            zmq_z85_encode(txt, key, 32);
+            mp__log(mp, MOSHPIT_LOG_WARN,
+                    "connection from unauthorized key %.8s refused", txt);
+        }
+    }
+    if (n >= 2) {
+        zmq_send(mp->zap, "1.0", 3, ZMQ_SNDMORE);
+        zmq_send(mp->zap, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]),
+                 ZMQ_SNDMORE);
+        zmq_send(mp->zap, status, 3, ZMQ_SNDMORE);
+        zmq_send(mp->zap, status[0] == '2' ? "OK" : "denied",
+                 status[0] == '2' ? 2 : 6, ZMQ_SNDMORE);
+        zmq_send(mp->zap, uid, strlen(uid), ZMQ_SNDMORE);
+        zmq_send(mp->zap, "", 0, 0);
+    }
+    for (int i = 0; i < n; i++)
+        zmq_msg_close(&f[i]);
+}
+
+static void on_monitor(moshpit_t *mp, mp_peer_t *p) {
+    mp_net_event_t ev;
+    while (p->mon != NULL && mp__net_read_event(p->mon, &ev) == 0) {
+        switch (ev) {
+        case MP_NET_EV_DOWN:
+            if (p->state == MP_PEER_LIVE)
+                mp__peer_set_state(mp, p, MP_PEER_DEAD, "disconnected");
+            return; /* sockets may be gone */
+        case MP_NET_EV_AUTH_FAILED:
+            mp__peer_set_state(mp, p, MP_PEER_REFUSED, "it refused our key");
+            return;
+        case MP_NET_EV_PROTO_FAILED:
+            mp__log(mp, MOSHPIT_LOG_WARN,
+                    "handshake with %.8s at %s failed (wrong key?)", p->id_txt,
+                    p->ctrl_addr);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+static void on_command(moshpit_t *mp) {
+    mp_cmd_t *c = NULL;
+    int rc = zmq_recv(mp->pipe_eng, &c, sizeof(c), ZMQ_DONTWAIT);
+    if (rc != (int)sizeof(c) || c == NULL)
+        return;
+    if (c->type == MP_CMD_CLOSE) {
+        mp_msg_t *m = mp->msg;
+        memset(m, 0, sizeof(*m));
+        m->type = MP_MSG_BYE;
+        for (size_t i = 0; i < mp->npeers; i++)
+            if (mp->peers[i]->state == MP_PEER_LIVE)
+                mp__send_msg(mp, mp->peers[i], m);
+        if (mp->round.cmd != NULL)
+            mp__round_end(mp, MOSHPIT_ECLOSED, true);
+        mp->stopping = true;
+        mp__complete_cmd(mp, c, MOSHPIT_OK);
+        return;
+    }
+    if (mp->round.cmd != NULL) { /* cannot happen: calls are serialized */
+        mp__complete_cmd(mp, c, MOSHPIT_EINVAL);
+        return;
+    }
+    mp__start_round(mp, c);
+}
+
+/* ------------------------------------------------------------------ */
+/* the loop                                                            */
+
+static void housekeeping(moshpit_t *mp, uint64_t now) {
+    if (now >= mp->next_gossip_ms) {
+        mp->next_gossip_ms = now + GOSSIP_MS;
+        size_t live = 0;
+        for (size_t i = 0; i < mp->npeers; i++)
+            live += mp->peers[i]->state == MP_PEER_LIVE;
+        if (live > 0) {
+            size_t pick = (size_t)(mp__rng_next(mp) % live);
+            for (size_t i = 0; i < mp->npeers; i++)
+                if (mp->peers[i]->state == MP_PEER_LIVE && pick-- == 0) {
+                    mp__send_peers(mp, mp->peers[i], NULL);
+                    break;
+                }
+        }
+        /* held frames of rounds that never came */
+        for (size_t i = 0; i < mp->nearly;)
+            if (now - mp->early[i].arrived_ms > mp->cfg.round_timeout_ms)
+                mp__early_free_at(mp, i);
+            else
+                i++;
+    }
+    for (size_t i = 0; i < mp->npeers; i++) {
+        mp_peer_t *p = mp->peers[i];
+        if (p->state != MP_PEER_NEW || p->ctrl == NULL || p->hello_recv ||
+            now < p->next_hello_ms)
+            continue;
+        if (p->hello_tries >= HELLO_TRIES_MAX) {
+            mp__peer_set_state(mp, p, MP_PEER_DEAD, "no answer to HELLO");
+            continue;
+        }
+        mp__send_hello(mp, p, false);
+        p->hello_tries++;
+        p->next_hello_ms = now + HELLO_RETRY_MS;
+    }
+    for (uint32_t i = 0; i < MP_MM_KEYS; i++)
+        if (mp->mms[i].mm != NULL && mp__mm_next_wakeup(mp->mms[i].mm) <= now)
+            mp__poll_mm(mp, mp->mms[i].mm, now);
+}
+
+static uint64_t next_wakeup(moshpit_t *mp) {
+    uint64_t w = mp->next_gossip_ms;
+    for (size_t i = 0; i < mp->npeers; i++)
+        if (mp->peers[i]->state == MP_PEER_NEW &&
+            mp->peers[i]->next_hello_ms < w && !mp->peers[i]->hello_recv)
+            w = mp->peers[i]->next_hello_ms;
+    for (uint32_t i = 0; i < MP_MM_KEYS; i++)
+        if (mp->mms[i].mm != NULL) {
+            uint64_t t = mp__mm_next_wakeup(mp->mms[i].mm);
+            w = t < w ? t : w;
+        }
+    mp_round_t *r = &mp->round;
+    if (r->cmd != NULL) {
+        uint64_t t = r->deadline_ms + ROUND_MARGIN_MS;
+        w = t < w ? t : w;
+        if (r->group != NULL) {
+            t = mp__group_next_wakeup(r->group);
+        } else if (r->joiner != NULL) {
+            t = mp__joiner_next_wakeup(r->joiner);
+        }
+        w = t < w ? t : w;
+    }
+    return w;
+}
+
+static void check_cancel(moshpit_t *mp) {
+    mp_round_t *r = &mp->round;
+    if (r->cmd == NULL)
+        return;
+    mp_plat_mutex_lock(&mp->lock);
+    bool cancel = r->cmd->cancel;
+    mp_plat_mutex_unlock(&mp->lock);
+    if (cancel)
+        mp__round_end(mp, MOSHPIT_ETIMEDOUT, true);
+}
+
+void mp__engine_main(void *arg) {
+    moshpit_t *mp = arg;
+    zmq_pollitem_t *items = NULL;
+    mp_peer_t **item_peer = NULL;
+    size_t items_cap = 0;
+
+    /* dial the bootstrap peers */
+    for (size_t i = 0; i < mp->bootstrap_n; i++) {
+        char addr[MP_ADDR_MAX];
+        uint8_t key[32];
+        if (mp__parse_endpoint(mp->bootstrap[i], addr, sizeof(addr), key) ==
+            MOSHPIT_OK)
+            mp__peer_learn(mp, key, addr);
+    }
+    mp__update_members(mp);
+
+    while (!mp->stopping) {
+        uint64_t now = mp__now_ms();
+        housekeeping(mp, now);
+        mp__round_progress(mp);
+        check_cancel(mp);
+
+        size_t need = 4 + 2 * mp->npeers;
+        if (need > items_cap) {
+            size_t cap = need * 2;
+            zmq_pollitem_t *ni = realloc(items, cap * sizeof(*ni));
+            if (ni != NULL)
+                items = ni;
+            mp_peer_t **np = realloc(item_peer, cap * sizeof(*np));
+            if (np != NULL)
+                item_peer = np;
+            if (ni == NULL || np == NULL) {
+                mp_plat_sleep_ms(10);
+                continue;
+            }
+            items_cap = cap;
+        }
+        size_t n = 0;
+        items[n++] = (zmq_pollitem_t){mp->pipe_eng, 0, ZMQ_POLLIN, 0};
+        items[n++] = (zmq_pollitem_t){mp->zap, 0, ZMQ_POLLIN, 0};
+        items[n++] = (zmq_pollitem_t){mp->ctrl, 0, ZMQ_POLLIN, 0};
+        items[n++] = (zmq_pollitem_t){mp->data, 0, ZMQ_POLLIN, 0};
+        for (size_t i = 0; i < mp->npeers; i++) {
+            mp_peer_t *p = mp->peers[i];
+            if (p->mon != NULL) {
+                item_peer[n] = p;
+                items[n++] = (zmq_pollitem_t){p->mon, 0, ZMQ_POLLIN, 0};
+            }
+            if (p->stash_full && p->data != NULL) {
+                item_peer[n] = p;
+                items[n++] = (zmq_pollitem_t){p->data, 0, ZMQ_POLLOUT, 0};
+            }
+        }
+        now = mp__now_ms();
+        uint64_t w = next_wakeup(mp);
+        long timeout = w <= now                ? 0
+                       : w - now > POLL_MAX_MS ? POLL_MAX_MS
+                                               : (long)(w - now);
+        int rc = zmq_poll(items, (int)n, timeout);
+        if (rc < 0) {
+            if (errno == ETERM)
+                break;
+            continue;
+        }
+        if (items[0].revents & ZMQ_POLLIN)
+            on_command(mp);
+        if (mp->stopping)
+            break;
+        if (items[1].revents & ZMQ_POLLIN)
+            on_zap(mp);
+        for (int k = 0; k < BATCH && (items[2].revents & ZMQ_POLLIN); k++) {
+            on_ctrl(mp);
+            int ev = 0;
+            size_t sz = sizeof(ev);
+            if (zmq_getsockopt(mp->ctrl, ZMQ_EVENTS, &ev, &sz) != 0 ||
+                !(ev & ZMQ_POLLIN))
+                break;
+        }
+        for (int k = 0; k < BATCH && (items[3].revents & ZMQ_POLLIN); k++) {
+            on_data(mp);
+            mp__pump_sends(mp);
+            int ev = 0;
+            size_t sz = sizeof(ev);
+            if (zmq_getsockopt(mp->data, ZMQ_EVENTS, &ev, &sz) != 0 ||
+                !(ev & ZMQ_POLLIN))
+                break;
+        }
+        /* monitors may close sockets: look peers up again by item */
+        for (size_t i = 4; i < n; i++)
+            if ((items[i].revents & ZMQ_POLLIN) && item_peer[i]->mon != NULL &&
+                items[i].socket == item_peer[i]->mon)
+                on_monitor(mp, item_peer[i]);
+    }
+    free(items);
+    free(item_peer);
+    mp_plat_mutex_lock(&mp->lock);
+    mp->stopped = true;
+    mp_plat_cond_broadcast(&mp->cond);
+    mp_plat_mutex_unlock(&mp->lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* setup and teardown (called on the API thread, before the engine     */
+/* thread starts and after it stopped)                                 */
+
+static int set_int(void *s, int opt, int v) {
+    return zmq_setsockopt(s, opt, &v, sizeof(v));
+}
+
+moshpit_err_t mp__engine_setup(moshpit_t *mp) {
+    char host[MP_ADDR_MAX], adv[MP_ADDR_MAX], ep[2 * MP_ADDR_MAX + 16];
+    long port = 0, dport = 0;
+    size_t sz;
+    mp->zctx = zmq_ctx_new();
+    if (mp->zctx == NULL)
+        return MOSHPIT_ESYS;
+    zmq_ctx_set(mp->zctx, ZMQ_IO_THREADS, 1);
+    zmq_ctx_set(mp->zctx, ZMQ_BLOCKY, 0);
+
+    mp->zap = zmq_socket(mp->zctx, ZMQ_REP);
+    mp->pipe_eng = zmq_socket(mp->zctx, ZMQ_PAIR);
+    mp->pipe_api = zmq_socket(mp->zctx, ZMQ_PAIR);
+    mp->ctrl = zmq_socket(mp->zctx, ZMQ_ROUTER);
+    mp->data = zmq_socket(mp->zctx, ZMQ_ROUTER);
+    if (!mp->zap || !mp->pipe_eng || !mp->pipe_api || !mp->ctrl || !mp->data)
+        return MOSHPIT_ESYS;
+    set_int(mp->zap, ZMQ_LINGER, 0);
+    set_int(mp->pipe_eng, ZMQ_LINGER, 0);
+    set_int(mp->pipe_api, ZMQ_LINGER, 0);
+    if (zmq_bind(mp->zap, "inproc://zeromq.zap.01") != 0 ||
+        zmq_bind(mp->pipe_eng, "inproc://moshpit-pipe") != 0 ||
+        zmq_connect(mp->pipe_api, "inproc://moshpit-pipe") != 0)
+        return MOSHPIT_ESYS;
+
+    int64_t cmax = MP_CTRL_MAX;
+    int64_t dmax =
+        MP_DATA_HDR_BYTES + 4 * (int64_t)MP_DATA_MAX_COUNT + MP_DATA_TAG_BYTES;
+    if (set_int(mp->ctrl, ZMQ_CURVE_SERVER, 1) != 0 ||
+        zmq_setsockopt(mp->ctrl, ZMQ_CURVE_SECRETKEY, mp->sec, 32) != 0 ||
+        zmq_setsockopt(mp->ctrl, ZMQ_MAXMSGSIZE, &cmax, sizeof(cmax)) != 0 ||
+        set_int(mp->ctrl, ZMQ_LINGER, 0) != 0 ||
+        set_int(mp->ctrl, ZMQ_HEARTBEAT_IVL, 1000) != 0 ||
+        set_int(mp->ctrl, ZMQ_HEARTBEAT_TIMEOUT, 5000) != 0)
+        return MOSHPIT_ESYS;
+    if (zmq_setsockopt(mp->data, ZMQ_MAXMSGSIZE, &dmax, sizeof(dmax)) != 0 ||
+        set_int(mp->data, ZMQ_LINGER, 0) != 0 ||
+        set_int(mp->data, ZMQ_RCVHWM, 64) != 0)
+        return MOSHPIT_ESYS;
+
+    if (mp__net_split(mp->cfg.listen, host, sizeof(host), &port) != 0)
+        return MOSHPIT_EINVAL;
+    if (port == 0)
+        snprintf(ep, sizeof(ep), "tcp://%s:*", host);
+    else
+        snprintf(ep, sizeof(ep), "tcp://%s:%ld", host, port);
+    if (zmq_bind(mp->ctrl, ep) != 0)
+        return MOSHPIT_ESYS;
+    snprintf(ep, sizeof(ep), "tcp://%s:*", host);
+    if (zmq_bind(mp->data, ep) != 0)
+        return MOSHPIT_ESYS;
+
+    /* what others dial: the advertised host (or the bound one) + our ports */
+    char bound[MP_ADDR_MAX];
+    sz = sizeof(bound);
+    if (zmq_getsockopt(mp->ctrl, ZMQ_LAST_ENDPOINT, bound, &sz) != 0 ||
+        mp__net_split(bound, host, sizeof(host), &port) != 0)
+        return MOSHPIT_ESYS;
+    sz = sizeof(bound);
+    if (zmq_getsockopt(mp->data, ZMQ_LAST_ENDPOINT, bound, &sz) != 0 ||
+        mp__net_split(bound, adv, sizeof(adv), &dport) != 0)
+        return MOSHPIT_ESYS;
+    if (mp->cfg.advertise != NULL) {
+        /* "tcp://host", "tcp://host:port" or "host": only the host counts */
+        const char *a = mp->cfg.advertise;
+        if (strncmp(a, "tcp://", 6) == 0)
+            a += 6;
+        size_t al = strcspn(a, ":");
+        if (a[0] == '[')
+            al = strcspn(a, "]") + 1;
+        if (al == 0 || al >= sizeof(adv) || al > strlen(a))
+            return MOSHPIT_EINVAL;
+        memcpy(adv, a, al);
+        adv[al] = '\0';
+    } else {
+        snprintf(adv, sizeof(adv), "%.100s", host);
+        if (strcmp(adv, "0.0.0.0") == 0 || strcmp(adv, "[::]") == 0) {
+            snprintf(adv, sizeof(adv), "127.0.0.1");
+            mp__log(mp, MOSHPIT_LOG_WARN,
+                    "listening on a wildcard address without 'advertise': "
+                    "others are told 127.0.0.1");
+        }
+    }
+    if (strlen(adv) > 100)
+        return MOSHPIT_EINVAL;
+    snprintf(mp->ctrl_ep, sizeof(mp->ctrl_ep), "tcp://%.100s:%ld", adv, port);
+    snprintf(mp->data_ep, sizeof(mp->data_ep), "tcp://%.100s:%ld", adv, dport);
+    snprintf(mp->endpoint, sizeof(mp->endpoint), "%s#%s", mp->ctrl_ep,
+             mp->pub_txt);
+    if (!mp__net_addr_ok(mp->ctrl_ep) || !mp__net_addr_ok(mp->data_ep))
+        return MOSHPIT_EINVAL;
+    return MOSHPIT_OK;
+}
+
+void mp__engine_teardown(moshpit_t *mp) {
+    for (size_t i = 0; i < mp->npeers; i++) {
+        mp__peer_close(mp->peers[i]);
+        free(mp->peers[i]);
+    }
+    free(mp->peers);
+    mp->peers = NULL;
+    mp->npeers = 0;
+    for (size_t i = 0; i < mp->nearly; i++) {
+        zmq_msg_close((zmq_msg_t *)mp->early[i].msg);
+        free(mp->early[i].msg);
+    }
+    free(mp->early);
+    for (uint32_t i = 0; i < MP_MM_KEYS; i++)
+        mp__mm_free(mp->mms[i].mm);
+    mp__group_free(mp->round.group);
+    mp__joiner_free(mp->round.joiner);
+    mp__net_close(&mp->zap);
+    mp__net_close(&mp->pipe_eng);
+    mp__net_close(&mp->pipe_api);
+    mp__net_close(&mp->ctrl);
+    mp__net_close(&mp->data);
+    if (mp->zctx != NULL)
+        zmq_ctx_term(mp->zctx);
+    mp->zctx = NULL;
+}
+
+int mp__engine_post(moshpit_t *mp, mp_cmd_t *c) {
+    if (zmq_send(mp->pipe_api, &c, sizeof(c), 0) != (int)sizeof(c))
+        return errno != 0 ? errno : EIO;
+    return 0;
+}

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine_int.h - what the three files of the engine thread (engine.c: the
+ * loop and socket readers; engine_peers.c: sessions and membership;
+ * engine_round.c: rounds, matchmaking and the data plane) share with each
+ * other. Engine thread only; never included outside src/net/.
+ */
+#ifndef MP_NET_ENGINE_INT_H
+#define MP_NET_ENGINE_INT_H
+
+#include <zmq.h>
+
+#include "engine.h"
+
+_Static_assert(sizeof(zmq_msg_t) <= 64, "zmq_msg_t storage in mp_peer_t");
+
+#define GOSSIP_MS 1000u
+#define HELLO_RETRY_MS 1000u
+#define HELLO_TRIES_MAX 20u
+#define DEAD_RETRY_MS 10000u
+#define ROUND_MARGIN_MS 100u
+#define POLL_MAX_MS 1000
+#define BATCH 64
+
+bool mp__authorized(const moshpit_t *mp, const uint8_t id[32]);
+bool mp__is_self(const moshpit_t *mp, const uint8_t id[32]);
+mp_peer_t *mp__find_peer(moshpit_t *mp, const uint8_t id[32]);
+mp_peer_t *mp__find_peer_by_tag(moshpit_t *mp, uint64_t tag);
+uint64_t mp__now_ms(void);
+uint64_t mp__rng_next(moshpit_t *mp);
+void mp__complete_cmd(moshpit_t *mp, mp_cmd_t *c, moshpit_err_t e);
+void mp__early_free_at(moshpit_t *mp, size_t i);
+void mp__on_data_msg(moshpit_t *mp, zmq_msg_t *zm);
+void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
+                  const mp_hello_t *h);
+void mp__on_join(moshpit_t *mp, mp_peer_t *p, const mp_join_t *j);
+void mp__peer_learn(moshpit_t *mp, const uint8_t id[32], const char *addr);
+void mp__peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
+                        const char *why);
+/* Closes a peer's sockets and forgets its session (the entry stays). */
+void mp__peer_close(mp_peer_t *p);
+void mp__poll_mm(moshpit_t *mp, mp_mm_t *mm, uint64_t now);
+void mp__pump_joiner(moshpit_t *mp);
+void mp__pump_sends(moshpit_t *mp);
+void mp__round_end(moshpit_t *mp, moshpit_err_t e, bool alone);
+void mp__round_peer_failed(moshpit_t *mp, mp_peer_t *p);
+void mp__round_progress(moshpit_t *mp);
+void mp__send_hello(moshpit_t *mp, mp_peer_t *p, bool reply);
+void mp__send_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m);
+void mp__send_peers(moshpit_t *mp, mp_peer_t *p, const mp_peer_t *only);
+void mp__send_simple(moshpit_t *mp, mp_peer_t *p, mp_msg_type_t t,
+                     uint64_t seq);
+void mp__start_round(moshpit_t *mp, mp_cmd_t *c);
+void mp__stash_drop(mp_peer_t *p);
+void mp__update_members(moshpit_t *mp);
+zmq_msg_t *mp__stash_of(mp_peer_t *p);
+
+#endif

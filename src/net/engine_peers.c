@@ -1,0 +1,389 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine_peers.c - the engine's membership and sessions: the peer table,
+ * dialling, HELLO handling with admission (swarm_secret proof, swarm name,
+ * addresses, cipher choice), session keys, PEERS gossip and peer state
+ * changes. Runs on the engine thread only.
+ */
+#include "engine_int.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "core/share.h"
+#include "net/net.h"
+
+/* ------------------------------------------------------------------ */
+/* small helpers                                                       */
+
+uint64_t mp__now_ms(void) {
+    return mp_plat_clock_ms();
+}
+
+uint64_t mp__rng_next(moshpit_t *mp) {
+    /* splitmix64: only used for choosing gossip targets */
+    uint64_t z = (mp->rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+zmq_msg_t *mp__stash_of(mp_peer_t *p) {
+    return (zmq_msg_t *)(void *)p->stash_msg;
+}
+
+void mp__update_members(moshpit_t *mp) {
+    size_t live = 1;
+    for (size_t i = 0; i < mp->npeers; i++)
+        if (mp->peers[i]->state == MP_PEER_LIVE)
+            live++;
+    mp_plat_mutex_lock(&mp->lock);
+    if (mp->members_live != live) {
+        mp->members_live = live;
+        mp_plat_cond_broadcast(&mp->cond);
+    }
+    mp_plat_mutex_unlock(&mp->lock);
+}
+
+mp_peer_t *mp__find_peer(moshpit_t *mp, const uint8_t id[32]) {
+    for (size_t i = 0; i < mp->npeers; i++)
+        if (memcmp(mp->peers[i]->id, id, 32) == 0)
+            return mp->peers[i];
+    return NULL;
+}
+
+mp_peer_t *mp__find_peer_by_tag(moshpit_t *mp, uint64_t tag) {
+    for (size_t i = 0; i < mp->npeers; i++)
+        if (mp->peers[i]->my_tag == tag && mp->peers[i]->keys != NULL)
+            return mp->peers[i];
+    return NULL;
+}
+
+bool mp__is_self(const moshpit_t *mp, const uint8_t id[32]) {
+    return memcmp(mp->pub, id, 32) == 0;
+}
+
+bool mp__authorized(const moshpit_t *mp, const uint8_t id[32]) {
+    if (mp->auth_n == 0 || mp__is_self(mp, id))
+        return true;
+    for (size_t i = 0; i < mp->auth_n; i++)
+        if (memcmp(mp->auth[i], id, 32) == 0)
+            return true;
+    return false;
+}
+
+void mp__stash_drop(mp_peer_t *p) {
+    if (p->stash_full) {
+        zmq_msg_close(mp__stash_of(p));
+        p->stash_full = false;
+    }
+}
+
+void mp__peer_close(mp_peer_t *p) {
+    mp__stash_drop(p);
+    if (p->ctrl != NULL)
+        zmq_socket_monitor(p->ctrl, NULL, 0);
+    mp__net_close(&p->mon);
+    mp__net_close(&p->ctrl);
+    mp__net_close(&p->data);
+    mp__session_keys_free(p->keys);
+    p->keys = NULL;
+    p->hello_recv = false;
+    p->rx_counter = 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* control messages                                                    */
+
+void mp__send_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m) {
+    size_t len = 0;
+    if (p->ctrl == NULL)
+        return;
+    moshpit_err_t e = mp__msg_encode(m, mp->msgbuf, MP_CTRL_MAX, &len);
+    if (e != MOSHPIT_OK) {
+        mp__log(mp, MOSHPIT_LOG_ERROR, "encode of message type %d failed: %s",
+                (int)m->type, moshpit_strerror(e));
+        return;
+    }
+    if (zmq_send(p->ctrl, mp->msgbuf, len, ZMQ_DONTWAIT) < 0)
+        mp__log(mp, MOSHPIT_LOG_DEBUG, "control message to %.8s dropped: %s",
+                p->id_txt, zmq_strerror(errno));
+    else if (mp->round.cmd != NULL)
+        mp->round.bytes_sent += len;
+}
+
+void mp__send_hello(moshpit_t *mp, mp_peer_t *p, bool reply) {
+    mp_msg_t *m = mp->msg;
+    memset(m, 0, sizeof(*m));
+    m->type = MP_MSG_HELLO;
+    mp_hello_t *h = &m->u.hello;
+    memcpy(h->swarm, mp->swarm_hash, 32);
+    memcpy(h->eph, mp->eph_pub, 32);
+    if (mp->swarm_secret != NULL) {
+        mp__crypto_admit_proof(mp->swarm_secret, mp->swarm_hash, mp->pub, p->id,
+                               mp->eph_pub, h->proof);
+        h->has_proof = 1;
+    }
+    h->reply = reply ? 1 : 0;
+    h->tag = p->my_tag;
+    h->bandwidth = mp->cfg.bandwidth_mbps;
+    h->ciphers = mp->ciphers;
+    snprintf(h->ctrl_addr, sizeof(h->ctrl_addr), "%s", mp->ctrl_ep);
+    snprintf(h->data_addr, sizeof(h->data_addr), "%s", mp->data_ep);
+    mp__send_msg(mp, p, m);
+}
+
+void mp__send_simple(moshpit_t *mp, mp_peer_t *p, mp_msg_type_t t,
+                     uint64_t seq) {
+    mp_msg_t *m = mp->msg;
+    memset(m, 0, sizeof(*m));
+    m->type = t;
+    if (t == MP_MSG_JOIN_ACK)
+        m->u.ack.seq = seq;
+    else if (t == MP_MSG_ALONE)
+        m->u.alone.seq = seq;
+    else if (t == MP_MSG_REFUSE)
+        m->u.refuse.reason = (uint32_t)seq;
+    mp__send_msg(mp, p, m);
+}
+
+/* Sends up to MP_PEERS_MAX live peers to p (all of them but p itself when
+ * only is NULL; just `only` otherwise). */
+void mp__send_peers(moshpit_t *mp, mp_peer_t *p, const mp_peer_t *only) {
+    mp_msg_t *m = mp->msg;
+    memset(m, 0, sizeof(*m));
+    m->type = MP_MSG_PEERS;
+    mp_peers_t *ps = &m->u.peers;
+    if (only != NULL) {
+        memcpy(ps->peers[0].id, only->id, 32);
+        snprintf(ps->peers[0].addr, MP_ADDR_MAX, "%s", only->ctrl_addr);
+        ps->n = 1;
+    } else {
+        size_t start = mp->npeers ? (size_t)(mp__rng_next(mp) % mp->npeers) : 0;
+        for (size_t k = 0; k < mp->npeers && ps->n < MP_PEERS_MAX; k++) {
+            mp_peer_t *q = mp->peers[(start + k) % mp->npeers];
+            if (q == p || q->state != MP_PEER_LIVE)
+                continue;
+            memcpy(ps->peers[ps->n].id, q->id, 32);
+            snprintf(ps->peers[ps->n].addr, MP_ADDR_MAX, "%s", q->ctrl_addr);
+            ps->n++;
+        }
+    }
+    if (ps->n > 0)
+        mp__send_msg(mp, p, m);
+}
+
+/* ------------------------------------------------------------------ */
+/* peers                                                               */
+
+static moshpit_err_t peer_connect(moshpit_t *mp, mp_peer_t *p) {
+    char mon_ep[64];
+    if (p->ctrl != NULL)
+        return MOSHPIT_OK;
+    snprintf(mon_ep, sizeof(mon_ep), "inproc://moshpit-mon-%u", ++mp->mon_seq);
+    p->ctrl = mp__net_ctrl_dealer(mp->zctx, p->ctrl_addr, p->id, mp->pub,
+                                  mp->sec, mon_ep, &p->mon);
+    if (p->ctrl == NULL) {
+        mp__log(mp, MOSHPIT_LOG_WARN, "cannot dial %s: %s", p->ctrl_addr,
+                zmq_strerror(errno));
+        return MOSHPIT_ESYS;
+    }
+    return MOSHPIT_OK;
+}
+
+static mp_peer_t *peer_add(moshpit_t *mp, const uint8_t id[32],
+                           const char *addr) {
+    if (mp->npeers >= MP_PEERS_CAP) {
+        mp__log(mp, MOSHPIT_LOG_WARN, "peer table full (%u), ignoring peer",
+                MP_PEERS_CAP);
+        return NULL;
+    }
+    if ((mp->npeers & (mp->npeers - 1)) == 0) { /* grow at powers of two */
+        size_t cap = mp->npeers ? mp->npeers * 2 : 16;
+        mp_peer_t **np = realloc(mp->peers, cap * sizeof(*np));
+        if (np == NULL)
+            return NULL;
+        mp->peers = np;
+    }
+    mp_peer_t *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return NULL;
+    memcpy(p->id, id, 32);
+    zmq_z85_encode(p->id_txt, p->id, 32);
+    snprintf(p->ctrl_addr, sizeof(p->ctrl_addr), "%s", addr ? addr : "");
+    do
+        p->my_tag = mp__crypto_random_u64();
+    while (p->my_tag == 0);
+    p->state = MP_PEER_NEW;
+    p->state_since_ms = mp__now_ms();
+    mp->peers[mp->npeers++] = p;
+    return p;
+}
+
+void mp__peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
+                        const char *why) {
+    if (p->state == s)
+        return;
+    mp_peer_state_t old = p->state;
+    p->state = s;
+    p->state_since_ms = mp__now_ms();
+    mp__log(mp, s == MP_PEER_LIVE ? MOSHPIT_LOG_INFO : MOSHPIT_LOG_WARN,
+            "peer %.8s: %s (%s)", p->id_txt,
+            s == MP_PEER_LIVE   ? "live"
+            : s == MP_PEER_DEAD ? "dead"
+            : s == MP_PEER_NEW  ? "new"
+                                : "refused",
+            why);
+    if (s == MP_PEER_DEAD || s == MP_PEER_REFUSED) {
+        if (old == MP_PEER_LIVE || old == MP_PEER_NEW)
+            mp__round_peer_failed(mp, p);
+        for (uint32_t i = 0; i < MP_MM_KEYS; i++)
+            if (mp->mms[i].mm != NULL)
+                mp__mm_on_leave(mp->mms[i].mm, p->id);
+        mp__peer_close(p);
+    }
+    mp__update_members(mp);
+}
+
+/* Learned of a peer (bootstrap or gossip): dial it and say hello. */
+void mp__peer_learn(moshpit_t *mp, const uint8_t id[32], const char *addr) {
+    if (mp__is_self(mp, id) || !mp__authorized(mp, id) ||
+        !mp__net_addr_ok(addr))
+        return;
+    mp_peer_t *p = mp__find_peer(mp, id);
+    uint64_t now = mp__now_ms();
+    if (p == NULL) {
+        p = peer_add(mp, id, addr);
+        if (p == NULL)
+            return;
+    } else if (p->state == MP_PEER_DEAD &&
+               now - p->state_since_ms >= DEAD_RETRY_MS) {
+        snprintf(p->ctrl_addr, sizeof(p->ctrl_addr), "%s", addr);
+        p->state = MP_PEER_NEW;
+        p->state_since_ms = now;
+        p->hello_tries = 0;
+    } else {
+        return;
+    }
+    if (peer_connect(mp, p) == MOSHPIT_OK) {
+        mp__send_hello(mp, p, false);
+        p->hello_tries = 1;
+        p->next_hello_ms = now + HELLO_RETRY_MS;
+    }
+}
+
+void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
+                  const mp_hello_t *h) {
+    if (memcmp(h->swarm, mp->swarm_hash, 32) != 0) {
+        mp__log(mp, MOSHPIT_LOG_WARN, "HELLO from another swarm, refused");
+        if (p != NULL && p->state != MP_PEER_REFUSED)
+            mp__peer_set_state(mp, p, MP_PEER_REFUSED, "different swarm");
+        return;
+    }
+    if (mp->swarm_secret != NULL) {
+        uint8_t want[32];
+        mp__crypto_admit_proof(mp->swarm_secret, mp->swarm_hash, id, mp->pub,
+                               h->eph, want);
+        bool ok = h->has_proof && mp__crypto_equal32(want, h->proof);
+        mp__crypto_wipe(want, sizeof(want));
+        if (!ok) {
+            char txt[41];
+            zmq_z85_encode(txt, id, 32);
+            mp__log(mp, MOSHPIT_LOG_WARN,
+                    "peer %.8s failed swarm_secret admission, refused", txt);
+            if (p == NULL)
+                p = peer_add(mp, id, "");
+            if (p != NULL) {
+                /* remember the refusal; tell it once if we can dial it */
+                if (p->ctrl == NULL && mp__net_addr_ok(h->ctrl_addr)) {
+                    snprintf(p->ctrl_addr, sizeof(p->ctrl_addr), "%s",
+                             h->ctrl_addr);
+                    if (peer_connect(mp, p) == MOSHPIT_OK)
+                        mp__send_simple(mp, p, MP_MSG_REFUSE,
+                                        MOSHPIT_EPEERAUTH);
+                }
+                mp__peer_set_state(mp, p, MP_PEER_REFUSED,
+                                   "bad admission proof");
+            }
+            return;
+        }
+    }
+    if (!mp__net_addr_ok(h->ctrl_addr) || !mp__net_addr_ok(h->data_addr)) {
+        mp__log(mp, MOSHPIT_LOG_WARN, "HELLO with unusable addresses dropped");
+        return;
+    }
+    uint32_t cipher = mp__crypto_pick_cipher(mp->ciphers, h->ciphers);
+    if (cipher == 0 || h->tag == 0) {
+        mp__log(mp, MOSHPIT_LOG_WARN, "HELLO with no common cipher dropped");
+        return;
+    }
+    if (p == NULL) {
+        p = peer_add(mp, id, h->ctrl_addr);
+        if (p == NULL)
+            return;
+    }
+    if (p->state == MP_PEER_REFUSED) {
+        /* a peer that restarted with the right secret may come back */
+        p->state = MP_PEER_NEW;
+    }
+    bool rekey = p->keys == NULL || memcmp(p->eph, h->eph, 32) != 0;
+    bool was_live = p->state == MP_PEER_LIVE;
+    if (rekey && was_live) {
+        /* it restarted: the old session is gone */
+        mp__peer_set_state(mp, p, MP_PEER_DEAD, "restarted");
+        p->state = MP_PEER_NEW;
+        was_live = false;
+    }
+    if (strcmp(p->ctrl_addr, h->ctrl_addr) != 0 && p->ctrl != NULL &&
+        !was_live) {
+        mp__peer_close(p);
+    }
+    snprintf(p->ctrl_addr, sizeof(p->ctrl_addr), "%s", h->ctrl_addr);
+    if (peer_connect(mp, p) != MOSHPIT_OK)
+        return;
+    if (rekey) {
+        mp__session_keys_free(p->keys);
+        p->keys = NULL;
+        if (mp__session_keys_new(cipher, mp->pub, mp->eph_sec, mp->eph_pub, id,
+                                 h->eph, &p->keys) != MOSHPIT_OK) {
+            mp__log(mp, MOSHPIT_LOG_WARN, "session keys for %.8s failed",
+                    p->id_txt);
+            return;
+        }
+        memcpy(p->eph, h->eph, 32);
+        p->tx_counter = 0;
+        p->rx_counter = 0;
+    }
+    p->their_tag = h->tag;
+    p->bandwidth = h->bandwidth;
+    p->ciphers = h->ciphers;
+    if (p->data == NULL || strcmp(p->data_addr, h->data_addr) != 0) {
+        mp__net_close(&p->data);
+        mp__stash_drop(p);
+        snprintf(p->data_addr, sizeof(p->data_addr), "%s", h->data_addr);
+        p->data = mp__net_data_dealer(mp->zctx, p->data_addr);
+        if (p->data == NULL) {
+            mp__log(mp, MOSHPIT_LOG_WARN, "cannot dial data %s", p->data_addr);
+            return;
+        }
+    }
+    p->hello_recv = true;
+    if (!h->reply)
+        mp__send_hello(mp, p, true);
+    if (!was_live) {
+        mp__peer_set_state(mp, p, MP_PEER_LIVE, "session established");
+        if (!h->reply) {
+            /* a newcomer dialled us: give it our view, tell the others */
+            mp__send_peers(mp, p, NULL);
+            for (size_t i = 0; i < mp->npeers; i++)
+                if (mp->peers[i] != p && mp->peers[i]->state == MP_PEER_LIVE)
+                    mp__send_peers(mp, mp->peers[i], p);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ */
