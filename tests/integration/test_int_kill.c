@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/match.h"
 #include "harness.h"
 
 #define N 4
@@ -20,7 +21,7 @@
 #define ROUND_TIMEOUT 30000
 
 int main(void) {
-    it_peer_t peers[N];
+    it_peer_t all[N];
     uint64_t seeds[N];
     double w[N];
     it_peer_cfg_t cfg;
@@ -31,28 +32,47 @@ int main(void) {
     cfg.round_timeout_ms = ROUND_TIMEOUT;
     cfg.peer_timeout_ms = 3000;
     cfg.expect_members = N;
+    /* fixed identities, so the test knows the matchmaker order of the
+     * round's key (the vector length, 8 bytes little-endian) */
+    uint8_t pub[N][32], sec[N][32], key[8];
+    uint32_t order[N];
+    for (int i = 0; i < N; i++)
+        if (moshpit_keypair(pub[i], sec[i]) != MOSHPIT_OK)
+            return 1;
+    for (int i = 0; i < 8; i++)
+        key[i] = (uint8_t)((uint64_t)COUNT >> (8 * i));
+    mp__rendezvous_order(key, 8, (const uint8_t(*)[32])pub, N, order);
+    int victim = (int)order[N - 1];
+    /* peers[N-1] is the victim, the others keep their order */
+    it_peer_t *peers[N];
+    for (int i = 0, k = 0; i < N; i++)
+        if (i != victim)
+            peers[k++] = &all[i];
+    peers[N - 1] = &all[victim];
     for (int i = 0; i < N; i++) {
-        cfg.notify_group = i == N - 1;
+        cfg.notify_group = i == victim;
+        memcpy(cfg.public_key, pub[i], 32);
+        memcpy(cfg.secret_key, sec[i], 32);
         if (i == 1)
             snprintf(cfg.bootstrap, sizeof(cfg.bootstrap), "%s",
-                     peers[0].endpoint);
-        if (it_start_nowait(&peers[i], &cfg) != 0) {
+                     all[0].endpoint);
+        if (it_start_nowait(&all[i], &cfg) != 0) {
             fprintf(stderr, "FAIL: peer %d did not start\n", i);
             return 1;
         }
     }
     for (int i = 0; i < N; i++)
-        IT_CHECK(it_wait_ready(&peers[i], 25000) == N, "peer %d not ready", i);
+        IT_CHECK(it_wait_ready(peers[i], 25000) == N, "peer %d not ready", i);
 
     for (int i = 0; i < N; i++) {
         seeds[i] = 500 + (uint64_t)i;
         w[i] = it_weight(seeds[i]);
-        IT_CHECK(it_average_async(&peers[i], COUNT, seeds[i], w[i]) == 0,
+        IT_CHECK(it_average_async(peers[i], COUNT, seeds[i], w[i]) == 0,
                  "send");
     }
     /* the victim says its group formed: kill it mid-round */
-    IT_CHECK(it_wait_group(&peers[N - 1], 20000) == 0, "victim never grouped");
-    it_kill(&peers[N - 1]);
+    IT_CHECK(it_wait_group(peers[N - 1], 20000) == 0, "victim never grouped");
+    it_kill(peers[N - 1]);
 
     float *v[N - 1], *local = malloc(COUNT * sizeof(float));
     double *m4 = calloc(COUNT, sizeof(double)),
@@ -78,7 +98,7 @@ int main(void) {
     for (int i = 0; i < N - 1; i++) {
         it_result_t res;
         v[i] = malloc(COUNT * sizeof(float));
-        int rc = it_collect(&peers[i], &res, v[i], COUNT, 60000);
+        int rc = it_collect(peers[i], &res, v[i], COUNT, 60000);
         IT_CHECK(rc == 0, "survivor %d gave no result", i);
         if (rc != 0)
             return 1;
@@ -133,12 +153,12 @@ int main(void) {
     for (int i = 0; i < N - 1; i++) {
         seeds[i] = 900 + (uint64_t)i;
         w[i] = it_weight(seeds[i]);
-        IT_CHECK(it_average_async(&peers[i], 10007, seeds[i], w[i]) == 0,
+        IT_CHECK(it_average_async(peers[i], 10007, seeds[i], w[i]) == 0,
                  "send");
     }
     for (int i = 0; i < N - 1; i++) {
         it_result_t res;
-        IT_CHECK(it_collect(&peers[i], &res, v[i], 10007, 60000) == 0,
+        IT_CHECK(it_collect(peers[i], &res, v[i], 10007, 60000) == 0,
                  "no second result from %d", i);
         IT_CHECK(res.err == MOSHPIT_OK && res.info.group_size == N - 1,
                  "second round: %d err %d group %u", i, res.err,
@@ -147,7 +167,7 @@ int main(void) {
         IT_CHECK(d <= 1e-5, "second round: survivor %d deviates %g", i, d);
     }
     for (int i = 0; i < N - 1; i++) {
-        it_stop(&peers[i]);
+        it_stop(peers[i]);
         free(v[i]);
     }
     free(local);
