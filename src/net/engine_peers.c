@@ -231,7 +231,9 @@ void mp__peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
     mp_peer_state_t old = p->state;
     p->state = s;
     p->state_since_ms = mp__now_ms();
-    mp__log(mp, s == MP_PEER_LIVE ? MOSHPIT_LOG_INFO : MOSHPIT_LOG_WARN,
+    /* a graceful leave is news, not a problem */
+    bool calm = s == MP_PEER_LIVE || strcmp(why, "left") == 0;
+    mp__log(mp, calm ? MOSHPIT_LOG_INFO : MOSHPIT_LOG_WARN,
             "peer %.8s: %s (%s)", p->id_txt,
             s == MP_PEER_LIVE   ? "live"
             : s == MP_PEER_DEAD ? "dead"
