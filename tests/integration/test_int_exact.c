@@ -26,8 +26,7 @@ static void run(size_t n, size_t count, int rounds) {
         if (i == 1)
             snprintf(cfg.bootstrap, sizeof(cfg.bootstrap), "%s",
                      peers[0].endpoint);
-        int rc = i == 0 ? it_start_nowait(&peers[i], &cfg)
-                        : it_start_nowait(&peers[i], &cfg);
+        int rc = it_start_nowait(&peers[i], &cfg);
         IT_CHECK(rc == 0, "peer %zu did not start", i);
         if (rc != 0)
             return;
@@ -78,7 +77,72 @@ static void run(size_t n, size_t count, int rounds) {
         it_stop(&peers[i]);
 }
 
+/* More peers than group_size: several groups per round. Each peer must hold
+ * the exact weighted mean of the peers that share its round id. */
+static void run_groups(size_t n, uint32_t m, size_t count) {
+    it_peer_t peers[IT_MAX_PEERS];
+    it_peer_cfg_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.swarm = "it-groups";
+    cfg.group_size = m;
+    cfg.matchmaking_ms = 3000;
+    cfg.round_timeout_ms = 30000;
+    cfg.expect_members = n;
+    for (size_t i = 0; i < n; i++) {
+        if (i == 1)
+            snprintf(cfg.bootstrap, sizeof(cfg.bootstrap), "%s",
+                     peers[0].endpoint);
+        IT_CHECK(it_start_nowait(&peers[i], &cfg) == 0, "peer %zu", i);
+    }
+    for (size_t i = 0; i < n; i++)
+        IT_CHECK(it_wait_ready(&peers[i], 25000) == (long)n, "ready %zu", i);
+    uint64_t seeds[IT_MAX_PEERS], gid[IT_MAX_PEERS];
+    double w[IT_MAX_PEERS];
+    float *v[IT_MAX_PEERS];
+    for (size_t i = 0; i < n; i++) {
+        seeds[i] = 7000 + i;
+        w[i] = it_weight(seeds[i]);
+        v[i] = malloc(count * sizeof(float));
+        IT_CHECK(it_average_async(&peers[i], count, seeds[i], w[i]) == 0,
+                 "send");
+    }
+    for (size_t i = 0; i < n; i++) {
+        it_result_t res;
+        IT_CHECK(it_collect(&peers[i], &res, v[i], count, 60000) == 0,
+                 "collect %zu", i);
+        IT_CHECK(res.err == MOSHPIT_OK && res.info.group_size == m,
+                 "peer %zu: err %d group %u, want %u", i, res.err,
+                 res.info.group_size, m);
+        gid[i] = res.info.round_id;
+    }
+    size_t groups = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t gs[IT_MAX_PEERS];
+        double gw[IT_MAX_PEERS];
+        size_t k = 0, first = i;
+        for (size_t j = 0; j < n; j++)
+            if (gid[j] == gid[i]) {
+                if (k == 0)
+                    first = j;
+                gs[k] = seeds[j];
+                gw[k++] = w[j];
+            }
+        if (first == i)
+            groups++;
+        IT_CHECK(k == m, "round id of peer %zu shared by %zu peers", i, k);
+        double d = it_dev_from_mean(v[i], count, gs, gw, k);
+        IT_CHECK(d <= 1e-5, "peer %zu deviates %g from its group's mean", i, d);
+    }
+    IT_CHECK(groups == n / m, "%zu groups, want %zu", groups, n / m);
+    printf("n=%zu group_size=%u: %zu groups, each exact\n", n, m, groups);
+    for (size_t i = 0; i < n; i++) {
+        it_stop(&peers[i]);
+        free(v[i]);
+    }
+}
+
 int main(void) {
+    run_groups(8, 4, 30011);
     run(2, 100003, 2);
     run(4, 100003, 2);
     run(8, 1000003, 2);
