@@ -212,7 +212,7 @@ int main(int argc, char **argv) {
                 .group_size = 0,
                 .size = 1000000,
                 .seed = 1};
-    for (int a = 1; a < argc; a++) {
+    for (int a = 1; a < argc; a += 2) { /* --option value pairs */
         const char *v = a + 1 < argc ? argv[a + 1] : NULL;
         if (v == NULL) {
             usage();
@@ -234,7 +234,6 @@ int main(int argc, char **argv) {
             usage();
             return 2;
         }
-        a++;
     }
     if (o.group_size == 0)
         o.group_size = o.peers < 64 ? o.peers : 64;

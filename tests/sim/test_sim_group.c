@@ -25,21 +25,8 @@
 #include "core/share.h"
 #include "sim/simnet.h"
 
-static int failures;
-static long checks;
-
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        checks++;                                                              \
-        if (!(cond)) {                                                         \
-            if (++failures <= 40) {                                            \
-                fprintf(stderr, "%s:%d: FAIL (%s): ", __FILE__, __LINE__,      \
-                        #cond);                                                \
-                fprintf(stderr, __VA_ARGS__);                                  \
-                fputc('\n', stderr);                                           \
-            }                                                                  \
-        }                                                                      \
-    } while (0)
+#define TEST_MAX_PRINTED 40
+#include "test_util.h"
 
 #define NONE UINT64_MAX
 #define MSG_PART 1u
@@ -558,7 +545,7 @@ static double now_s(void) {
 static void case_no_faults(void) {
     double t0 = now_s(), maxerr = 0;
     int runs = 0;
-    int fails0 = failures;
+    long fails0 = test_failures;
     static const size_t lens[] = {1, 7, 100003};
     for (uint32_t n = 2; n <= 16; n++) {
         for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
@@ -609,12 +596,14 @@ static void case_no_faults(void) {
     runs++;
     printf("case 1 no faults: %d runs, max error %.2e of max |mean|, "
            "%.2f s: %s\n",
-           runs, maxerr, now_s() - t0, failures == fails0 ? "ok" : "FAILED");
+           runs, maxerr, now_s() - t0,
+           test_failures == fails0 ? "ok" : "FAILED");
 }
 
 static void case_zero_weights(void) {
     double t0 = now_s(), maxerr = 0;
-    int runs = 0, fails0 = failures;
+    int runs = 0;
+    long fails0 = test_failures;
     for (uint32_t n = 2; n <= 9; n++) {
         scen_t sc = base_scen(n, 5003, 300 + n);
         sc.wmode = W_SOME_ZERO;
@@ -635,7 +624,7 @@ static void case_zero_weights(void) {
         runs++;
     }
     printf("case 2 zero weights: %d runs, max error %.2e: %s\n", runs, maxerr,
-           failures == fails0 ? "ok" : "FAILED");
+           test_failures == fails0 ? "ok" : "FAILED");
     (void)t0;
 }
 
@@ -745,7 +734,7 @@ static scen_t kill_scen(uint32_t n, uint64_t seed) {
  * group of 4 and of 5, with and without a disconnect notice. */
 static void case_kill_sweep(void) {
     double t0 = now_s();
-    int fails0 = failures;
+    long fails0 = test_failures;
     uint64_t runs = 0, drops = 0, max_done = 0, max_events = 0;
     for (uint32_t n = 4; n <= 5; n++) {
         for (uint32_t v = 0; v < n; v++) {
@@ -784,14 +773,14 @@ static void case_kill_sweep(void) {
            ", notice or silence): %" PRIu64 " runs, %" PRIu64
            " survivor drops, latest done %" PRIu64 " ms of 5000, %.2f s: %s\n",
            max_events, runs, drops, max_done, now_s() - t0,
-           failures == fails0 ? "ok" : "FAILED");
+           test_failures == fails0 ? "ok" : "FAILED");
 }
 
 /* Random multiple faults: up to three victims of a group of 3..9 killed at
  * random events, with jitter, notices or silence. */
 static void case_multi_faults(void) {
     double t0 = now_s();
-    int fails0 = failures;
+    long fails0 = test_failures;
     simnet_rng_t rng;
     simnet_rng_seed(&rng, 777);
     uint64_t drops = 0;
@@ -820,7 +809,8 @@ static void case_multi_faults(void) {
     }
     printf("case 3b random multiple faults: %d runs, %" PRIu64
            " survivor drops, %.2f s: %s\n",
-           runs, drops, now_s() - t0, failures == fails0 ? "ok" : "FAILED");
+           runs, drops, now_s() - t0,
+           test_failures == fails0 ? "ok" : "FAILED");
 }
 
 /* A member that never sends, or sends only non-finite data: everyone else
@@ -873,7 +863,7 @@ static void check_without(const world_t *w, const char *name) {
 }
 
 static void case_bad_members(void) {
-    int fails0 = failures;
+    long fails0 = test_failures;
     int runs = 0;
     for (uint32_t n = 3; n <= 8; n++) {
         for (int b = 0; b < 2; b++) {
@@ -893,7 +883,7 @@ static void case_bad_members(void) {
         }
     }
     printf("case 4 silent and non-finite members: %d runs: %s\n", runs,
-           failures == fails0 ? "ok" : "FAILED");
+           test_failures == fails0 ? "ok" : "FAILED");
 }
 
 static bool same_results(const world_t *a, const world_t *b) {
@@ -1115,7 +1105,7 @@ static void api_misuse(void) {
 }
 
 static void case_garbage(void) {
-    int fails0 = failures;
+    long fails0 = test_failures;
     uint64_t calls = 0;
     api_misuse();
     for (uint32_t n = 2; n <= 6; n++) {
@@ -1155,11 +1145,11 @@ static void case_garbage(void) {
     }
     printf("case 5 garbage and duplicates: %" PRIu64 " bad calls, results "
            "unchanged: %s\n",
-           calls, failures == fails0 ? "ok" : "FAILED");
+           calls, test_failures == fails0 ? "ok" : "FAILED");
 }
 
 static void case_reproducible(void) {
-    int fails0 = failures;
+    long fails0 = test_failures;
     scen_t sc = base_scen(7, 30011, 2024);
     sc.part_elems = 700;
     sc.unequal_bw = true;
@@ -1186,7 +1176,7 @@ static void case_reproducible(void) {
     printf("case 6 reproducibility: trace %016" PRIx64 ", %" PRIu64
            " events, %" PRIu64 " messages: %s\n",
            simnet_trace_hash(a->net), sa.events, sa.msgs_delivered,
-           failures == fails0 ? "ok" : "FAILED");
+           test_failures == fails0 ? "ok" : "FAILED");
     world_free(a);
     world_free(b);
     world_free(c);
@@ -1232,7 +1222,7 @@ static void send_n(simnet_t *s, uint32_t a, uint32_t b, uint64_t tag,
 }
 
 static void case_simnet(void) {
-    int fails0 = failures;
+    long fails0 = test_failures;
     netlog_t la, lb;
     simnet_stats_t st;
 
@@ -1325,7 +1315,7 @@ static void case_simnet(void) {
 
     printf("case 0 simnet: serialization, FIFO jitter, kills, partitions, "
            "loss: %s\n",
-           failures == fails0 ? "ok" : "FAILED");
+           test_failures == fails0 ? "ok" : "FAILED");
 }
 
 int main(void) {
@@ -1338,12 +1328,6 @@ int main(void) {
     case_bad_members();
     case_garbage();
     case_reproducible();
-    if (failures) {
-        fprintf(stderr, "test_sim_group: %d of %ld checks failed\n", failures,
-                checks);
-        return 1;
-    }
-    printf("test_sim_group: %ld checks passed in %.2f s\n", checks,
-           now_s() - t0);
-    return 0;
+    printf("test_sim_group: done in %.2f s\n", now_s() - t0);
+    return test_summary("test_sim_group");
 }

@@ -18,18 +18,8 @@
 
 #include "core/match.h"
 
-static int failures;
+#include "test_util.h"
 static bool show_summary; /* print one line per scenario (first seed) */
-
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            failures++;                                                        \
-            fprintf(stderr, "%s:%d: FAIL (%s): ", __FILE__, __LINE__, #cond);  \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-        }                                                                      \
-    } while (0)
 
 enum { MAXP = 32, MAXMSG = 4096, MAXG = 64, NCAND = 3 };
 
@@ -84,13 +74,6 @@ typedef struct sim {
     int rank[MAXP]; /* rendezvous order of all peers for key */
 } sim_t;
 
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
 static int peer_of(const sim_t *s, const uint8_t id[MP_ID_BYTES]) {
     for (int i = 0; i < s->n; i++) {
         if (memcmp(s->p[i].id, id, MP_ID_BYTES) == 0) {
@@ -105,7 +88,7 @@ static void send_msg(sim_t *s, msg_t m) {
         CHECK(false, "message queue overflow");
         return;
     }
-    uint64_t lat = m.from == m.to ? 0 : 1 + rng_next(&s->rng) % 20;
+    uint64_t lat = m.from == m.to ? 0 : 1 + test_splitmix64(&s->rng) % 20;
     m.at = s->now + lat;
     if (m.at < s->last_at[m.from][m.to]) {
         m.at = s->last_at[m.from][m.to];
@@ -298,11 +281,11 @@ static void sim_init(sim_t *s, int n, uint64_t seed, uint32_t group_size,
     for (int i = 0; i < n; i++) {
         peer_t *p = &s->p[i];
         for (int b = 0; b < (int)MP_ID_BYTES; b++) {
-            p->id[b] = (uint8_t)(rng_next(&s->rng) >> 56);
+            p->id[b] = (uint8_t)(test_splitmix64(&s->rng) >> 56);
         }
         memcpy(ids[i], p->id, MP_ID_BYTES);
         /* All join within 100 ms of each other. */
-        p->start = 1000 + rng_next(&s->rng) % 101;
+        p->start = 1000 + test_splitmix64(&s->rng) % 101;
         p->group = -1;
         p->matcher = -1;
         moshpit_err_t e = mp__mm_new(group_size, min_group_size,
@@ -597,16 +580,11 @@ int main(void) {
               (unsigned long long)seed);
         CHECK(d == scenario_d(seed), "d: seed %llu not reproducible",
               (unsigned long long)seed);
-        if (failures != 0) {
+        if (test_failures != 0) {
             fprintf(stderr, "first failing seed: %llu\n",
                     (unsigned long long)seed);
             break;
         }
     }
-    if (failures != 0) {
-        fprintf(stderr, "test_sim_match: %d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("test_sim_match: all checks passed\n");
-    return 0;
+    return test_summary("test_sim_match");
 }

@@ -22,36 +22,10 @@
 #include "moshpit.h"
 #include "platform.h"
 
-static int failures;
-static int passes;
-
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (cond) {                                                            \
-            passes++;                                                          \
-        } else {                                                               \
-            failures++;                                                        \
-            fprintf(stderr, "%s:%d: FAIL (%s): ", __FILE__, __LINE__, #cond);  \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-        }                                                                      \
-    } while (0)
+#include "test_util.h"
 
 static const char Z85[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJ"
                           "KLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
-
-/* splitmix64: fixed-seed test data, independent of the library. */
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
-static void rng_bytes(uint64_t *s, uint8_t *p, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        p[i] = (uint8_t)(rng_next(s) >> 56);
-}
 
 static uint64_t now_ms(void) {
     struct timespec ts;
@@ -167,7 +141,7 @@ static void test_key_text_roundtrip(void) {
         else if (i == 1001)
             memset(key, 0xff, 32);
         else
-            rng_bytes(&seed, key, 32);
+            test_random_bytes(&seed, key, 32);
         memset(txt, 'X', sizeof(txt));
         memset(back, 0xa5, sizeof(back));
         moshpit_err_t e1 = moshpit_key_to_text(key, txt);
@@ -200,7 +174,7 @@ static void test_key_text_reject(void) {
     uint8_t key[32], out[32];
     char good[41];
     uint64_t seed = 77;
-    rng_bytes(&seed, key, 32);
+    test_random_bytes(&seed, key, 32);
     CHECK(moshpit_key_to_text(key, good) == MOSHPIT_OK, "to_text");
 
     /* wrong lengths */
@@ -293,14 +267,9 @@ static void expect_einval_at(const moshpit_config_t *cfg, const char *what,
                              const char *file, int line) {
     moshpit_t *mp = (moshpit_t *)(uintptr_t)1; /* must be overwritten */
     moshpit_err_t e = moshpit_open(cfg, &mp);
-    if (e == MOSHPIT_EINVAL && mp == NULL) {
-        passes++;
-        return;
-    }
-    failures++;
-    fprintf(stderr, "%s:%d: FAIL: open with %s: %s (want EINVAL), out %s\n",
-            file, line, what, moshpit_strerror(e),
-            mp == NULL ? "NULL" : "not NULL");
+    CHECK_AT(file, line, e == MOSHPIT_EINVAL && mp == NULL,
+             "open with %s: %s (want EINVAL), out %s", what,
+             moshpit_strerror(e), mp == NULL ? "NULL" : "not NULL");
     if (e == MOSHPIT_OK && mp != NULL && mp != (moshpit_t *)(uintptr_t)1)
         moshpit_close(mp);
 }
@@ -496,7 +465,7 @@ static void test_lone_peer(void) {
     if (mp == NULL)
         return;
     for (int i = 0; i < N; i++)
-        v[i] = (float)((double)(int64_t)rng_next(&seed) / 1e15);
+        v[i] = (float)((double)(int64_t)test_splitmix64(&seed) / 1e15);
     /* values whose bits a careless copy or x*1.0 might change */
     v[0] = -0.0f;
     v[1] = FLT_MIN / 4.0f; /* subnormal */
@@ -636,10 +605,10 @@ static void test_two_peers(void) {
     static float va[PAIR_N], vb[PAIR_N], want[PAIR_N];
     uint64_t seed = 2024;
     for (int i = 0; i < PAIR_N; i++) {
-        va[i] =
-            (float)((int64_t)(rng_next(&seed) % 2000001) - 1000000) / 1024.0f;
-        vb[i] =
-            (float)((int64_t)(rng_next(&seed) % 2000001) - 1000000) / 1024.0f;
+        va[i] = (float)((int64_t)(test_splitmix64(&seed) % 2000001) - 1000000) /
+                1024.0f;
+        vb[i] = (float)((int64_t)(test_splitmix64(&seed) % 2000001) - 1000000) /
+                1024.0f;
         want[i] = (float)((1.0 * va[i] + 3.0 * vb[i]) / 4.0);
     }
     avg_job_t ja = {.mp = a, .v = va, .w = 1.0};
@@ -696,11 +665,5 @@ int main(void) {
     test_lone_peer();
     test_two_peers();
 
-    if (failures != 0) {
-        fprintf(stderr, "test_api: %d check(s) FAILED\n", failures);
-        printf("test_api: %d checks passed, %d failed\n", passes, failures);
-        return 1;
-    }
-    printf("test_api: %d checks passed\n", passes);
-    return 0;
+    return test_summary("test_api");
 }

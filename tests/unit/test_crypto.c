@@ -20,20 +20,7 @@
 
 #include "crypto/crypto.h"
 
-static int failures;
-static int passes;
-
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (cond) {                                                            \
-            passes++;                                                          \
-        } else {                                                               \
-            failures++;                                                        \
-            fprintf(stderr, "%s:%d: FAIL (%s): ", __FILE__, __LINE__, #cond);  \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-        }                                                                      \
-    } while (0)
+#include "test_util.h"
 
 /* One side of a session: identity and ephemeral keypair. */
 typedef struct side {
@@ -560,11 +547,5 @@ int main(void) {
     test_golden();
     test_aesgcm_derivation();
 
-    if (failures != 0) {
-        fprintf(stderr, "test_crypto: %d check(s) FAILED\n", failures);
-        printf("test_crypto: %d checks passed, %d failed\n", passes, failures);
-        return 1;
-    }
-    printf("test_crypto: %d checks passed\n", passes);
-    return 0;
+    return test_summary("test_crypto");
 }

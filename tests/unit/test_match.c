@@ -18,31 +18,7 @@
 
 #include "core/match.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            failures++;                                                        \
-            fprintf(stderr, "%s:%d: FAIL (%s): ", __FILE__, __LINE__, #cond);  \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-        }                                                                      \
-    } while (0)
-
-/* splitmix64: a fixed-seed source of test ids, independent of the library. */
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
-static void rng_bytes(uint64_t *s, uint8_t *p, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        p[i] = (uint8_t)(rng_next(s) >> 56);
-    }
-}
+#include "test_util.h"
 
 static void id_fill(uint8_t id[MP_ID_BYTES], uint8_t b) {
     memset(id, b, MP_ID_BYTES);
@@ -100,7 +76,7 @@ static void test_sodium_crosscheck(void) {
     for (int t = 0; t < 400; t++) {
         uint8_t msg[64 + MP_ID_BYTES], h[8];
         size_t kl = (size_t)(t % 41); /* 0..40: beyond MP_KEY_MAX on purpose */
-        rng_bytes(&s, msg, kl + MP_ID_BYTES);
+        test_random_bytes(&s, msg, kl + MP_ID_BYTES);
         uint64_t got = mp__rendezvous_score(kl ? msg : NULL, kl, msg + kl);
         crypto_shorthash_siphash24(h, msg, kl + MP_ID_BYTES, K);
         uint64_t want = 0;
@@ -119,7 +95,7 @@ static void test_order_determinism(void) {
     uint64_t s = 7;
     const uint8_t key[4] = {1, 2, 3, 4};
     for (int i = 0; i < N; i++) {
-        rng_bytes(&s, ids[i], MP_ID_BYTES);
+        test_random_bytes(&s, ids[i], MP_ID_BYTES);
     }
     mp__rendezvous_order(key, sizeof key, (const uint8_t(*)[MP_ID_BYTES])ids, N,
                          o1);
@@ -201,7 +177,7 @@ static void test_order_spread(void) {
     uint32_t bits[64] = {0};
     uint64_t s = 2024;
     for (int i = 0; i < N; i++) {
-        rng_bytes(&s, ids[i], MP_ID_BYTES);
+        test_random_bytes(&s, ids[i], MP_ID_BYTES);
     }
     for (int k = 0; k < KEYS; k++) {
         uint8_t key[3] = {'k', (uint8_t)k, (uint8_t)(k >> 8)};
@@ -295,7 +271,7 @@ static bool roster_is(const mp_mm_out_t *o, const uint8_t *bytes, uint32_t n) {
 }
 
 static void test_mm_new(void) {
-    mp_mm_t *mm = (mp_mm_t *)&failures; /* must be reset to NULL */
+    mp_mm_t *mm = (mp_mm_t *)&test_failures; /* must be reset to NULL */
     CHECK(mp__mm_new(1, 1, 0, &mm) == MOSHPIT_EINVAL, "group_size 1");
     CHECK(mm == NULL, "out not cleared on error");
     CHECK(mp__mm_new(MP_GROUP_MAX + 1, 2, 0, &mm) == MOSHPIT_EINVAL,
@@ -780,7 +756,7 @@ static void test_joiner_exhausted(void) {
     CHECK(!mp__joiner_next_send(j, &s), "send without candidates");
     mp__joiner_free(j);
 
-    j = (mp_joiner_t *)&failures;
+    j = (mp_joiner_t *)&test_failures;
     CHECK(mp__joiner_new(NULL, 2, 0, 0, 10, 10, 10, &j) == MOSHPIT_EINVAL,
           "NULL candidates accepted");
     CHECK(j == NULL, "out not cleared");
@@ -835,10 +811,5 @@ int main(void) {
     test_joiner_exhausted();
     test_joiner_copies();
 
-    if (failures != 0) {
-        fprintf(stderr, "test_match: %d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("test_match: all checks passed\n");
-    return 0;
+    return test_summary("test_match");
 }

@@ -18,21 +18,8 @@
 
 #include "core/group.h"
 
-static int failures;
-static int checks;
-
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        checks++;                                                              \
-        if (!(cond)) {                                                         \
-            if (++failures <= 50) {                                            \
-                fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__,         \
-                        __LINE__, #cond);                                      \
-                fprintf(stderr, __VA_ARGS__);                                  \
-                fputc('\n', stderr);                                           \
-            }                                                                  \
-        }                                                                      \
-    } while (0)
+#define TEST_MAX_PRINTED 50
+#include "test_util.h"
 
 /* The oracle may use a 128-bit type; the code under test must not. */
 __extension__ typedef unsigned __int128 u128;
@@ -42,10 +29,7 @@ __extension__ typedef unsigned __int128 u128;
 static uint64_t rng_state = 0x243f6a8885a308d3u;
 
 static uint64_t rnd(void) {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-    return z ^ (z >> 31);
+    return test_splitmix64(&rng_state);
 }
 
 static uint64_t rnd_below(uint64_t bound) {
@@ -268,11 +252,5 @@ int main(void) {
     test_equal();
     test_zero_is_one();
     test_random();
-    if (failures) {
-        fprintf(stderr, "test_share: %d of %d checks failed\n", failures,
-                checks);
-        return 1;
-    }
-    printf("test_share: %d checks passed\n", checks);
-    return 0;
+    return test_summary("test_share");
 }

@@ -17,91 +17,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_util.h"
+#include "wire_util.h"
+
 #ifndef MP_VECTORS_DIR
 #define MP_VECTORS_DIR "tests/vectors"
 #endif
 
-static int failures;
-static int checks;
-
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        checks++;                                                              \
-        if (!(cond)) {                                                         \
-            failures++;                                                        \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__,   \
-                    #cond);                                                    \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-        }                                                                      \
-    } while (0)
-
 /* ------------------------------------------------------------------ */
 /* helpers                                                             */
-
-static int same_double(double a, double b) {
-    return memcmp(&a, &b, sizeof a) == 0;
-}
-
-static int str_eq(const char *a, const char *b) {
-    return strcmp(a, b) == 0;
-}
-
-/* Field-by-field equality of two messages (no padding is compared). */
-static int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
-    if (a->type != b->type)
-        return 0;
-    switch (a->type) {
-    case MP_MSG_HELLO: {
-        const mp_hello_t *x = &a->u.hello, *y = &b->u.hello;
-        return memcmp(x->swarm, y->swarm, 32) == 0 &&
-               memcmp(x->eph, y->eph, 32) == 0 &&
-               memcmp(x->proof, y->proof, MP_PROOF_BYTES) == 0 &&
-               x->has_proof == y->has_proof && x->reply == y->reply &&
-               x->tag == y->tag && x->bandwidth == y->bandwidth &&
-               x->ciphers == y->ciphers && str_eq(x->ctrl_addr, y->ctrl_addr) &&
-               str_eq(x->data_addr, y->data_addr);
-    }
-    case MP_MSG_REFUSE:
-        return a->u.refuse.reason == b->u.refuse.reason;
-    case MP_MSG_PEERS:
-        if (a->u.peers.n != b->u.peers.n)
-            return 0;
-        for (uint32_t i = 0; i < a->u.peers.n; i++)
-            if (memcmp(a->u.peers.peers[i].id, b->u.peers.peers[i].id, 32) ||
-                !str_eq(a->u.peers.peers[i].addr, b->u.peers.peers[i].addr))
-                return 0;
-        return 1;
-    case MP_MSG_JOIN: {
-        const mp_join_t *x = &a->u.join, *y = &b->u.join;
-        return x->seq == y->seq && same_double(x->weight, y->weight) &&
-               x->bandwidth == y->bandwidth && x->window_ms == y->window_ms &&
-               x->key_len == y->key_len &&
-               memcmp(x->key, y->key, x->key_len) == 0;
-    }
-    case MP_MSG_JOIN_ACK:
-        return a->u.ack.seq == b->u.ack.seq;
-    case MP_MSG_ALONE:
-        return a->u.alone.seq == b->u.alone.seq;
-    case MP_MSG_LEAVE:
-        return a->u.leave.seq == b->u.leave.seq;
-    case MP_MSG_GROUP: {
-        const mp_group_msg_t *x = &a->u.group, *y = &b->u.group;
-        if (x->seq != y->seq || x->group_id != y->group_id || x->n != y->n)
-            return 0;
-        for (uint32_t i = 0; i < x->n; i++)
-            if (memcmp(x->members[i].id, y->members[i].id, MP_ID_BYTES) ||
-                !same_double(x->members[i].weight, y->members[i].weight) ||
-                x->members[i].bandwidth != y->members[i].bandwidth ||
-                x->members[i].seq != y->members[i].seq)
-                return 0;
-        return 1;
-    }
-    case MP_MSG_BYE:
-        return 1;
-    }
-    return 0;
-}
 
 static void to_hex(const uint8_t *p, size_t n, char *out) {
     static const char digits[] = "0123456789abcdef";
@@ -1321,11 +1245,5 @@ int main(void) {
     test_raw();
     test_encode_rejects();
     test_data_hdr();
-    if (failures) {
-        fprintf(stderr, "test_wire: %d of %d checks failed\n", failures,
-                checks);
-        return 1;
-    }
-    printf("test_wire: all %d checks passed\n", checks);
-    return 0;
+    return test_summary("test_wire");
 }

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wire_util.h - helpers shared by the wire codec tests (tests/unit/test_wire.c
+ * and tests/fuzz/fuzz_wire.c), header-only: bit-exact double comparison and
+ * field-by-field equality of two decoded control messages. Needs
+ * "wire/wire.h" (src/ on the include path).
+ */
+#ifndef MOSHPIT_WIRE_UTIL_H
+#define MOSHPIT_WIRE_UTIL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "wire/wire.h"
+
+/* 1 if a and b have the same bits (so NaN equals itself, -0 differs from
+ * 0). */
+static inline int same_double(double a, double b) {
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+/* Field-by-field equality of two messages (no padding is compared). A JOIN
+ * key_len beyond MP_KEY_MAX never compares equal, so garbage input cannot
+ * make the comparison read past the key. */
+static inline int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
+    if (a->type != b->type)
+        return 0;
+    switch (a->type) {
+    case MP_MSG_HELLO: {
+        const mp_hello_t *x = &a->u.hello, *y = &b->u.hello;
+        return memcmp(x->swarm, y->swarm, 32) == 0 &&
+               memcmp(x->eph, y->eph, 32) == 0 &&
+               memcmp(x->proof, y->proof, MP_PROOF_BYTES) == 0 &&
+               x->has_proof == y->has_proof && x->reply == y->reply &&
+               x->tag == y->tag && x->bandwidth == y->bandwidth &&
+               x->ciphers == y->ciphers &&
+               strcmp(x->ctrl_addr, y->ctrl_addr) == 0 &&
+               strcmp(x->data_addr, y->data_addr) == 0;
+    }
+    case MP_MSG_REFUSE:
+        return a->u.refuse.reason == b->u.refuse.reason;
+    case MP_MSG_PEERS:
+        if (a->u.peers.n != b->u.peers.n)
+            return 0;
+        for (uint32_t i = 0; i < a->u.peers.n; i++)
+            if (memcmp(a->u.peers.peers[i].id, b->u.peers.peers[i].id, 32) ||
+                strcmp(a->u.peers.peers[i].addr, b->u.peers.peers[i].addr))
+                return 0;
+        return 1;
+    case MP_MSG_JOIN: {
+        const mp_join_t *x = &a->u.join, *y = &b->u.join;
+        return x->seq == y->seq && same_double(x->weight, y->weight) &&
+               x->bandwidth == y->bandwidth && x->window_ms == y->window_ms &&
+               x->key_len == y->key_len && x->key_len <= MP_KEY_MAX &&
+               memcmp(x->key, y->key, x->key_len) == 0;
+    }
+    case MP_MSG_JOIN_ACK:
+        return a->u.ack.seq == b->u.ack.seq;
+    case MP_MSG_ALONE:
+        return a->u.alone.seq == b->u.alone.seq;
+    case MP_MSG_LEAVE:
+        return a->u.leave.seq == b->u.leave.seq;
+    case MP_MSG_GROUP: {
+        const mp_group_msg_t *x = &a->u.group, *y = &b->u.group;
+        if (x->seq != y->seq || x->group_id != y->group_id || x->n != y->n)
+            return 0;
+        for (uint32_t i = 0; i < x->n; i++)
+            if (memcmp(x->members[i].id, y->members[i].id, MP_ID_BYTES) ||
+                !same_double(x->members[i].weight, y->members[i].weight) ||
+                x->members[i].bandwidth != y->members[i].bandwidth ||
+                x->members[i].seq != y->members[i].seq)
+                return 0;
+        return 1;
+    }
+    case MP_MSG_BYE:
+        return 1;
+    }
+    return 0;
+}
+
+#endif
