@@ -382,7 +382,7 @@ moshpit_err_t moshpit_average(moshpit_t *mp, float *values, size_t count,
     if (mp == NULL || (values == NULL && count > 0) || !isfinite(weight) ||
         weight < 0.0)
         return MOSHPIT_EINVAL;
-    if (count > ((size_t)1 << 34))
+    if ((uint64_t)count > ((uint64_t)1 << 34))
         return MOSHPIT_EINVAL; /* 64 GiB of floats: certainly a mistake */
     if (!all_finite(values, count))
         return MOSHPIT_EINVAL;
