@@ -279,6 +279,22 @@ int it_start(it_peer_t *p, const it_peer_cfg_t *cfg) {
     return it_wait_ready(p, 25000) < 0 ? -1 : 0;
 }
 
+size_t it_start_swarm(it_peer_t *peers, size_t n, it_peer_cfg_t *cfg) {
+    size_t ok = 0;
+    cfg->expect_members = n;
+    cfg->bootstrap[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        if (start(&peers[i], cfg) != 0)
+            return 0;
+        if (i == 0)
+            snprintf(cfg->bootstrap, sizeof(cfg->bootstrap), "%s",
+                     peers[0].endpoint);
+    }
+    for (size_t i = 0; i < n; i++)
+        ok += it_wait_ready(&peers[i], 25000) == (long)n;
+    return ok;
+}
+
 int it_average_async(it_peer_t *p, size_t count, uint64_t seed, double w) {
     rec_t c;
     memset(&c, 0, sizeof(c));

@@ -51,6 +51,11 @@ int it_start_nowait(it_peer_t *p, const it_peer_cfg_t *cfg);
  * returns its member count, or -1. */
 long it_wait_ready(it_peer_t *p, int timeout_ms);
 
+/* Starts n peers: the first starts the swarm, the others bootstrap from it
+ * (cfg->bootstrap is overwritten; cfg->expect_members set to n). Returns
+ * the number of peers that started and saw all n members. */
+size_t it_start_swarm(it_peer_t *peers, size_t n, it_peer_cfg_t *cfg);
+
 /* Asks the peer to average count values generated from seed, weight w. */
 int it_average_async(it_peer_t *p, size_t count, uint64_t seed, double w);
 /* Collects the result; values (count floats) receive the peer's vector

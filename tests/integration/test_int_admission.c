@@ -22,15 +22,7 @@ static void scenario(const char *name, it_peer_cfg_t *in, it_peer_cfg_t *out) {
     double w[3];
     float *v = malloc(COUNT * sizeof(float));
     float *want = malloc(COUNT * sizeof(float));
-    in->expect_members = 3;
-    for (int i = 0; i < 3; i++) {
-        if (i == 1)
-            snprintf(in->bootstrap, sizeof(in->bootstrap), "%s", p[0].endpoint);
-        IT_CHECK(it_start_nowait(&p[i], in) == 0, "%s: insider %d", name, i);
-    }
-    for (int i = 0; i < 3; i++)
-        IT_CHECK(it_wait_ready(&p[i], 25000) == 3, "%s: insider %d not ready",
-                 name, i);
+    IT_CHECK(it_start_swarm(p, 3, in) == 3, "%s: insiders not ready", name);
     snprintf(out->bootstrap, sizeof(out->bootstrap), "%s", p[0].endpoint);
     out->expect_members = 1;
     IT_CHECK(it_start(&p[3], out) == 0, "%s: intruder did not start", name);

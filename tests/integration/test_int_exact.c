@@ -21,20 +21,10 @@ static void run(size_t n, size_t count, int rounds) {
     cfg.group_size = (uint32_t)n;
     cfg.matchmaking_ms = 5000;
     cfg.round_timeout_ms = 30000;
-    cfg.expect_members = n;
-    for (size_t i = 0; i < n; i++) {
-        if (i == 1)
-            snprintf(cfg.bootstrap, sizeof(cfg.bootstrap), "%s",
-                     peers[0].endpoint);
-        int rc = it_start_nowait(&peers[i], &cfg);
-        IT_CHECK(rc == 0, "peer %zu did not start", i);
-        if (rc != 0)
-            return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        long m = it_wait_ready(&peers[i], 25000);
-        IT_CHECK(m == (long)n, "peer %zu sees %ld members, want %zu", i, m, n);
-    }
+    size_t up = it_start_swarm(peers, n, &cfg);
+    IT_CHECK(up == n, "%zu of %zu peers started and saw everyone", up, n);
+    if (up != n)
+        return;
     float *v = malloc(count * sizeof(float));
     for (int r = 0; r < rounds; r++) {
         for (size_t i = 0; i < n; i++) {
@@ -87,15 +77,10 @@ static void run_groups(size_t n, uint32_t m, size_t count) {
     cfg.group_size = m;
     cfg.matchmaking_ms = 3000;
     cfg.round_timeout_ms = 30000;
-    cfg.expect_members = n;
-    for (size_t i = 0; i < n; i++) {
-        if (i == 1)
-            snprintf(cfg.bootstrap, sizeof(cfg.bootstrap), "%s",
-                     peers[0].endpoint);
-        IT_CHECK(it_start_nowait(&peers[i], &cfg) == 0, "peer %zu", i);
-    }
-    for (size_t i = 0; i < n; i++)
-        IT_CHECK(it_wait_ready(&peers[i], 25000) == (long)n, "ready %zu", i);
+    size_t up = it_start_swarm(peers, n, &cfg);
+    IT_CHECK(up == n, "%zu of %zu peers started and saw everyone", up, n);
+    if (up != n)
+        return;
     uint64_t seeds[IT_MAX_PEERS], gid[IT_MAX_PEERS];
     double w[IT_MAX_PEERS];
     float *v[IT_MAX_PEERS];
