@@ -18,12 +18,35 @@
 #define CALL_SLACK_MS 1000u
 #define SWARM_NAME_MAX 255u
 #define BOOTSTRAP_MAX 64u
+#define LOG_WARN_PER_S 20u
 
 static _Thread_local int open_errno; /* errno of this thread's last open */
 
 void mp__log(moshpit_t *mp, int level, const char *fmt, ...) {
     if (mp->cfg.log == NULL || level > mp->cfg.log_level)
         return;
+    if (level == MOSHPIT_LOG_WARN) {
+        /* warnings are mostly caused by what others send us: at most
+         * LOG_WARN_PER_S a second, so a hostile peer cannot flood the log */
+        uint64_t now = mp_plat_clock_ms();
+        if (now - mp->log_window_ms >= 1000) {
+            if (mp->log_suppressed > 0) {
+                char note[96];
+                snprintf(note, sizeof(note),
+                         "%u warnings suppressed in the last second",
+                         mp->log_suppressed);
+                mp->cfg.log(mp->cfg.log_user, MOSHPIT_LOG_WARN, note);
+            }
+            mp->log_window_ms = now;
+            mp->log_count = 0;
+            mp->log_suppressed = 0;
+        }
+        if (mp->log_count >= LOG_WARN_PER_S) {
+            mp->log_suppressed++;
+            return;
+        }
+        mp->log_count++;
+    }
     char buf[512];
     va_list ap;
     va_start(ap, fmt);

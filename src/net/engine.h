@@ -145,6 +145,10 @@ struct moshpit {
     int last_errno;
     bool stopped;
 
+    /* log rate limit (the engine thread's once it runs) */
+    uint64_t log_window_ms;
+    uint32_t log_count, log_suppressed;
+
     /* engine thread only */
     bool stopping;
     mp_peer_t **peers;
