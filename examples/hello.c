@@ -23,6 +23,7 @@ int main(int argc, char **argv) {
     char ep[200];
     if (moshpit_endpoint(mp, ep, sizeof(ep)) == MOSHPIT_OK)
         printf("endpoint %s\n", ep);
+    fflush(stdout); /* others need it now, also through a pipe */
     float v[4] = {(float)(argc), 1, 2, 3};
     for (int r = 0; r < 5; r++) {
         moshpit_round_t info;
