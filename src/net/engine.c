@@ -25,6 +25,17 @@
 
 /* socket readers                                                      */
 
+/* Reads and discards the rest of a multipart message whose frame m said
+ * "more"; m is reused. */
+static void drain(void *sock, zmq_msg_t *m) {
+    while (zmq_msg_more(m)) {
+        zmq_msg_close(m);
+        zmq_msg_init(m);
+        if (zmq_msg_recv(m, sock, ZMQ_DONTWAIT) < 0)
+            return;
+    }
+}
+
 static void on_ctrl(moshpit_t *mp) {
     zmq_msg_t rid, body;
     zmq_msg_init(&rid);
@@ -33,15 +44,8 @@ static void on_ctrl(moshpit_t *mp) {
         goto out;
     if (!zmq_msg_more(&rid) || zmq_msg_recv(&body, mp->ctrl, ZMQ_DONTWAIT) < 0)
         goto out;
-    while (zmq_msg_more(&body)) { /* we never send multipart: drain */
-        zmq_msg_t extra;
-        zmq_msg_init(&extra);
-        int rc = zmq_msg_recv(&extra, mp->ctrl, ZMQ_DONTWAIT);
-        zmq_msg_close(&extra);
-        if (rc < 0)
-            goto out;
-        zmq_msg_close(&body);
-        zmq_msg_init(&body);
+    if (zmq_msg_more(&body)) { /* we never send multipart: drop it all */
+        drain(mp->ctrl, &body);
         mp__log(mp, MOSHPIT_LOG_WARN, "multipart control message dropped");
         goto out;
     }
@@ -136,9 +140,7 @@ static void on_data(moshpit_t *mp) {
         zmq_msg_recv(&body, mp->data, ZMQ_DONTWAIT) >= 0) {
         if (zmq_msg_more(&body)) {
             mp__log(mp, MOSHPIT_LOG_WARN, "multipart data message dropped");
-            while (zmq_msg_more(&body) &&
-                   zmq_msg_recv(&body, mp->data, ZMQ_DONTWAIT) >= 0) {
-            }
+            drain(mp->data, &body);
         } else {
             mp__on_data_msg(mp, &body);
         }
