@@ -169,9 +169,10 @@ static moshpit_err_t check_config(const moshpit_config_t *c) {
         return MOSHPIT_EINVAL;
     if (c->group_size < 1 || c->group_size > MP_GROUP_MAX)
         return MOSHPIT_EINVAL;
-    if (c->min_group_size < 2 || c->min_group_size > c->group_size)
-        if (!(c->group_size == 1 && c->min_group_size <= 2))
-            return MOSHPIT_EINVAL;
+    /* group_size 1 means "never average" (every call returns alone) */
+    if (c->group_size >= 2 &&
+        (c->min_group_size < 2 || c->min_group_size > c->group_size))
+        return MOSHPIT_EINVAL;
     if (c->matchmaking_ms < 10 || c->matchmaking_ms > 600000)
         return MOSHPIT_EINVAL;
     if (c->round_timeout_ms < c->matchmaking_ms + 500 ||
