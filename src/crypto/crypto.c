@@ -210,6 +210,41 @@ fail:
 }
 #endif
 
+/* Allocates a key object sending with tx and receiving with rx. */
+static moshpit_err_t keys_make(uint32_t cipher, const uint8_t tx[32],
+                               const uint8_t rx[32], mp_session_keys_t **out) {
+    mp_session_keys_t *k = sodium_malloc(sizeof(*k));
+    if (k == NULL)
+        return MOSHPIT_ENOMEM;
+    k->cipher = cipher;
+    memcpy(k->tx, tx, 32);
+    memcpy(k->rx, rx, 32);
+    /* Both backends refuse AES-GCM without AES hardware: it is only ever
+     * picked when both ends announced it (mp__crypto_ciphers). */
+    if (cipher == MP_CIPHER_AESGCM && !crypto_aead_aes256gcm_is_available()) {
+        sodium_free(k);
+        return MOSHPIT_ECRYPTO;
+    }
+#ifdef MOSHPIT_HAVE_OPENSSL
+    k->tx_ctx = NULL;
+    k->rx_ctx = NULL;
+    moshpit_err_t e = evp_ctx_new(cipher, k->tx, 1, &k->tx_ctx);
+    if (e == MOSHPIT_OK)
+        e = evp_ctx_new(cipher, k->rx, 0, &k->rx_ctx);
+    if (e != MOSHPIT_OK) {
+        mp__session_keys_free(k);
+        return e;
+    }
+#else
+    if (cipher == MP_CIPHER_AESGCM) {
+        crypto_aead_aes256gcm_beforenm(&k->tx_aes, k->tx);
+        crypto_aead_aes256gcm_beforenm(&k->rx_aes, k->rx);
+    }
+#endif
+    *out = k;
+    return MOSHPIT_OK;
+}
+
 moshpit_err_t mp__session_keys_new(uint32_t cipher, const uint8_t my_id[32],
                                    const uint8_t my_eph_sec[32],
                                    const uint8_t my_eph_pub[32],
@@ -239,39 +274,18 @@ moshpit_err_t mp__session_keys_new(uint32_t cipher, const uint8_t my_id[32],
     sodium_memzero(shared, sizeof(shared));
     sodium_memzero(&st, sizeof(st));
 
-    mp_session_keys_t *k = sodium_malloc(sizeof(*k));
-    if (k == NULL) {
-        sodium_memzero(okm, sizeof(okm));
-        return MOSHPIT_ENOMEM;
-    }
-    k->cipher = cipher;
-    memcpy(k->tx, me_low ? okm : okm + 32, 32);
-    memcpy(k->rx, me_low ? okm + 32 : okm, 32);
+    moshpit_err_t e = keys_make(cipher, me_low ? okm : okm + 32,
+                                me_low ? okm + 32 : okm, out);
     sodium_memzero(okm, sizeof(okm));
-    /* Both backends refuse AES-GCM without AES hardware: it is only ever
-     * picked when both ends announced it (mp__crypto_ciphers). */
-    if (cipher == MP_CIPHER_AESGCM && !crypto_aead_aes256gcm_is_available()) {
-        sodium_free(k);
+    return e;
+}
+
+moshpit_err_t mp__session_keys_from_raw(uint32_t cipher, const uint8_t key[32],
+                                        mp_session_keys_t **out) {
+    *out = NULL;
+    if (cipher != MP_CIPHER_AESGCM && cipher != MP_CIPHER_CHACHA)
         return MOSHPIT_ECRYPTO;
-    }
-#ifdef MOSHPIT_HAVE_OPENSSL
-    k->tx_ctx = NULL;
-    k->rx_ctx = NULL;
-    moshpit_err_t e = evp_ctx_new(cipher, k->tx, 1, &k->tx_ctx);
-    if (e == MOSHPIT_OK)
-        e = evp_ctx_new(cipher, k->rx, 0, &k->rx_ctx);
-    if (e != MOSHPIT_OK) {
-        mp__session_keys_free(k);
-        return e;
-    }
-#else
-    if (cipher == MP_CIPHER_AESGCM) {
-        crypto_aead_aes256gcm_beforenm(&k->tx_aes, k->tx);
-        crypto_aead_aes256gcm_beforenm(&k->rx_aes, k->rx);
-    }
-#endif
-    *out = k;
-    return MOSHPIT_OK;
+    return keys_make(cipher, key, key, out);
 }
 
 void mp__session_keys_free(mp_session_keys_t *k) {

@@ -74,6 +74,10 @@ moshpit_err_t mp__session_keys_new(uint32_t cipher, const uint8_t my_id[32],
                                    const uint8_t their_id[32],
                                    const uint8_t their_eph_pub[32],
                                    mp_session_keys_t **out);
+/* A key object that seals and opens with one raw key (both directions):
+ * the one-round keys of shared gather parts. Errors: ECRYPTO, ENOMEM. */
+moshpit_err_t mp__session_keys_from_raw(uint32_t cipher, const uint8_t key[32],
+                                        mp_session_keys_t **out);
 void mp__session_keys_free(mp_session_keys_t *k);
 uint32_t mp__crypto_pick_cipher(uint32_t mine, uint32_t theirs);
 
