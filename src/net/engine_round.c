@@ -159,19 +159,6 @@ static void start_group(moshpit_t *mp) {
         return;
     }
     r->group_start_ms = now;
-    /* this member's gather parts are sealed once with a fresh round key;
-     * the cipher is one every member can open */
-    uint32_t ciphers = mp->ciphers;
-    for (uint32_t i = 0; i < n; i++)
-        if (r->members[i] != NULL)
-            ciphers &= r->members[i]->ciphers;
-    r->gk_cipher = mp__crypto_pick_cipher(ciphers, ciphers);
-    mp__crypto_random(r->gk, sizeof(r->gk));
-    if (mp__session_keys_from_raw(r->gk_cipher, r->gk, &r->gk_seal) !=
-        MOSHPIT_OK) {
-        mp__round_end(mp, MOSHPIT_ECRYPTO, true);
-        return;
-    }
     mp__log(mp, MOSHPIT_LOG_DEBUG, "round %016llx: group of %u, index %u",
             (unsigned long long)gid, n, self);
     for (uint32_t i = 0; i < n; i++) {
@@ -184,6 +171,21 @@ static void start_group(moshpit_t *mp) {
             r->members[i] = NULL;
             mp__group_on_member_failed(r->group, now, i);
         }
+    }
+    /* this member's gather parts are sealed once with a fresh round key;
+     * the cipher is one every member can open */
+    uint32_t ciphers = mp->ciphers;
+    for (uint32_t i = 0; i < n; i++)
+        if (r->members[i] != NULL)
+            ciphers &= r->members[i]->ciphers;
+    r->gk_cipher = mp__crypto_pick_cipher(ciphers, ciphers);
+    if (r->gk_cipher == 0) /* every peer of ours speaks ChaCha20-Poly1305 */
+        r->gk_cipher = MP_CIPHER_CHACHA;
+    mp__crypto_random(r->gk, sizeof(r->gk));
+    if (mp__session_keys_from_raw(r->gk_cipher, r->gk, &r->gk_seal) !=
+        MOSHPIT_OK) {
+        mp__round_end(mp, MOSHPIT_ECRYPTO, true);
+        return;
     }
     /* frames that raced ahead of our GROUP message */
     for (size_t i = 0; i < mp->nearly;) {
