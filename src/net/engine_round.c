@@ -484,10 +484,7 @@ static void deliver(moshpit_t *mp, mp_peer_t *p, uint32_t from,
 static void process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
                           size_t len, const mp_data_hdr_t *h) {
     mp_round_t *r = &mp->round;
-    uint32_t from = UINT32_MAX;
-    for (uint32_t i = 0; i < r->n; i++)
-        if (r->members[i] == p)
-            from = i;
+    uint32_t from = member_index(r, p);
     if (from == UINT32_MAX || r->group == NULL)
         return;
     if (h->counter <= p->rx_counter) {
