@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_grid.c - tests of the grid keys (core/grid.c): d from the swarm size
+ * (floor log, clamps, hysteresis), key bytes (d first, then the first d-1
+ * register entries), balanced positions as base-M digits, shifting, and the
+ * property the grid exists for: N = M^d peers on balanced positions, grouped
+ * by equal keys with slots assigned in any order, hold the exact mean after
+ * d rounds (checked with a shuffled slot order, not the tidy one), while one
+ * round less does not. Deterministic.
+ */
+#include "core/grid.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TEST_MAX_PRINTED 50
+#include "test_util.h"
+
+static uint64_t rng_state = 0x6a09e667f3bcc908u;
+
+static void test_dims_for(void) {
+    CHECK(mp__grid_dims_for(4, 1) == 1, "n=1");
+    CHECK(mp__grid_dims_for(4, 15) == 1, "n=15");
+    CHECK(mp__grid_dims_for(4, 16) == 2, "n=16");
+    CHECK(mp__grid_dims_for(4, 63) == 2, "n=63");
+    CHECK(mp__grid_dims_for(4, 64) == 3, "n=64");
+    CHECK(mp__grid_dims_for(16, 4096) == 3, "16^3");
+    CHECK(mp__grid_dims_for(8, 64) == 2, "8^2");
+    CHECK(mp__grid_dims_for(2, UINT64_MAX) == MP_GRID_DIMS_MAX, "clamp");
+    CHECK(mp__grid_dims_for(1, 1000) == 1, "m=1");
+    CHECK(mp__grid_dims_for(255, UINT64_MAX) == MP_GRID_DIMS_MAX, "big m");
+}
+
+static void test_init_args(void) {
+    mp_grid_t g;
+    CHECK(mp__grid_init(NULL, 4, 0, -1, 1) == MOSHPIT_EINVAL, "NULL");
+    CHECK(mp__grid_init(&g, 0, 0, -1, 1) == MOSHPIT_EINVAL, "m=0");
+    CHECK(mp__grid_init(&g, 256, 0, -1, 1) == MOSHPIT_EINVAL, "m=256");
+    CHECK(mp__grid_init(&g, 4, MP_GRID_DIMS_MAX + 1, -1, 1) == MOSHPIT_EINVAL,
+          "dims");
+    CHECK(mp__grid_init(&g, 4, 0, -2, 1) == MOSHPIT_EINVAL, "position");
+    CHECK(mp__grid_init(&g, 4, 3, 0, 1) == MOSHPIT_OK, "ok");
+}
+
+static void test_hysteresis(void) {
+    mp_grid_t g;
+    CHECK(mp__grid_init(&g, 4, 0, -1, 7) == MOSHPIT_OK, "init");
+    CHECK(g.dims == 1, "starts at 1");
+    mp__grid_set_estimate(&g, 16);
+    CHECK(g.dims == 2, "grows at 16: %u", g.dims);
+    mp__grid_set_estimate(&g, 15);
+    CHECK(g.dims == 2, "keeps 2 at 15 (hysteresis)");
+    mp__grid_set_estimate(&g, 12);
+    CHECK(g.dims == 2, "keeps 2 at 12");
+    mp__grid_set_estimate(&g, 11);
+    CHECK(g.dims == 1, "shrinks below 12: %u", g.dims);
+    mp__grid_set_estimate(&g, 70);
+    CHECK(g.dims == 3, "jumps to 3");
+    mp__grid_set_estimate(&g, 2);
+    CHECK(g.dims == 1, "falls to 1: %u", g.dims);
+    /* fixed d never moves */
+    CHECK(mp__grid_init(&g, 4, 3, -1, 7) == MOSHPIT_OK, "init fixed");
+    mp__grid_set_estimate(&g, 1);
+    CHECK(g.dims == 3, "fixed");
+    mp__grid_set_estimate(&g, 1u << 30);
+    CHECK(g.dims == 3, "fixed");
+}
+
+static void test_key_and_shift(void) {
+    mp_grid_t g;
+    /* position 27 with m=3: digits 0,0,0,1 -> register 0,0,1,0.. */
+    CHECK(mp__grid_init(&g, 3, 4, 27, 0) == MOSHPIT_OK, "init");
+    uint8_t k[MP_GRID_KEY_MAX];
+    size_t n = mp__grid_key(&g, k);
+    CHECK(n == 4 && k[0] == 4 && k[1] == 0 && k[2] == 0 && k[3] == 1,
+          "key of 27: %zu %u %u %u %u", n, k[0], k[1], k[2], k[3]);
+    mp__grid_shift(&g, 2);
+    n = mp__grid_key(&g, k);
+    CHECK(n == 4 && k[1] == 0 && k[2] == 1 && k[3] == 2, "shifted");
+    mp__grid_shift(&g, 5); /* taken modulo m */
+    n = mp__grid_key(&g, k);
+    CHECK(k[1] == 1 && k[2] == 2 && k[3] == 2, "mod m");
+    /* d = 1: empty coordinates, shifting is a no-op */
+    CHECK(mp__grid_init(&g, 3, 1, 5, 0) == MOSHPIT_OK, "init");
+    mp__grid_shift(&g, 1);
+    n = mp__grid_key(&g, k);
+    CHECK(n == 1 && k[0] == 1, "d=1 key");
+    /* random register stays in range and depends on the seed */
+    mp_grid_t a, b;
+    CHECK(mp__grid_init(&a, 5, 8, -1, 1) == MOSHPIT_OK, "a");
+    CHECK(mp__grid_init(&b, 5, 8, -1, 2) == MOSHPIT_OK, "b");
+    bool same = true, in_range = true;
+    for (uint32_t i = 0; i < MP_GRID_DIMS_MAX - 1; i++) {
+        same &= a.reg[i] == b.reg[i];
+        in_range &= a.reg[i] < 5 && b.reg[i] < 5;
+    }
+    CHECK(!same && in_range, "random registers");
+    for (int i = 0; i < 100; i++) {
+        mp__grid_shift_random(&a);
+        n = mp__grid_key(&a, k);
+        for (size_t j = 1; j < n; j++)
+            in_range &= k[j] < 5;
+    }
+    CHECK(in_range, "random shifts in range");
+}
+
+/* N = m^d peers on balanced positions; every round, peers with equal keys
+ * form one group, get the group mean and take slots in a shuffled order. */
+static double run_grid(uint32_t m, uint32_t d, uint32_t rounds) {
+    size_t n = 1;
+    for (uint32_t i = 0; i < d; i++)
+        n *= m;
+    mp_grid_t *g = calloc(n, sizeof(*g));
+    double *x = calloc(n, sizeof(*x)), *w = calloc(n, sizeof(*w));
+    uint64_t *keys = calloc(n, sizeof(*keys));
+    uint32_t *members = calloc(n, sizeof(*members));
+    bool *done = calloc(n, sizeof(*done));
+    double worst = INFINITY;
+    if (!g || !x || !w || !keys || !members || !done)
+        goto out;
+    double sw = 0, swx = 0;
+    for (size_t i = 0; i < n; i++) {
+        /* auto d from the exact size must agree with d */
+        CHECK(mp__grid_init(&g[i], m, 0, (int64_t)i, i) == MOSHPIT_OK, "init");
+        mp__grid_set_estimate(&g[i], n);
+        CHECK(g[i].dims == d, "auto d %u != %u", g[i].dims, d);
+        x[i] = (double)(test_splitmix64(&rng_state) % 1000000) / 1000.0;
+        w[i] = 0.5 + (double)(test_splitmix64(&rng_state) % 100);
+        sw += w[i];
+        swx += w[i] * x[i];
+    }
+    double mean = swx / sw;
+    for (uint32_t r = 0; r < rounds; r++) {
+        for (size_t i = 0; i < n; i++) {
+            uint8_t k[MP_GRID_KEY_MAX];
+            size_t kl = mp__grid_key(&g[i], k);
+            uint64_t v = 0;
+            for (size_t j = 0; j < kl; j++)
+                v = v * 256 + k[j];
+            keys[i] = v;
+            done[i] = false;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (done[i])
+                continue;
+            uint32_t cnt = 0;
+            for (size_t j = i; j < n; j++)
+                if (!done[j] && keys[j] == keys[i]) {
+                    members[cnt++] = (uint32_t)j;
+                    done[j] = true;
+                }
+            CHECK(cnt == m, "round %u: group of %u, want %u", r, cnt, m);
+            double gw = 0, gwx = 0;
+            for (uint32_t j = 0; j < cnt; j++) {
+                gw += w[members[j]];
+                gwx += w[members[j]] * x[members[j]];
+            }
+            /* shuffle slots: any distinct assignment must work */
+            for (uint32_t j = cnt; j > 1; j--) {
+                uint32_t s = (uint32_t)(test_splitmix64(&rng_state) % j);
+                uint32_t t = members[j - 1];
+                members[j - 1] = members[s];
+                members[s] = t;
+            }
+            for (uint32_t j = 0; j < cnt; j++) {
+                x[members[j]] = gwx / gw;
+                w[members[j]] = gw; /* carry the group weight */
+                mp__grid_shift(&g[members[j]], j);
+            }
+        }
+    }
+    worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double dev = fabs(x[i] - mean) / fabs(mean);
+        if (dev > worst)
+            worst = dev;
+    }
+out:
+    free(g);
+    free(x);
+    free(w);
+    free(keys);
+    free(members);
+    free(done);
+    return worst;
+}
+
+static void test_exact_on_full_grid(void) {
+    static const uint32_t cases[][2] = {{2, 1}, {4, 2},  {8, 2}, {3, 4},
+                                        {2, 6}, {16, 3}, {5, 3}};
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        uint32_t m = cases[c][0], d = cases[c][1];
+        double dev = run_grid(m, d, d);
+        CHECK(dev < 1e-12, "M=%u d=%u: deviation %g after d rounds", m, d, dev);
+        if (d >= 2) {
+            dev = run_grid(m, d, d - 1);
+            CHECK(dev > 1e-6, "M=%u d=%u: already exact after d-1 (%g)", m, d,
+                  dev);
+        }
+    }
+}
+
+int main(void) {
+    test_dims_for();
+    test_init_args();
+    test_hysteresis();
+    test_key_and_shift();
+    test_exact_on_full_grid();
+    return test_summary("test_grid");
+}
