@@ -5,7 +5,9 @@
  * weight, average for a few rounds. After every round the demo prints the
  * group sizes, how far the worst peer is from the true weighted global mean,
  * the bytes moved and the time. --kill K SIGKILLs K peers while round 1 is
- * running and shows the others finishing.
+ * running and shows the others finishing. --group-size M with --grid puts
+ * peer i on grid position i: with N = M^d peers every peer holds the exact
+ * mean after d rounds.
  *
  * Peers write their vectors into a shared mapping so the parent can check
  * them; everything else goes through the library over encrypted TCP.
@@ -36,7 +38,7 @@ typedef struct rec {
 } rec_t;
 
 typedef struct opts {
-    int peers, rounds, kill, group_size;
+    int peers, rounds, kill, group_size, grid;
     size_t size;
     uint64_t seed;
 } opts_t;
@@ -92,6 +94,7 @@ static int child_main(const opts_t *o, int i, const char *boot, int cmd_fd,
     moshpit_config_init(&cfg);
     cfg.swarm = "moshpit-demo";
     cfg.group_size = (uint32_t)o->group_size;
+    cfg.grid_position = o->grid ? i : -1; /* grid_dims 0: from the swarm */
     cfg.matchmaking_ms = 1000;
     cfg.round_timeout_ms = 30000;
     cfg.peer_timeout_ms = 2000;
@@ -144,6 +147,11 @@ static int child_main(const opts_t *o, int i, const char *boot, int cmd_fd,
         memset(&r, 0, sizeof(r));
         r.type = REC_ROUND;
         r.err = (int32_t)moshpit_average(mp, v, o->size, w, &r.info);
+        /* the weight this peer's value now stands for: its share of the
+         * group's total (keeps the swarm's total weight constant, so later
+         * rounds still converge to the initial weighted mean) */
+        if (r.err == MOSHPIT_OK && r.info.group_size > 1)
+            w = r.info.group_weight / r.info.group_size;
         memcpy(slot, v, o->size * sizeof(float));
         if (write_rec(rep_fd, &r) != 0)
             break;
@@ -200,9 +208,12 @@ static pid_t spawn(const opts_t *o, int i, const char *boot, peer_t *peers,
 }
 
 static void usage(void) {
-    fprintf(stderr,
-            "usage: moshpit-demo [--peers N] [--size FLOATS] [--rounds R]\n"
-            "                    [--kill K] [--group-size M] [--seed S]\n");
+    fprintf(
+        stderr,
+        "usage: moshpit-demo [--peers N] [--size FLOATS] [--rounds R]\n"
+        "                    [--kill K] [--group-size M] [--grid] [--seed S]\n"
+        "  --grid: peer i takes grid position i (balanced Moshpit grid);\n"
+        "          with N = M^d peers the mean is exact after d rounds\n");
 }
 
 int main(int argc, char **argv) {
@@ -212,7 +223,12 @@ int main(int argc, char **argv) {
                 .group_size = 0,
                 .size = 1000000,
                 .seed = 1};
-    for (int a = 1; a < argc; a += 2) { /* --option value pairs */
+    for (int a = 1; a < argc; a += 2) {       /* --option value pairs */
+        if (strcmp(argv[a], "--grid") == 0) { /* the one flag */
+            o.grid = 1;
+            a--;
+            continue;
+        }
         const char *v = a + 1 < argc ? argv[a + 1] : NULL;
         if (v == NULL) {
             usage();

@@ -108,6 +108,9 @@ typedef struct moshpit_config {
     uint32_t bandwidth_mbps;  /* announced bandwidth; shares of the
                                  all-reduce are proportional to it;
                                  0 = default 1000 */
+    uint32_t grid_dims;       /* d of the Moshpit grid (M^d peers), 1..8;
+                                 0 (default) = from the swarm size
+                                 this peer knows, floor(log_M N) */
 } moshpit_config_t;
 
 /* What one moshpit_average() call did. */

@@ -184,7 +184,7 @@ static moshpit_err_t check_config(const moshpit_config_t *c) {
         return MOSHPIT_EINVAL;
     if (c->log_level < MOSHPIT_LOG_ERROR || c->log_level > MOSHPIT_LOG_DEBUG)
         return MOSHPIT_EINVAL;
-    if (c->grid_position < -1)
+    if (c->grid_position < -1 || c->grid_dims > MP_GRID_DIMS_MAX)
         return MOSHPIT_EINVAL;
     if (c->authorized_keys == NULL && c->authorized_count != 0)
         return MOSHPIT_EINVAL;
@@ -247,6 +247,10 @@ moshpit_err_t moshpit_open(const moshpit_config_t *cfg, moshpit_t **out) {
     mp->ciphers = mp__crypto_ciphers();
     mp->rng = mp__crypto_random_u64();
     mp->join_seq = mp__crypto_random_u64() >> 16;
+    e = mp__grid_init(&mp->grid, cfg->group_size, cfg->grid_dims,
+                      cfg->grid_position, mp__crypto_random_u64());
+    if (e != MOSHPIT_OK)
+        goto fail;
     e = MOSHPIT_ENOMEM;
     mp->swarm = strdup(cfg->swarm);
     mp->sec = mp__crypto_secure_alloc(32);

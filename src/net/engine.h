@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/grid.h"
 #include "core/group.h"
 #include "core/match.h"
 #include "crypto/crypto.h"
@@ -174,6 +175,7 @@ struct moshpit {
     uint32_t recent_pos;
     uint64_t next_gossip_ms;
     uint64_t rng;
+    mp_grid_t grid;      /* this peer's grid key */
     float *scratch;      /* MP_DATA_MAX_COUNT floats */
     uint8_t *msgbuf;     /* MP_CTRL_MAX bytes */
     mp_msg_t *msg;       /* decode target */

@@ -91,6 +91,12 @@ void mp__round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
     }
     c->info.bytes_sent = r->bytes_sent;
     c->info.bytes_received = r->bytes_received;
+    /* next grid key: this member's slot in the group, or a random
+     * coordinate after a round alone */
+    if (e == MOSHPIT_OK && r->group != NULL && !alone)
+        mp__grid_shift(&mp->grid, r->self);
+    else if (e == MOSHPIT_OK)
+        mp__grid_shift_random(&mp->grid);
     if (r->gid != 0)
         remember_gid(mp, r->gid);
     for (uint32_t i = 0; i < r->n; i++)
@@ -284,15 +290,16 @@ void mp__start_round(moshpit_t *mp, mp_cmd_t *c) {
     r->cmd = c;
     r->start_ms = now;
     r->deadline_ms = now + mp->cfg.round_timeout_ms - ROUND_MARGIN_MS;
-    /* peers only group with peers averaging vectors of the same length */
-    uint64_t cnt = (uint64_t)c->count;
-    for (int i = 0; i < 8; i++)
-        r->key[i] = (uint8_t)(cnt >> (8 * i));
-    r->key_len = 8;
-
     size_t n = 1;
     for (size_t i = 0; i < mp->npeers; i++)
         n += mp->peers[i]->state == MP_PEER_LIVE;
+    /* the key: the vector length (peers only group with peers averaging
+     * vectors of the same length), then the grid key */
+    mp__grid_set_estimate(&mp->grid, n);
+    uint64_t cnt = (uint64_t)c->count;
+    for (int i = 0; i < 8; i++)
+        r->key[i] = (uint8_t)(cnt >> (8 * i));
+    r->key_len = 8 + (uint32_t)mp__grid_key(&mp->grid, r->key + 8);
     uint8_t(*ids)[32] = malloc(n * 32);
     uint8_t(*ordered)[32] = malloc(n * 32);
     uint32_t *order = malloc(n * sizeof(*order));

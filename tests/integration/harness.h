@@ -26,6 +26,12 @@ typedef struct it_peer_cfg {
     char bootstrap[200];   /* "" = start the swarm */
     size_t expect_members; /* wait for this many before reporting ready */
     int notify_group;      /* send IT_EV_GROUP when a round's group forms */
+    uint32_t grid_dims;    /* config grid_dims (0 = from the swarm size) */
+    int grid;              /* 0: random grid position; 1: grid_position,
+                              which it_start_swarm/it_start_more set to
+                              first_position + i for peer i */
+    int64_t grid_position;
+    int64_t first_position;
 } it_peer_cfg_t;
 
 typedef struct it_peer {
@@ -55,9 +61,16 @@ long it_wait_ready(it_peer_t *p, int timeout_ms);
  * (cfg->bootstrap is overwritten; cfg->expect_members set to n). Returns
  * the number of peers that started and saw all n members. */
 size_t it_start_swarm(it_peer_t *peers, size_t n, it_peer_cfg_t *cfg);
+/* Starts peers[from..to) bootstrapping from peers[0], each expecting
+ * `expect` members; returns how many started and saw them. */
+size_t it_start_more(it_peer_t *peers, size_t from, size_t to, size_t expect,
+                     it_peer_cfg_t *cfg);
 
 /* Asks the peer to average count values generated from seed, weight w. */
 int it_average_async(it_peer_t *p, size_t count, uint64_t seed, double w);
+/* Asks the peer to average again the vector its last call left it with
+ * (count must match that call), weight w. */
+int it_average_again_async(it_peer_t *p, size_t count, double w);
 /* Collects the result; values (count floats) receive the peer's vector
  * after the call. Returns 0, or -1 on timeout/death. If a GROUP event
  * arrives first and on_group is set, it is called (e.g. to kill). */
@@ -67,6 +80,9 @@ int it_collect(it_peer_t *p, it_result_t *r, float *values, size_t count,
 int it_wait_group(it_peer_t *p, int timeout_ms);
 /* Members the peer currently knows, or -1. */
 long it_members(it_peer_t *p, int timeout_ms);
+/* The peer waits (moshpit_wait_members) until it knows n members or
+ * timeout_ms passes; returns the members it then knows, or -1. */
+long it_wait_members(it_peer_t *p, size_t n, int timeout_ms);
 
 void it_kill(it_peer_t *p); /* SIGKILL + reap */
 void it_stop(it_peer_t *p); /* graceful: close + exit + reap */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grid.h"
 #include "core/match.h"
 #include "harness.h"
 
@@ -33,15 +34,21 @@ int main(void) {
     cfg.peer_timeout_ms = 3000;
     cfg.expect_members = N;
     /* fixed identities, so the test knows the matchmaker order of the
-     * round's key (the vector length, 8 bytes little-endian) */
-    uint8_t pub[N][32], sec[N][32], key[8];
+     * round's key (the vector length, 8 bytes little-endian, then the grid
+     * key, which for N peers with M = N is d = 1 and no coordinates) */
+    uint8_t pub[N][32], sec[N][32], key[8 + MP_GRID_KEY_MAX];
     uint32_t order[N];
     for (int i = 0; i < N; i++)
         if (moshpit_keypair(pub[i], sec[i]) != MOSHPIT_OK)
             return 1;
     for (int i = 0; i < 8; i++)
         key[i] = (uint8_t)((uint64_t)COUNT >> (8 * i));
-    mp__rendezvous_order(key, 8, (const uint8_t(*)[32])pub, N, order);
+    mp_grid_t grid;
+    if (mp__grid_init(&grid, N, 0, -1, 1) != MOSHPIT_OK)
+        return 1;
+    mp__grid_set_estimate(&grid, N);
+    size_t key_len = 8 + mp__grid_key(&grid, key + 8);
+    mp__rendezvous_order(key, key_len, (const uint8_t(*)[32])pub, N, order);
     int victim = (int)order[N - 1];
     /* peers[N-1] is the victim, the others keep their order */
     it_peer_t *peers[N];

@@ -250,6 +250,7 @@ static void test_config_defaults(void) {
           c.round_timeout_ms);
     CHECK(c.peer_timeout_ms == 5000, "peer_timeout_ms %u", c.peer_timeout_ms);
     CHECK(c.bandwidth_mbps == 1000, "bandwidth_mbps %u", c.bandwidth_mbps);
+    CHECK(c.grid_dims == 0, "grid_dims %u", c.grid_dims);
     CHECK(c.listen != NULL, "listen is NULL");
     CHECK(c.log_level == MOSHPIT_LOG_WARN, "log_level %d", c.log_level);
     CHECK(c.swarm == NULL && c.bootstrap == NULL && c.advertise == NULL &&
@@ -323,6 +324,17 @@ static void test_open_invalid(void) {
     c.authorized_keys = NULL;
     c.authorized_count = 1;
     EXPECT_EINVAL(&c, "authorized_keys NULL, count 1");
+
+    base_config(&c);
+    c.grid_dims = 9;
+    EXPECT_EINVAL(&c, "grid_dims 9");
+    c.grid_dims = 8;
+    c.grid_position = -2;
+    EXPECT_EINVAL(&c, "grid_position -2");
+    c.grid_position = INT64_MAX; /* any position is a valid place */
+    mp = NULL;
+    CHECK(moshpit_open(&c, &mp) == MOSHPIT_OK, "grid_dims 8, huge position");
+    moshpit_close(mp);
 
     CHECK(moshpit_keypair(pub, sec) == MOSHPIT_OK, "keypair");
     CHECK(moshpit_keypair(pub2, sec2) == MOSHPIT_OK, "keypair");
