@@ -192,7 +192,8 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
     memset(&r, 0, sizeof(r));
     r.type = EV_READY;
     r.err = (int32_t)moshpit_wait_members(
-        mp, pc->expect_members ? pc->expect_members : 1, 20000);
+        mp, pc->expect_members ? pc->expect_members : 1,
+        pc->ready_timeout_ms ? pc->ready_timeout_ms : 20000);
     r.a = moshpit_members(mp);
     if (send_all(fd, &r, sizeof(r)) != 0) {
         moshpit_close(mp);
@@ -243,6 +244,12 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
     return 0;
 }
 
+/* How long the test waits for a peer's ready report: its own wait plus
+ * slack. */
+static int ready_wait(const it_peer_cfg_t *cfg) {
+    return (int)(cfg->ready_timeout_ms ? cfg->ready_timeout_ms : 20000) + 5000;
+}
+
 static int start(it_peer_t *p, const it_peer_cfg_t *cfg) {
     int sv[2];
     memset(p, 0, sizeof(*p));
@@ -290,7 +297,7 @@ long it_wait_ready(it_peer_t *p, int timeout_ms) {
 int it_start(it_peer_t *p, const it_peer_cfg_t *cfg) {
     if (start(p, cfg) != 0)
         return -1;
-    return it_wait_ready(p, 25000) < 0 ? -1 : 0;
+    return it_wait_ready(p, ready_wait(cfg)) < 0 ? -1 : 0;
 }
 
 size_t it_start_swarm(it_peer_t *peers, size_t n, it_peer_cfg_t *cfg) {
@@ -307,7 +314,7 @@ size_t it_start_swarm(it_peer_t *peers, size_t n, it_peer_cfg_t *cfg) {
                      peers[0].endpoint);
     }
     for (size_t i = 0; i < n; i++)
-        ok += it_wait_ready(&peers[i], 25000) == (long)n;
+        ok += it_wait_ready(&peers[i], ready_wait(cfg)) == (long)n;
     return ok;
 }
 
@@ -323,7 +330,7 @@ size_t it_start_more(it_peer_t *peers, size_t from, size_t to, size_t expect,
             return ok;
     }
     for (size_t i = from; i < to; i++)
-        ok += it_wait_ready(&peers[i], 25000) == (long)expect;
+        ok += it_wait_ready(&peers[i], ready_wait(cfg)) == (long)expect;
     return ok;
 }
 

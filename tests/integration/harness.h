@@ -23,13 +23,14 @@ typedef struct it_peer_cfg {
     uint8_t public_key[32], secret_key[32]; /* zero = ephemeral */
     uint32_t group_size, min_group_size;
     uint32_t matchmaking_ms, round_timeout_ms, peer_timeout_ms;
-    char bootstrap[200];   /* "" = start the swarm */
-    size_t expect_members; /* wait for this many before reporting ready */
-    int notify_group;      /* send IT_EV_GROUP when a round's group forms */
-    uint32_t grid_dims;    /* config grid_dims (0 = from the swarm size) */
-    int grid;              /* 0: random grid position; 1: grid_position,
-                              which it_start_swarm/it_start_more set to
-                              first_position + i for peer i */
+    char bootstrap[200];       /* "" = start the swarm */
+    size_t expect_members;     /* wait for this many before reporting ready */
+    uint32_t ready_timeout_ms; /* for that wait; 0 = 20000 */
+    int notify_group;          /* send IT_EV_GROUP when a round's group forms */
+    uint32_t grid_dims;        /* config grid_dims (0 = from the swarm size) */
+    int grid;                  /* 0: random grid position; 1: grid_position,
+                                  which it_start_swarm/it_start_more set to
+                                  first_position + i for peer i */
     int64_t grid_position;
     int64_t first_position;
 } it_peer_cfg_t;
