@@ -61,6 +61,9 @@ typedef enum {
 #define MOSHPIT_KEY_BYTES 32
 /* Length of a key as Z85 text, without the terminating NUL. */
 #define MOSHPIT_KEY_TEXT_LEN 40
+/* The largest weight moshpit_average() accepts (and a peer may announce):
+ * larger ones are MOSHPIT_EINVAL, and dropped when they come off the wire. */
+#define MOSHPIT_WEIGHT_MAX 1e15
 
 /* Log levels for moshpit_config_t.log_level (higher = more verbose). */
 #define MOSHPIT_LOG_ERROR 0
@@ -143,8 +146,9 @@ moshpit_open(const moshpit_config_t *cfg, moshpit_t **out);
  * Averages values[0..count) in place with a group of peers that call
  * moshpit_average() at about the same time. Blocks until the round ends,
  * at most round_timeout_ms plus a small slack. The buffer is never touched
- * after the call returns. weight must be finite and >= 0 and every value
- * finite, else EINVAL before anything is sent. Nobody to average with is
+ * after the call returns. weight must be finite, >= 0 and at most
+ * MOSHPIT_WEIGHT_MAX, and every value finite, else EINVAL before anything
+ * is sent. Nobody to average with is
  * not an error: OK with info->group_size 1 and values untouched. info may
  * be NULL. Errors: EINVAL, ENOMEM, ECLOSED, ETIMEDOUT (only if the engine
  * itself missed its deadline; rounds cut short by peers still return OK).

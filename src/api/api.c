@@ -408,7 +408,7 @@ static bool all_finite(const float *v, size_t n) {
 moshpit_err_t moshpit_average(moshpit_t *mp, float *values, size_t count,
                               double weight, moshpit_round_t *info) {
     if (mp == NULL || (values == NULL && count > 0) || !isfinite(weight) ||
-        weight < 0.0)
+        weight < 0.0 || weight > MOSHPIT_WEIGHT_MAX)
         return MOSHPIT_EINVAL;
     if ((uint64_t)count > ((uint64_t)1 << 34))
         return MOSHPIT_EINVAL; /* 64 GiB of floats: certainly a mistake */

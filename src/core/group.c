@@ -383,7 +383,9 @@ moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
     g->timeout = cfg->peer_timeout_ms;
     g->alive = g->n == 64 ? UINT64_MAX : bit(g->n) - 1;
     memcpy(g->w, cfg->weights, g->n * sizeof *g->w);
-    if (mp__shares(g->n, cfg->bandwidths, g->count, g->off, g->len) != 0)
+    uint32_t bw[MP_GROUP_MAX];
+    mp__bandwidth_bound(g->n, cfg->bandwidths, bw);
+    if (mp__shares(g->n, bw, g->count, g->off, g->len) != 0)
         goto invalid;
 
     size_t total = 0;

@@ -125,3 +125,22 @@ uint32_t mp__parts(size_t len, uint32_t part_elems) {
     uint64_t p = (uint64_t)len / part_elems + ((uint64_t)len % part_elems != 0);
     return p > UINT32_MAX ? UINT32_MAX : (uint32_t)p;
 }
+
+void mp__bandwidth_bound(uint32_t n, const uint32_t *in, uint32_t *out) {
+    uint32_t sorted[MP_GROUP_MAX];
+    if (n == 0 || n > MP_GROUP_MAX)
+        return;
+    for (uint32_t i = 0; i < n; i++) { /* insertion sort: n <= 64 */
+        uint32_t v = in[i] ? in[i] : 1u, k = i;
+        while (k > 0 && sorted[k - 1] > v) {
+            sorted[k] = sorted[k - 1];
+            k--;
+        }
+        sorted[k] = v;
+    }
+    uint64_t cap = (uint64_t)sorted[(n - 1) / 2] * MP_BW_SPREAD;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t v = in[i] ? in[i] : 1u;
+        out[i] = (uint32_t)(v < cap ? v : cap);
+    }
+}

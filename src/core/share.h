@@ -19,6 +19,18 @@
 int mp__shares(uint32_t n, const uint32_t *bandwidths, size_t count,
                size_t *off, size_t *len);
 
+/* How far an announced bandwidth may exceed the group's median. */
+#define MP_BW_SPREAD 16u
+
+/*
+ * Bounds announced bandwidths before they decide shares: 0 becomes 1, and
+ * nothing exceeds MP_BW_SPREAD times the lower median of the n values, so
+ * one member claiming an absurd bandwidth cannot take (and then sit on)
+ * nearly the whole vector. Pure integer math: every member gets the same
+ * result from the same roster. n <= MP_GROUP_MAX.
+ */
+void mp__bandwidth_bound(uint32_t n, const uint32_t *in, uint32_t *out);
+
 /* Parts in a share of len elements with parts of part_elems (ceil).
  * part_elems 0 means MP_PART_ELEMS_DEFAULT; saturates at UINT32_MAX. */
 uint32_t mp__parts(size_t len, uint32_t part_elems);

@@ -441,8 +441,38 @@ static void local_join(moshpit_t *mp, const mp_join_send_t *s) {
     mp__poll_mm(mp, mm, now);
 }
 
+/* A key as peers build it: vector length (8 bytes), d (1..8), then d-1
+ * coordinates below this peer's group_size. Anything else is a peer with
+ * another configuration or a hostile one: it would only take a matchmaker
+ * slot. */
+static bool key_ok(const moshpit_t *mp, const uint8_t *key, uint32_t len) {
+    if (len < 9 || key[8] < 1 || key[8] > MP_GRID_DIMS_MAX ||
+        len != 8u + key[8])
+        return false;
+    for (uint32_t i = 9; i < len; i++)
+        if (key[i] >= mp->cfg.group_size)
+            return false;
+    return true;
+}
+
 void mp__on_join(moshpit_t *mp, mp_peer_t *p, const mp_join_t *j) {
     uint64_t now = mp__now_ms();
+    if (!key_ok(mp, j->key, j->key_len)) {
+        mp__log(mp, MOSHPIT_LOG_WARN,
+                "JOIN from %.8s with a malformed group key (%u bytes), "
+                "answered ALONE",
+                p->id_txt, j->key_len);
+        mp__send_simple(mp, p, MP_MSG_ALONE, j->seq);
+        return;
+    }
+    /* a joiner runs one round at a time: a JOIN for a new key withdraws
+     * its JOIN under any other key, so one peer holds one pending slot */
+    for (uint32_t i = 0; i < MP_MM_KEYS; i++) {
+        mp_mm_slot_t *s = &mp->mms[i];
+        if (s->mm != NULL && (s->key_len != j->key_len ||
+                              memcmp(s->key, j->key, j->key_len) != 0))
+            mp__mm_on_leave(s->mm, p->id);
+    }
     mp_mm_t *mm = mm_for_key(mp, j->key, j->key_len);
     mp_member_t m;
     memcpy(m.id, p->id, 32);

@@ -111,7 +111,12 @@ static int str_ok(const char *s) {
 }
 
 static int weight_ok(double w) {
-    return isfinite(w) && w >= 0.0;
+    return isfinite(w) && w >= 0.0 && w <= MOSHPIT_WEIGHT_MAX;
+}
+
+/* a sum of up to MP_GROUP_MAX weights */
+static int weight_sum_ok(double w) {
+    return isfinite(w) && w >= 0.0 && w <= MOSHPIT_WEIGHT_MAX * MP_GROUP_MAX;
 }
 
 static int all_zero(const uint8_t *p, size_t n) {
@@ -739,7 +744,7 @@ moshpit_err_t mp__data_hdr_decode(const uint8_t *buf, size_t len,
     uint64_t wbits = le_get(buf + 40, 8);
     double wsum;
     memcpy(&wsum, &wbits, sizeof wsum);
-    if (!weight_ok(wsum))
+    if (!weight_sum_ok(wsum))
         return MOSHPIT_EPROTO;
 
     h->kind = buf[1];

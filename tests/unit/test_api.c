@@ -506,7 +506,8 @@ static void test_lone_peer(void) {
         }
     }
     memcpy(v, orig, sizeof(v));
-    static const double bad_w[] = {NAN, -1.0, INFINITY, -INFINITY, -1e-300};
+    static const double bad_w[] = {
+        NAN, -1.0, INFINITY, -INFINITY, -1e-300, MOSHPIT_WEIGHT_MAX * 1.01};
     for (size_t k = 0; k < sizeof(bad_w) / sizeof(bad_w[0]); k++) {
         e = moshpit_average(mp, v, N, bad_w[k], NULL);
         CHECK(e == MOSHPIT_EINVAL, "weight %g: %s", bad_w[k],

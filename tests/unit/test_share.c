@@ -246,7 +246,46 @@ static void test_parts(void) {
     }
 }
 
+/* Bandwidth bound: 0 -> 1, nothing above MP_BW_SPREAD x the lower median;
+ * checked against a direct definition on random rosters. */
+static void test_bandwidth_bound(void) {
+    uint32_t in[MP_GROUP_MAX], out[MP_GROUP_MAX];
+    uint32_t one[3] = {1000, 1000, UINT32_MAX};
+    mp__bandwidth_bound(3, one, out);
+    CHECK(out[0] == 1000 && out[1] == 1000 && out[2] == 1000 * MP_BW_SPREAD,
+          "absurd claim capped: %u", out[2]);
+    uint32_t strag[4] = {100, 100, 5, 100};
+    mp__bandwidth_bound(4, strag, out);
+    CHECK(out[0] == 100 && out[2] == 5, "a slow member keeps its figure");
+    uint32_t zero[2] = {0, 0};
+    mp__bandwidth_bound(2, zero, out);
+    CHECK(out[0] == 1 && out[1] == 1, "zero is one");
+    for (int t = 0; t < 2000; t++) {
+        uint32_t n = 1 + (uint32_t)rnd_below(MP_GROUP_MAX);
+        for (uint32_t i = 0; i < n; i++)
+            in[i] = rnd() & 1 ? (uint32_t)rnd() : (uint32_t)rnd_below(2000);
+        mp__bandwidth_bound(n, in, out);
+        /* lower median: the smallest v with at least (n+1)/2 values <= v */
+        uint64_t med = UINT64_MAX;
+        for (uint32_t i = 0; i < n; i++) {
+            uint64_t v = in[i] ? in[i] : 1;
+            uint32_t le = 0;
+            for (uint32_t k = 0; k < n; k++)
+                le += (in[k] ? in[k] : 1u) <= v;
+            if (le >= (n + 1) / 2 && v < med)
+                med = v;
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            uint64_t v = in[i] ? in[i] : 1;
+            uint64_t want = v < med * MP_BW_SPREAD ? v : med * MP_BW_SPREAD;
+            CHECK(out[i] == want, "n=%u i=%u: %u want %llu", n, i, out[i],
+                  (unsigned long long)want);
+        }
+    }
+}
+
 int main(void) {
+    test_bandwidth_bound();
     test_fixed();
     test_parts();
     test_equal();

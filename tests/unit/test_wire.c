@@ -233,7 +233,7 @@ static void test_roundtrips(void) {
     m->type = MP_MSG_JOIN;
     roundtrip("join min", m);
     m->u.join.seq = UINT64_MAX;
-    m->u.join.weight = 1.7976931348623157e308;
+    m->u.join.weight = MOSHPIT_WEIGHT_MAX;
     m->u.join.bandwidth = UINT32_MAX;
     m->u.join.window_ms = UINT32_MAX;
     m->u.join.key_len = MP_KEY_MAX;
@@ -270,7 +270,7 @@ static void test_roundtrips(void) {
     for (uint32_t i = 0; i < MP_GROUP_MAX; i++) {
         memset(m->u.group.members[i].id, 0xff, 32);
         m->u.group.members[i].id[31] = (uint8_t)i;
-        m->u.group.members[i].weight = 1.7976931348623157e308;
+        m->u.group.members[i].weight = MOSHPIT_WEIGHT_MAX;
         m->u.group.members[i].bandwidth = UINT32_MAX;
     }
     roundtrip("group max", m);
@@ -1081,6 +1081,10 @@ static void test_encode_rejects(void) {
     REJECT((msg_join(&m), m.u.join.weight = NAN), "NaN weight");
     REJECT((msg_join(&m), m.u.join.weight = INFINITY), "inf weight");
     REJECT((msg_join(&m), m.u.join.weight = -1.0), "negative weight");
+    REJECT((msg_join(&m), m.u.join.weight = MOSHPIT_WEIGHT_MAX * 1.0000001),
+           "weight above MOSHPIT_WEIGHT_MAX");
+    REJECT((msg_join(&m), m.u.join.weight = 1.7976931348623157e308),
+           "weight DBL_MAX");
     REJECT((msg_join(&m), m.u.join.key_len = MP_KEY_MAX + 1), "long key");
     REJECT((msg_group(&m), m.u.group.n = 1), "group of 1");
     REJECT((msg_group(&m), m.u.group.n = 0), "group of 0");
@@ -1090,6 +1094,8 @@ static void test_encode_rejects(void) {
            "member NaN weight");
     REJECT((msg_group(&m), m.u.group.members[1].weight = -INFINITY),
            "member -inf weight");
+    REJECT((msg_group(&m), m.u.group.members[1].weight = 1e300),
+           "member absurd weight");
     REJECT((msg_group(&m),
             memcpy(m.u.group.members[2].id, m.u.group.members[0].id, 32)),
            "duplicate member");
@@ -1139,7 +1145,7 @@ static void test_data_hdr(void) {
     h.count = MP_DATA_MAX_COUNT;
     h.tag = h.counter = h.round_id = UINT64_MAX;
     h.share = h.part = UINT32_MAX;
-    h.wsum = 1.7976931348623157e308;
+    h.wsum = MOSHPIT_WEIGHT_MAX * MP_GROUP_MAX;
     mp__data_hdr_encode(&h, f);
     CHECK(mp__data_hdr_decode(f, maxlen, &d) == MOSHPIT_OK, "max header");
     hdr_equal_check(&h, &d, "max");
@@ -1212,8 +1218,14 @@ static void test_data_hdr(void) {
           "count 0");
 
     /* wsum: NaN, infinities, negative; -0.0 is fine. */
-    static const double bad_w[] = {NAN,       -NAN, INFINITY,
-                                   -INFINITY, -1.0, -4.9e-324};
+    static const double bad_w[] = {NAN,
+                                   -NAN,
+                                   INFINITY,
+                                   -INFINITY,
+                                   -1.0,
+                                   -4.9e-324,
+                                   MOSHPIT_WEIGHT_MAX * MP_GROUP_MAX * 1.0001,
+                                   1.7976931348623157e308};
     memcpy(f, want, sizeof want);
     for (size_t i = 0; i < sizeof bad_w / sizeof bad_w[0]; i++) {
         hdr_fixed(&h);
