@@ -55,7 +55,10 @@ typedef enum {
     MOSHPIT_EPROTO,    /* a message violated the protocol */
     MOSHPIT_ECRYPTO,   /* a cryptographic operation failed */
     MOSHPIT_EPEERAUTH, /* a peer was not admitted / did not admit us */
-    MOSHPIT_ESYS       /* an OS call failed; moshpit_errno() has errno */
+    MOSHPIT_ESYS,      /* an OS call failed; moshpit_errno() has errno */
+    /* Added in 0.2 */
+    MOSHPIT_ENOSTATE, /* no live peer serves a state (moshpit_fetch_state) */
+    MOSHPIT_ECOUNT    /* the swarm's state has another length than asked */
 } moshpit_err_t;
 
 #define MOSHPIT_KEY_BYTES 32

@@ -35,8 +35,20 @@ static inline int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
                x->tag == y->tag && x->bandwidth == y->bandwidth &&
                x->ciphers == y->ciphers &&
                strcmp(x->ctrl_addr, y->ctrl_addr) == 0 &&
-               strcmp(x->data_addr, y->data_addr) == 0;
+               strcmp(x->data_addr, y->data_addr) == 0 &&
+               x->serves_state == y->serves_state;
     }
+    case MP_MSG_STATE_REQ:
+        return a->u.state_req.seq == b->u.state_req.seq &&
+               a->u.state_req.version == b->u.state_req.version &&
+               a->u.state_req.first == b->u.state_req.first &&
+               a->u.state_req.n == b->u.state_req.n;
+    case MP_MSG_STATE_INFO:
+        return a->u.state_info.seq == b->u.state_info.seq &&
+               a->u.state_info.version == b->u.state_info.version &&
+               a->u.state_info.round == b->u.state_info.round &&
+               a->u.state_info.count == b->u.state_info.count &&
+               memcmp(a->u.state_info.digest, b->u.state_info.digest, 32) == 0;
     case MP_MSG_REFUSE:
         return a->u.refuse.reason == b->u.refuse.reason;
     case MP_MSG_PEERS:

@@ -98,6 +98,10 @@ const char *moshpit_strerror(moshpit_err_t e) {
         return "peer authentication failed";
     case MOSHPIT_ESYS:
         return "system error";
+    case MOSHPIT_ENOSTATE:
+        return "no peer serves a state";
+    case MOSHPIT_ECOUNT:
+        return "state length differs";
     }
     return "unknown error";
 }

@@ -38,7 +38,11 @@
 #define MP_GROUP_MAX 64u
 #define MP_PART_ELEMS_DEFAULT 65536u /* 256 KiB of float32 */
 
-typedef enum { MP_PART_SCATTER = 1, MP_PART_GATHER = 2 } mp_part_kind_t;
+typedef enum {
+    MP_PART_SCATTER = 1,
+    MP_PART_GATHER = 2,
+    MP_PART_STATE = 3 /* a chunk of a served state (not a round's part) */
+} mp_part_kind_t;
 
 typedef struct mp_group mp_group_t;
 

@@ -48,15 +48,24 @@ enum {
     K_KEY,
     K_GID,
     K_M,
+    K_SS,
+    K_VER,
+    K_FIRST,
+    K_N,
+    K_RND,
+    K_CNT,
+    K_DIG,
     K_COUNT
 };
 
 static const char *const key_names[K_COUNT] = {
-    [K_V] = "v",     [K_T] = "t",     [K_SW] = "sw",   [K_EPH] = "eph",
-    [K_PF] = "pf",   [K_RE] = "re",   [K_TAG] = "tag", [K_BW] = "bw",
-    [K_CI] = "ci",   [K_CA] = "ca",   [K_DA] = "da",   [K_WHY] = "why",
-    [K_P] = "p",     [K_SEQ] = "seq", [K_W] = "w",     [K_WIN] = "win",
-    [K_KEY] = "key", [K_GID] = "gid", [K_M] = "m",
+    [K_V] = "v",     [K_T] = "t",         [K_SW] = "sw",   [K_EPH] = "eph",
+    [K_PF] = "pf",   [K_RE] = "re",       [K_TAG] = "tag", [K_BW] = "bw",
+    [K_CI] = "ci",   [K_CA] = "ca",       [K_DA] = "da",   [K_WHY] = "why",
+    [K_P] = "p",     [K_SEQ] = "seq",     [K_W] = "w",     [K_WIN] = "win",
+    [K_KEY] = "key", [K_GID] = "gid",     [K_M] = "m",     [K_SS] = "ss",
+    [K_VER] = "ver", [K_FIRST] = "first", [K_N] = "n",     [K_RND] = "rnd",
+    [K_CNT] = "cnt", [K_DIG] = "dig",
 };
 
 /* ------------------------------------------------------------------ */
@@ -142,10 +151,21 @@ static moshpit_err_t check_msg(const mp_msg_t *msg) {
             return MOSHPIT_EINVAL;
         if (!h->has_proof && !all_zero(h->proof, sizeof h->proof))
             return MOSHPIT_EINVAL;
-        if (!str_ok(h->ctrl_addr) || !str_ok(h->data_addr))
+        if (!str_ok(h->ctrl_addr) || !str_ok(h->data_addr) ||
+            h->serves_state > 1)
             return MOSHPIT_EINVAL;
         return MOSHPIT_OK;
     }
+    case MP_MSG_STATE_REQ: {
+        const mp_state_req_t *q = &msg->u.state_req;
+        if (q->version == 0 ? q->n != 0 : q->n == 0 || q->n > MP_STATE_GET_MAX)
+            return MOSHPIT_EINVAL;
+        return MOSHPIT_OK;
+    }
+    case MP_MSG_STATE_INFO:
+        if (msg->u.state_info.count > MP_STATE_COUNT_MAX)
+            return MOSHPIT_EINVAL;
+        return MOSHPIT_OK;
     case MP_MSG_REFUSE:
     case MP_MSG_JOIN_ACK:
     case MP_MSG_ALONE:
@@ -182,7 +202,13 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
     size_t entries;
     switch (msg->type) {
     case MP_MSG_HELLO:
-        entries = msg->u.hello.has_proof ? 11 : 10;
+        entries = 10u + msg->u.hello.has_proof + msg->u.hello.serves_state;
+        break;
+    case MP_MSG_STATE_REQ:
+        entries = 6;
+        break;
+    case MP_MSG_STATE_INFO:
+        entries = 7;
         break;
     case MP_MSG_JOIN:
         entries = 7;
@@ -224,6 +250,28 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         put_str(pk, h->ctrl_addr);
         put_key(pk, K_DA);
         put_str(pk, h->data_addr);
+        if (h->serves_state) {
+            put_key(pk, K_SS);
+            msgpack_pack_true(pk);
+        }
+        break;
+    }
+    case MP_MSG_STATE_REQ: {
+        const mp_state_req_t *q = &msg->u.state_req;
+        put_u64(pk, K_SEQ, q->seq);
+        put_u64(pk, K_VER, q->version);
+        put_u64(pk, K_FIRST, q->first);
+        put_u64(pk, K_N, q->n);
+        break;
+    }
+    case MP_MSG_STATE_INFO: {
+        const mp_state_info_t *i = &msg->u.state_info;
+        put_u64(pk, K_SEQ, i->seq);
+        put_u64(pk, K_VER, i->version);
+        put_u64(pk, K_RND, i->round);
+        put_u64(pk, K_CNT, i->count);
+        put_key(pk, K_DIG);
+        put_bin(pk, i->digest, sizeof i->digest);
         break;
     }
     case MP_MSG_REFUSE:
@@ -544,7 +592,33 @@ static int decode_hello(const msgpack_object *const *val, mp_hello_t *h) {
             return -1;
         h->has_proof = 1;
     }
+    if (val[K_SS] && get_bool(val[K_SS], &h->serves_state) != 0)
+        return -1;
     return 0;
+}
+
+static int decode_state_req(const msgpack_object *const *val,
+                            mp_state_req_t *q) {
+    if (!val[K_SEQ] || !val[K_VER] || !val[K_FIRST] || !val[K_N] ||
+        get_u64(val[K_SEQ], &q->seq) != 0 ||
+        get_u64(val[K_VER], &q->version) != 0 ||
+        get_u32(val[K_FIRST], &q->first) != 0 || get_u32(val[K_N], &q->n) != 0)
+        return -1;
+    return (q->version == 0 ? q->n == 0 : q->n >= 1 && q->n <= MP_STATE_GET_MAX)
+               ? 0
+               : -1;
+}
+
+static int decode_state_info(const msgpack_object *const *val,
+                             mp_state_info_t *i) {
+    if (!val[K_SEQ] || !val[K_VER] || !val[K_RND] || !val[K_CNT] ||
+        !val[K_DIG] || get_u64(val[K_SEQ], &i->seq) != 0 ||
+        get_u64(val[K_VER], &i->version) != 0 ||
+        get_u64(val[K_RND], &i->round) != 0 ||
+        get_u64(val[K_CNT], &i->count) != 0 ||
+        get_bin32(val[K_DIG], i->digest) != 0)
+        return -1;
+    return i->count <= MP_STATE_COUNT_MAX ? 0 : -1;
 }
 
 static int decode_peers(const msgpack_object *p, mp_peers_t *out) {
@@ -655,6 +729,12 @@ static int decode_map(const msgpack_object *root, mp_msg_t *msg) {
     case MP_MSG_BYE:
         msg->type = MP_MSG_BYE;
         return 0;
+    case MP_MSG_STATE_REQ:
+        msg->type = MP_MSG_STATE_REQ;
+        return decode_state_req(val, &msg->u.state_req);
+    case MP_MSG_STATE_INFO:
+        msg->type = MP_MSG_STATE_INFO;
+        return decode_state_info(val, &msg->u.state_info);
     default:
         return -1;
     }
@@ -731,7 +811,8 @@ moshpit_err_t mp__data_hdr_decode(const uint8_t *buf, size_t len,
         return MOSHPIT_EPROTO;
     if (buf[0] != DATA_HDR_VERSION)
         return MOSHPIT_EPROTO;
-    if (buf[1] != MP_PART_SCATTER && buf[1] != MP_PART_GATHER)
+    if (buf[1] != MP_PART_SCATTER && buf[1] != MP_PART_GATHER &&
+        buf[1] != MP_PART_STATE)
         return MOSHPIT_EPROTO;
     if (le_get(buf + 2, 2) != 0)
         return MOSHPIT_EPROTO;

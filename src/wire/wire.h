@@ -24,16 +24,21 @@
 #define MP_PROOF_BYTES 32u
 
 typedef enum {
-    MP_MSG_HELLO = 1,    /* session setup, both directions */
-    MP_MSG_REFUSE = 2,   /* admission refused */
-    MP_MSG_PEERS = 3,    /* membership: peers the sender knows */
-    MP_MSG_JOIN = 4,     /* joiner -> matchmaker */
-    MP_MSG_JOIN_ACK = 5, /* matchmaker -> joiner: JOIN received */
-    MP_MSG_GROUP = 6,    /* matchmaker -> each member: the group */
-    MP_MSG_ALONE = 7,    /* matchmaker -> joiner: no group this time */
-    MP_MSG_BYE = 8,      /* graceful leave */
-    MP_MSG_LEAVE = 9     /* joiner -> matchmaker: forget my JOIN "seq" */
+    MP_MSG_HELLO = 1,      /* session setup, both directions */
+    MP_MSG_REFUSE = 2,     /* admission refused */
+    MP_MSG_PEERS = 3,      /* membership: peers the sender knows */
+    MP_MSG_JOIN = 4,       /* joiner -> matchmaker */
+    MP_MSG_JOIN_ACK = 5,   /* matchmaker -> joiner: JOIN received */
+    MP_MSG_GROUP = 6,      /* matchmaker -> each member: the group */
+    MP_MSG_ALONE = 7,      /* matchmaker -> joiner: no group this time */
+    MP_MSG_BYE = 8,        /* graceful leave */
+    MP_MSG_LEAVE = 9,      /* joiner -> matchmaker: forget my JOIN "seq" */
+    MP_MSG_STATE_REQ = 10, /* state client -> server: INFO or chunks */
+    MP_MSG_STATE_INFO = 11 /* server -> client: the state it holds */
 } mp_msg_type_t;
+
+#define MP_STATE_GET_MAX 64u            /* chunks asked for in one STATE_REQ */
+#define MP_STATE_COUNT_MAX (1ull << 34) /* floats in a served state */
 
 typedef struct mp_hello {
     uint8_t swarm[32];             /* BLAKE2b-256 of the swarm name */
@@ -46,6 +51,7 @@ typedef struct mp_hello {
     uint32_t ciphers;   /* bit set of data ciphers supported */
     char ctrl_addr[MP_ADDR_MAX]; /* sender's control endpoint */
     char data_addr[MP_ADDR_MAX]; /* sender's data endpoint */
+    uint8_t serves_state;        /* 1 = answers STATE_REQ (optional key) */
 } mp_hello_t;
 
 typedef struct mp_refuse {
@@ -82,6 +88,21 @@ typedef struct mp_group_msg {
     mp_member_t members[MP_GROUP_MAX]; /* seq of each member is not sent */
 } mp_group_msg_t;
 
+typedef struct mp_state_req {
+    uint64_t seq;     /* the client's fetch id */
+    uint64_t version; /* 0: "what do you hold?"; else the state wanted */
+    uint32_t first;   /* first chunk */
+    uint32_t n;       /* chunks, 1..MP_STATE_GET_MAX (0 when version 0) */
+} mp_state_req_t;
+
+typedef struct mp_state_info {
+    uint64_t seq;     /* the request's fetch id */
+    uint64_t version; /* 0 = nothing to serve (or busy) */
+    uint64_t round;   /* the server's count of averaged rounds */
+    uint64_t count;   /* floats, <= MP_STATE_COUNT_MAX */
+    uint8_t digest[32];
+} mp_state_info_t;
+
 typedef struct mp_msg {
     mp_msg_type_t type;
     union {
@@ -93,6 +114,8 @@ typedef struct mp_msg {
         mp_group_msg_t group;
         mp_seq_msg_t alone; /* ALONE */
         mp_seq_msg_t leave; /* LEAVE */
+        mp_state_req_t state_req;
+        mp_state_info_t state_info;
     } u;
 } mp_msg_t;
 
@@ -109,7 +132,7 @@ moshpit_err_t mp__msg_decode(const uint8_t *buf, size_t len, mp_msg_t *msg);
  * A data frame is one ZeroMQ frame: a fixed 48-byte header (authenticated
  * as AEAD associated data), then count*4 bytes of ciphertext, then a 16-byte
  * tag. Layout, little-endian:
- *   0  u8  version (1)      1  u8  kind (1 scatter, 2 gather)
+ *   0  u8  version (1)      1  u8  kind (1 scatter, 2 gather, 3 state)
  *   2  u16 reserved (0)     4  u32 count (floats)
  *   8  u64 tag (receiver's session tag)
  *   16 u64 counter (nonce; strictly increasing per session direction)

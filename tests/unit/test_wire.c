@@ -122,6 +122,25 @@ static void msg_bye(mp_msg_t *m) {
     m->type = MP_MSG_BYE;
 }
 
+static void msg_state_req(mp_msg_t *m) {
+    memset(m, 0, sizeof *m);
+    m->type = MP_MSG_STATE_REQ;
+    m->u.state_req.seq = 42;
+    m->u.state_req.version = 0x0102030405060708u;
+    m->u.state_req.first = 3;
+    m->u.state_req.n = 16;
+}
+
+static void msg_state_info(mp_msg_t *m) {
+    memset(m, 0, sizeof *m);
+    m->type = MP_MSG_STATE_INFO;
+    m->u.state_info.seq = 42;
+    m->u.state_info.version = 0x0102030405060708u;
+    m->u.state_info.round = 7;
+    m->u.state_info.count = 1000003;
+    fill(m->u.state_info.digest, 32, 0xc0);
+}
+
 static void hdr_fixed(mp_data_hdr_t *h) {
     memset(h, 0, sizeof *h);
     h->kind = MP_PART_GATHER;
@@ -140,9 +159,11 @@ static const struct {
     const char *name;
     msg_fn make;
 } fixed[] = {
-    {"hello", msg_hello}, {"refuse", msg_refuse},     {"peers", msg_peers},
-    {"join", msg_join},   {"join_ack", msg_join_ack}, {"group", msg_group},
-    {"alone", msg_alone}, {"bye", msg_bye},
+    {"hello", msg_hello},         {"refuse", msg_refuse},
+    {"peers", msg_peers},         {"join", msg_join},
+    {"join_ack", msg_join_ack},   {"group", msg_group},
+    {"alone", msg_alone},         {"bye", msg_bye},
+    {"state_req", msg_state_req}, {"state_info", msg_state_info},
 };
 #define NFIXED (sizeof fixed / sizeof fixed[0])
 
@@ -570,6 +591,19 @@ static void spec_for(msg_fn make, spec_t *s) {
         add_end(s, "m", A_ARR, 0);
         break;
     case MP_MSG_BYE:
+        break;
+    case MP_MSG_STATE_REQ:
+        add_uint(s, "seq", m->u.state_req.seq);
+        add_uint(s, "ver", m->u.state_req.version);
+        add_uint(s, "first", m->u.state_req.first);
+        add_uint(s, "n", m->u.state_req.n);
+        break;
+    case MP_MSG_STATE_INFO:
+        add_uint(s, "seq", m->u.state_info.seq);
+        add_uint(s, "ver", m->u.state_info.version);
+        add_uint(s, "rnd", m->u.state_info.round);
+        add_uint(s, "cnt", m->u.state_info.count);
+        add_bin(s, "dig", m->u.state_info.digest, 32, A_BIN32, 0);
         break;
     }
 }
@@ -1067,7 +1101,14 @@ static void test_encode_rejects(void) {
     } while (0)
 
     REJECT((msg_bye(&m), m.type = (mp_msg_type_t)0), "type 0");
-    REJECT((msg_bye(&m), m.type = (mp_msg_type_t)10), "type 10");
+    REJECT((msg_bye(&m), m.type = (mp_msg_type_t)12), "type 12");
+    REJECT((msg_hello(&m), m.u.hello.serves_state = 2), "serves_state 2");
+    REJECT((msg_state_req(&m), m.u.state_req.n = 0), "state req of 0");
+    REJECT((msg_state_req(&m), m.u.state_req.n = MP_STATE_GET_MAX + 1),
+           "state req above MP_STATE_GET_MAX");
+    REJECT((msg_state_req(&m), m.u.state_req.version = 0), "info req with n");
+    REJECT((msg_state_info(&m), m.u.state_info.count = MP_STATE_COUNT_MAX + 1),
+           "state count above MP_STATE_COUNT_MAX");
     REJECT((msg_hello(&m), m.u.hello.has_proof = 2), "has_proof 2");
     REJECT((msg_hello(&m), m.u.hello.reply = 2), "reply 2");
     REJECT((msg_hello(&m), m.u.hello.has_proof = 0), "proof without flag");
@@ -1086,6 +1127,20 @@ static void test_encode_rejects(void) {
     REJECT((msg_join(&m), m.u.join.weight = 1.7976931348623157e308),
            "weight DBL_MAX");
     REJECT((msg_join(&m), m.u.join.key_len = MP_KEY_MAX + 1), "long key");
+    {
+        /* the optional HELLO flag round-trips; an info request has n 0 */
+        mp_msg_t h2;
+        msg_hello(&h2);
+        h2.u.hello.serves_state = 1;
+        roundtrip("hello serving state", &h2);
+        msg_state_req(&h2);
+        h2.u.state_req.version = 0;
+        h2.u.state_req.n = 0;
+        roundtrip("state info request", &h2);
+        msg_state_info(&h2);
+        h2.u.state_info.count = MP_STATE_COUNT_MAX;
+        roundtrip("state info max", &h2);
+    }
     REJECT((msg_group(&m), m.u.group.n = 1), "group of 1");
     REJECT((msg_group(&m), m.u.group.n = 0), "group of 0");
     REJECT((msg_group(&m), m.u.group.n = MP_GROUP_MAX + 1), "group max+1");
@@ -1188,7 +1243,7 @@ static void test_data_hdr(void) {
     } bad[] = {
         {0, 0, "version 0"},      {0, 2, "version 2"},
         {0, 0xff, "version 255"}, {1, 0, "kind 0"},
-        {1, 3, "kind 3"},         {1, 0xff, "kind 255"},
+        {1, 4, "kind 4"},         {1, 0xff, "kind 255"},
         {2, 1, "reserved lo"},    {3, 0x80, "reserved hi"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
