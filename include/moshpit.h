@@ -108,15 +108,19 @@ typedef struct moshpit_config {
     void *log_user;
     int log_level; /* default MOSHPIT_LOG_WARN */
     /* Added in 0.1 */
-    uint32_t peer_timeout_ms; /* a group member silent this long while
-                                 data is expected from it is dropped from
-                                 the round; default 5000 */
-    uint32_t bandwidth_mbps;  /* announced bandwidth; shares of the
-                                 all-reduce are proportional to it;
-                                 0 = default 1000 */
-    uint32_t grid_dims;       /* d of the Moshpit grid (M^d peers), 1..8;
-                                 0 (default) = from the swarm size
-                                 this peer knows, floor(log_M N) */
+    uint32_t peer_timeout_ms;   /* a group member silent this long while
+                                   data is expected from it is dropped from
+                                   the round; default 5000 */
+    uint32_t bandwidth_mbps;    /* announced bandwidth; shares of the
+                                   all-reduce are proportional to it;
+                                   0 = default 1000 */
+    uint32_t grid_dims;         /* d of the Moshpit grid (M^d peers), 1..8;
+                                   0 (default) = from the swarm size
+                                   this peer knows, floor(log_M N) */
+    uint32_t serve_state;       /* nonzero: keep the last averaged result and
+                                   serve it to moshpit_fetch_state() of other
+                                   peers; costs up to 2 x count x 4 bytes */
+    uint32_t state_clients_max; /* downloads served at once, default 4 */
 } moshpit_config_t;
 
 /* What one moshpit_average() call did. */
@@ -193,6 +197,22 @@ moshpit_key_from_text(const char *text, uint8_t key[32]);
 
 /* Human-readable name of an error code; never NULL, also for unknown codes. */
 MOSHPIT_EXPORT const char *moshpit_strerror(moshpit_err_t e);
+
+/*
+ * Downloads the latest averaged vector from a live peer that serves one
+ * (config serve_state) into values[0..count): for a peer that joins late
+ * and should start from the swarm's parameters. The state travels in
+ * encrypted chunks, is checked whole against the server's digest, and
+ * resumes from another server holding the same state if the first dies.
+ * *round_out (may be NULL) receives the serving peer's count of averaged
+ * rounds. Waits for a serving peer to become known up to timeout_ms.
+ * Errors: EINVAL, ECOUNT (the served state has another length), ENOSTATE
+ * (no live peer serves a state), ETIMEDOUT, ECLOSED. On error values may
+ * hold a partial download.
+ */
+MOSHPIT_EXPORT MOSHPIT_NODISCARD moshpit_err_t
+moshpit_fetch_state(moshpit_t *mp, float *values, size_t count,
+                    uint32_t timeout_ms, uint64_t *round_out);
 
 /* errno saved by the last call on mp that returned MOSHPIT_ESYS (0 if none,
  * or if mp is NULL: the last failed moshpit_open of this thread). */

@@ -68,6 +68,7 @@ void moshpit_config_init(moshpit_config_t *cfg) {
     cfg->log_level = MOSHPIT_LOG_WARN;
     cfg->peer_timeout_ms = 5000;
     cfg->bandwidth_mbps = 1000;
+    cfg->state_clients_max = 4;
 }
 
 const char *moshpit_version(void) {
@@ -190,6 +191,8 @@ static moshpit_err_t check_config(const moshpit_config_t *c) {
         return MOSHPIT_EINVAL;
     if (c->grid_position < -1 || c->grid_dims > MP_GRID_DIMS_MAX)
         return MOSHPIT_EINVAL;
+    if (c->state_clients_max > MP_STATE_CLIENTS_MAX)
+        return MOSHPIT_EINVAL;
     if (c->authorized_keys == NULL && c->authorized_count != 0)
         return MOSHPIT_EINVAL;
     if (c->authorized_count > 1000000)
@@ -248,6 +251,8 @@ moshpit_err_t moshpit_open(const moshpit_config_t *cfg, moshpit_t **out) {
         mp->cfg.listen = "tcp://127.0.0.1:0";
     if (mp->cfg.bandwidth_mbps == 0)
         mp->cfg.bandwidth_mbps = 1000;
+    if (mp->cfg.state_clients_max == 0)
+        mp->cfg.state_clients_max = 4;
     mp->ciphers = mp__crypto_ciphers();
     mp->rng = mp__crypto_random_u64();
     mp->join_seq = mp__crypto_random_u64() >> 16;
@@ -437,6 +442,28 @@ moshpit_err_t moshpit_average(moshpit_t *mp, float *values, size_t count,
             info->group_size = 1;
         }
     }
+    return e;
+}
+
+moshpit_err_t moshpit_fetch_state(moshpit_t *mp, float *values, size_t count,
+                                  uint32_t timeout_ms, uint64_t *round_out) {
+    if (round_out != NULL)
+        *round_out = 0;
+    if (mp == NULL || values == NULL || count == 0 ||
+        (uint64_t)count > MP_STATE_COUNT_MAX || timeout_ms == 0 ||
+        timeout_ms > 3600000)
+        return MOSHPIT_EINVAL;
+    mp_plat_mutex_lock(&mp->call_lock);
+    mp_cmd_t c;
+    memset(&c, 0, sizeof(c));
+    c.type = MP_CMD_FETCH;
+    c.values = values;
+    c.count = count;
+    c.deadline_ms = mp_plat_clock_ms() + timeout_ms;
+    moshpit_err_t e = run_cmd(mp, &c);
+    mp_plat_mutex_unlock(&mp->call_lock);
+    if (e == MOSHPIT_OK && round_out != NULL)
+        *round_out = c.state_round;
     return e;
 }
 

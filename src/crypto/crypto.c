@@ -106,6 +106,28 @@ void mp__crypto_swarm_hash(const char *name, uint8_t out[32]) {
     crypto_generichash_final(&st, out, 32);
 }
 
+void mp__crypto_state_digest(const float *v, size_t count, uint8_t out[32]) {
+    static const char label[] = "moshpit-state-v1";
+    crypto_generichash_state st;
+    uint8_t len[8];
+    for (int i = 0; i < 8; i++)
+        len[i] = (uint8_t)((uint64_t)count >> (8 * i));
+    crypto_generichash_init(&st, NULL, 0, 32);
+    crypto_generichash_update(&st, (const uint8_t *)label, sizeof(label) - 1);
+    crypto_generichash_update(&st, len, sizeof(len));
+    /* in slices: crypto_generichash_update takes any length, but keep each
+     * call well inside 32-bit sizes on every platform */
+    const uint8_t *p = (const uint8_t *)v;
+    size_t left = count * sizeof(float);
+    while (left > 0) {
+        size_t n = left < ((size_t)1 << 30) ? left : ((size_t)1 << 30);
+        crypto_generichash_update(&st, p, n);
+        p += n;
+        left -= n;
+    }
+    crypto_generichash_final(&st, out, 32);
+}
+
 void mp__crypto_admit_proof(const uint8_t secret[32],
                             const uint8_t swarm_hash[32],
                             const uint8_t from_pub[32],

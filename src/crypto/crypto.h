@@ -49,6 +49,8 @@ void mp__crypto_secure_free(void *p);      /* NULL ok; wipes */
 
 /* BLAKE2b-256("moshpit-swarm-v1" || name). */
 void mp__crypto_swarm_hash(const char *name, uint8_t out[32]);
+/* BLAKE2b-256 of a served state: label, count (u64 LE), the float bytes. */
+void mp__crypto_state_digest(const float *v, size_t count, uint8_t out[32]);
 
 /* Admission proof: keyed BLAKE2b-256 with the swarm secret over
  * "moshpit-admit-v1" || swarm_hash || from_pub || to_pub || from_eph. */

@@ -124,6 +124,16 @@ static void on_ctrl(moshpit_t *mp) {
     case MP_MSG_BYE:
         mp__peer_set_state(mp, p, MP_PEER_DEAD, "left");
         break;
+    case MP_MSG_STATE_REQ: {
+        mp_state_req_t q = m->u.state_req;
+        mp__state_on_req(mp, p, &q);
+        break;
+    }
+    case MP_MSG_STATE_INFO: {
+        mp_state_info_t i = m->u.state_info;
+        mp__state_on_info(mp, p, &i);
+        break;
+    }
     default:
         break;
     }
@@ -246,8 +256,13 @@ static void on_command(moshpit_t *mp) {
                 mp__send_msg(mp, mp->peers[i], m);
         if (mp->round.cmd != NULL)
             mp__round_end(mp, MOSHPIT_ECLOSED, true);
+        mp__state_teardown(mp);
         mp->stopping = true;
         mp__complete_cmd(mp, c, MOSHPIT_OK);
+        return;
+    }
+    if (c->type == MP_CMD_FETCH) {
+        mp__state_fetch_start(mp, c);
         return;
     }
     if (mp->round.cmd != NULL) { /* cannot happen: calls are serialized */
@@ -297,6 +312,8 @@ static void housekeeping(moshpit_t *mp, uint64_t now) {
     for (uint32_t i = 0; i < MP_MM_KEYS; i++)
         if (mp->mms[i].mm != NULL && mp__mm_next_wakeup(mp->mms[i].mm) <= now)
             mp__poll_mm(mp, mp->mms[i].mm, now);
+    if (mp__state_fetch_wakeup(mp) <= now)
+        mp__state_fetch_poll(mp, now);
 }
 
 static uint64_t next_wakeup(moshpit_t *mp) {
@@ -310,6 +327,8 @@ static uint64_t next_wakeup(moshpit_t *mp) {
             uint64_t t = mp__mm_next_wakeup(mp->mms[i].mm);
             w = t < w ? t : w;
         }
+    uint64_t ft = mp__state_fetch_wakeup(mp);
+    w = ft < w ? ft : w;
     mp_round_t *r = &mp->round;
     if (r->cmd != NULL) {
         uint64_t t = r->deadline_ms + ROUND_MARGIN_MS;
@@ -372,6 +391,7 @@ void mp__engine_main(void *arg) {
             }
             items_cap = cap;
         }
+        mp__state_pump(mp);
         size_t n = 0;
         items[n++] = (zmq_pollitem_t){mp->pipe_eng, 0, ZMQ_POLLIN, 0};
         items[n++] = (zmq_pollitem_t){mp->zap, 0, ZMQ_POLLIN, 0};
@@ -383,7 +403,7 @@ void mp__engine_main(void *arg) {
                 item_peer[n] = p;
                 items[n++] = (zmq_pollitem_t){p->mon, 0, ZMQ_POLLIN, 0};
             }
-            if (p->stash_full && p->data != NULL) {
+            if ((p->stash_full || p->st_blocked) && p->data != NULL) {
                 item_peer[n] = p;
                 items[n++] = (zmq_pollitem_t){p->data, 0, ZMQ_POLLOUT, 0};
             }
@@ -539,6 +559,7 @@ moshpit_err_t mp__engine_setup(moshpit_t *mp) {
 }
 
 void mp__engine_teardown(moshpit_t *mp) {
+    mp__state_teardown(mp);
     for (size_t i = 0; i < mp->npeers; i++) {
         mp__peer_close(mp->peers[i]);
         free(mp->peers[i]);

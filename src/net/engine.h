@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/fetch.h"
 #include "core/grid.h"
 #include "core/group.h"
 #include "core/match.h"
@@ -25,7 +26,7 @@
 #define MP_EARLY_MAX_BYTES ((size_t)256 << 20)
 #define MP_EARLY_MAX_FRAMES 4096u
 
-typedef enum { MP_CMD_AVERAGE = 1, MP_CMD_CLOSE } mp_cmd_type_t;
+typedef enum { MP_CMD_AVERAGE = 1, MP_CMD_CLOSE, MP_CMD_FETCH } mp_cmd_type_t;
 
 /* A request from an API call. Owned by the calling thread; the engine
  * writes result fields and sets done under mp->lock. */
@@ -36,6 +37,7 @@ typedef struct mp_cmd {
     double weight;
     uint64_t deadline_ms; /* when the engine must have answered */
     moshpit_round_t info;
+    uint64_t state_round; /* FETCH: the server's round count */
     moshpit_err_t result;
     bool done;   /* under lock */
     bool cancel; /* under lock: caller gave up; drop the buffer */
@@ -63,6 +65,11 @@ typedef struct mp_peer {
     uint64_t my_tag;    /* they put it on data frames to us */
     uint32_t bandwidth;
     uint32_t ciphers;
+    bool serves_state; /* said so in its HELLO */
+    /* state chunks this peer asked us for and we still owe it */
+    uint64_t st_ver;
+    uint32_t st_next, st_end;
+    bool st_blocked; /* its data socket was full */
     mp_session_keys_t *keys;
     uint64_t tx_counter, rx_counter;
     uint64_t state_since_ms;
@@ -82,6 +89,24 @@ typedef struct mp_mm_slot {
     mp_mm_t *mm;
     uint64_t last_used_ms;
 } mp_mm_slot_t;
+
+#define MP_STATE_CLIENTS_MAX 64u /* cap on state_clients_max */
+
+/* Serving state (config serve_state): `serve` is what downloads read;
+ * a new result goes to `latest` and replaces `serve` when no download is
+ * in progress, so a download never sees its state change under it. */
+typedef struct mp_state_srv {
+    float *serve, *latest;
+    size_t serve_n, latest_n, serve_cap, latest_cap;
+    uint64_t serve_ver, latest_ver; /* 0 = empty */
+    uint64_t serve_round, latest_round, rounds;
+    uint8_t digest[32]; /* of serve, valid if digest_ok */
+    bool digest_ok;
+    struct {
+        uint8_t id[32];
+        uint64_t last_ms; /* 0 = free */
+    } clients[MP_STATE_CLIENTS_MAX];
+} mp_state_srv_t;
 
 typedef struct mp_early {
     uint64_t round_id;
@@ -176,6 +201,10 @@ struct moshpit {
     uint64_t next_gossip_ms;
     uint64_t rng;
     mp_grid_t grid;      /* this peer's grid key */
+    mp_state_srv_t st;   /* state served (config serve_state) */
+    mp_cmd_t *fetch_cmd; /* a moshpit_fetch_state() in progress */
+    mp_fetch_t *fetch;   /* its client, once a server is known */
+    uint64_t fetch_seq;
     float *scratch;      /* MP_DATA_MAX_COUNT floats */
     uint8_t *msgbuf;     /* MP_CTRL_MAX bytes */
     mp_msg_t *msg;       /* decode target */

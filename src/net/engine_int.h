@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * engine_int.h - what the three files of the engine thread (engine.c: the
- * loop and socket readers; engine_peers.c: sessions and membership;
- * engine_round.c: rounds, matchmaking and the data plane) share with each
- * other. Engine thread only; never included outside src/net/.
+ * engine_int.h - what the files of the engine thread (engine.c: the loop
+ * and socket readers; engine_peers.c: sessions and membership;
+ * engine_round.c: rounds, matchmaking and the data plane; engine_state.c:
+ * serving and downloading state) share with each other. Engine thread only;
+ * never included outside src/net/.
  */
 #ifndef MP_NET_ENGINE_INT_H
 #define MP_NET_ENGINE_INT_H
@@ -57,5 +58,20 @@ void mp__start_round(moshpit_t *mp, mp_cmd_t *c);
 void mp__stash_drop(mp_peer_t *p);
 void mp__update_members(moshpit_t *mp);
 zmq_msg_t *mp__stash_of(mp_peer_t *p);
+
+/* engine_state.c: serving and downloading state */
+void mp__state_round_done(moshpit_t *mp, uint64_t gid, const float *v,
+                          size_t count);
+void mp__state_on_req(moshpit_t *mp, mp_peer_t *p, const mp_state_req_t *q);
+void mp__state_on_info(moshpit_t *mp, mp_peer_t *p, const mp_state_info_t *i);
+void mp__state_on_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
+                        size_t len, const mp_data_hdr_t *h);
+void mp__state_fetch_start(moshpit_t *mp, mp_cmd_t *c);
+void mp__state_fetch_poll(moshpit_t *mp, uint64_t now);
+uint64_t mp__state_fetch_wakeup(const moshpit_t *mp);
+void mp__state_peer_failed(moshpit_t *mp, mp_peer_t *p);
+void mp__state_teardown(moshpit_t *mp);
+/* Sends owed state chunks while the peers' data sockets take them. */
+void mp__state_pump(moshpit_t *mp);
 
 #endif

@@ -134,6 +134,7 @@ void mp__send_hello(moshpit_t *mp, mp_peer_t *p, bool reply) {
     h->reply = reply ? 1 : 0;
     h->tag = p->my_tag;
     h->bandwidth = mp->cfg.bandwidth_mbps;
+    h->serves_state = mp->cfg.serve_state != 0;
     h->ciphers = mp->ciphers;
     snprintf(h->ctrl_addr, sizeof(h->ctrl_addr), "%s", mp->ctrl_ep);
     snprintf(h->data_addr, sizeof(h->data_addr), "%s", mp->data_ep);
@@ -244,8 +245,10 @@ void mp__peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
                                 : "refused",
             why);
     if (s == MP_PEER_DEAD || s == MP_PEER_REFUSED) {
-        if (old == MP_PEER_LIVE || old == MP_PEER_NEW)
+        if (old == MP_PEER_LIVE || old == MP_PEER_NEW) {
             mp__round_peer_failed(mp, p);
+            mp__state_peer_failed(mp, p);
+        }
         for (uint32_t i = 0; i < MP_MM_KEYS; i++)
             if (mp->mms[i].mm != NULL)
                 mp__mm_on_leave(mp->mms[i].mm, p->id);
@@ -365,6 +368,7 @@ void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
     }
     p->their_tag = h->tag;
     p->bandwidth = h->bandwidth;
+    p->serves_state = h->serves_state != 0;
     p->ciphers = h->ciphers;
     if (p->data == NULL || strcmp(p->data_addr, h->data_addr) != 0) {
         mp__net_close(&p->data);

@@ -93,9 +93,10 @@ void mp__round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
     c->info.bytes_received = r->bytes_received;
     /* next grid key: this member's slot in the group, or a random
      * coordinate after a round alone */
-    if (e == MOSHPIT_OK && r->group != NULL && !alone)
+    if (e == MOSHPIT_OK && r->group != NULL && !alone) {
         mp__grid_shift(&mp->grid, r->self);
-    else if (e == MOSHPIT_OK)
+        mp__state_round_done(mp, r->gid, c->values, c->count);
+    } else if (e == MOSHPIT_OK)
         mp__grid_shift_random(&mp->grid);
     if (r->gid != 0)
         remember_gid(mp, r->gid);
@@ -624,6 +625,10 @@ void mp__on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {
     mp_peer_t *p = mp__find_peer_by_tag(mp, h.tag);
     if (p == NULL || p->state != MP_PEER_LIVE) {
         mp__log(mp, MOSHPIT_LOG_DEBUG, "data frame with unknown tag dropped");
+        return;
+    }
+    if (h.kind == MP_PART_STATE) {
+        mp__state_on_frame(mp, p, buf, len, &h);
         return;
     }
     mp_round_t *r = &mp->round;

@@ -29,7 +29,8 @@ enum {
     CMD_AVERAGE = 100,
     CMD_MEMBERS,
     CMD_QUIT,
-    CMD_WAIT_MEMBERS
+    CMD_WAIT_MEMBERS,
+    CMD_FETCH
 };
 
 typedef struct rec {
@@ -134,12 +135,16 @@ static int recv_all(int fd, void *buf, size_t len, int timeout_ms) {
 
 static int g_fd = -1;
 
+static const char *g_notify_log;
+
 static void peer_log(void *user, int level, const char *msg) {
     int notify = *(int *)user;
     if (getenv("MOSHPIT_TEST_LOG") != NULL)
         fprintf(stderr, "[%d] %d %s\n", (int)getpid(), level, msg);
-    if (notify && strncmp(msg, "round ", 6) == 0 &&
-        strstr(msg, ": group of ") != NULL) {
+    int hit = g_notify_log != NULL ? strstr(msg, g_notify_log) != NULL
+                                   : strncmp(msg, "round ", 6) == 0 &&
+                                         strstr(msg, ": group of ") != NULL;
+    if (notify && hit) {
         rec_t r;
         memset(&r, 0, sizeof(r));
         r.type = EV_GROUP;
@@ -167,6 +172,8 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
     if (pc->peer_timeout_ms)
         cfg.peer_timeout_ms = pc->peer_timeout_ms;
     cfg.grid_dims = pc->grid_dims;
+    cfg.serve_state = (uint32_t)pc->serve_state;
+    g_notify_log = pc->notify_log;
     cfg.grid_position = pc->grid ? pc->grid_position : -1;
     const char *boot[2] = {pc->bootstrap, NULL};
     if (pc->bootstrap[0])
@@ -213,6 +220,25 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
                                                       (uint32_t)c.b);
             r.a = moshpit_members(mp);
             if (send_all(fd, &r, sizeof(r)) != 0)
+                break;
+            continue;
+        }
+        if (c.type == CMD_FETCH) {
+            size_t count = (size_t)c.a;
+            float *v = calloc(count ? count : 1, sizeof(float));
+            if (v == NULL)
+                break;
+            memset(&r, 0, sizeof(r));
+            r.type = EV_RESULT;
+            uint64_t t0 = it_now_ms(), round = 0;
+            r.res.err = (int32_t)moshpit_fetch_state(mp, v, count,
+                                                     (uint32_t)c.b, &round);
+            r.res.call_ms = it_now_ms() - t0;
+            r.res.info.round_id = round;
+            int bad = send_all(fd, &r, sizeof(r)) != 0 ||
+                      send_all(fd, v, count * sizeof(float)) != 0;
+            free(v);
+            if (bad)
                 break;
             continue;
         }
@@ -430,4 +456,31 @@ long it_wait_members(it_peer_t *p, size_t n, int timeout_ms) {
         r.type != EV_MEMBERS)
         return -1;
     return (long)r.a;
+}
+
+int it_fetch_async(it_peer_t *p, size_t count, uint32_t timeout_ms) {
+    rec_t c;
+    memset(&c, 0, sizeof(c));
+    c.type = CMD_FETCH;
+    c.a = count;
+    c.b = timeout_ms;
+    return send_all(p->fd, &c, sizeof(c));
+}
+
+int it_wait_group_any(it_peer_t *const *peers, size_t n, int timeout_ms) {
+    struct pollfd pfd[IT_MAX_PEERS];
+    if (n > IT_MAX_PEERS)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        pfd[i].fd = peers[i]->fd;
+        pfd[i].events = POLLIN;
+        pfd[i].revents = 0;
+    }
+    int rc = poll(pfd, (nfds_t)n, timeout_ms);
+    if (rc <= 0)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (pfd[i].revents & POLLIN)
+            return it_wait_group(peers[i], 1000) == 0 ? (int)i : -1;
+    return -1;
 }

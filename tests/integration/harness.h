@@ -27,6 +27,8 @@ typedef struct it_peer_cfg {
     size_t expect_members;     /* wait for this many before reporting ready */
     uint32_t ready_timeout_ms; /* for that wait; 0 = 20000 */
     int notify_group;          /* send IT_EV_GROUP when a round's group forms */
+    const char *notify_log;    /* with notify_group: on this log text instead */
+    int serve_state;           /* config serve_state */
     uint32_t grid_dims;        /* config grid_dims (0 = from the swarm size) */
     int grid;                  /* 0: random grid position; 1: grid_position,
                                   which it_start_swarm/it_start_more set to
@@ -69,6 +71,12 @@ size_t it_start_more(it_peer_t *peers, size_t from, size_t to, size_t expect,
 
 /* Asks the peer to average count values generated from seed, weight w. */
 int it_average_async(it_peer_t *p, size_t count, uint64_t seed, double w);
+/* Asks the peer to call moshpit_fetch_state for count floats; collect the
+ * result with it_collect (info.round_id carries round_out). */
+int it_fetch_async(it_peer_t *p, size_t count, uint32_t timeout_ms);
+/* Waits until one of peers[0..n) reports its group (or notify_log text);
+ * returns its index, or -1. */
+int it_wait_group_any(it_peer_t *const *peers, size_t n, int timeout_ms);
 /* Asks the peer to average again the vector its last call left it with
  * (count must match that call), weight w. */
 int it_average_again_async(it_peer_t *p, size_t count, double w);

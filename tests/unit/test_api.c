@@ -251,6 +251,9 @@ static void test_config_defaults(void) {
     CHECK(c.peer_timeout_ms == 5000, "peer_timeout_ms %u", c.peer_timeout_ms);
     CHECK(c.bandwidth_mbps == 1000, "bandwidth_mbps %u", c.bandwidth_mbps);
     CHECK(c.grid_dims == 0, "grid_dims %u", c.grid_dims);
+    CHECK(c.serve_state == 0 && c.state_clients_max == 4,
+          "serve_state %u state_clients_max %u", c.serve_state,
+          c.state_clients_max);
     CHECK(c.listen != NULL, "listen is NULL");
     CHECK(c.log_level == MOSHPIT_LOG_WARN, "log_level %d", c.log_level);
     CHECK(c.swarm == NULL && c.bootstrap == NULL && c.advertise == NULL &&
@@ -324,6 +327,10 @@ static void test_open_invalid(void) {
     c.authorized_keys = NULL;
     c.authorized_count = 1;
     EXPECT_EINVAL(&c, "authorized_keys NULL, count 1");
+
+    base_config(&c);
+    c.state_clients_max = 65;
+    EXPECT_EINVAL(&c, "state_clients_max 65");
 
     base_config(&c);
     c.grid_dims = 9;
@@ -519,6 +526,21 @@ static void test_lone_peer(void) {
           "values NULL, count 5");
     CHECK(moshpit_average(NULL, v, N, 1.0, NULL) == MOSHPIT_EINVAL, "mp NULL");
     CHECK(memcmp(orig, v, sizeof(v)) == 0, "buffer changed");
+
+    /* moshpit_fetch_state: arguments first; then alone, nobody serves */
+    uint64_t rnd = 77;
+    CHECK(moshpit_fetch_state(NULL, v, N, 1000, &rnd) == MOSHPIT_EINVAL &&
+              rnd == 0,
+          "fetch mp NULL");
+    CHECK(moshpit_fetch_state(mp, NULL, N, 1000, NULL) == MOSHPIT_EINVAL,
+          "fetch values NULL");
+    CHECK(moshpit_fetch_state(mp, v, 0, 1000, NULL) == MOSHPIT_EINVAL,
+          "fetch count 0");
+    CHECK(moshpit_fetch_state(mp, v, N, 0, NULL) == MOSHPIT_EINVAL,
+          "fetch timeout 0");
+    e = moshpit_fetch_state(mp, v, N, 30000, &rnd);
+    CHECK(e == MOSHPIT_ENOSTATE, "fetch with nobody: %s (want ENOSTATE)",
+          moshpit_strerror(e));
 
     /* a real round with nobody else: OK, group of one, values untouched */
     memset(&info, 0xee, sizeof(info));
