@@ -79,6 +79,10 @@ struct simnet {
     uint32_t jitter;
     uint32_t loss_ppm;
     uint32_t overhead;
+    uint32_t spread;   /* extra per-link latency, 0..spread ms */
+    uint64_t pair_key; /* hash key of the per-link latency */
+    uint32_t retx_ppm; /* loss per transmission, repaired by retransmission */
+    uint32_t retx_rto; /* first retransmission timeout, ms */
 
     void (*kill_hook)(simnet_t *, uint32_t, void *);
     void *kill_user;
@@ -268,6 +272,7 @@ simnet_t *simnet_new(uint64_t seed) {
     simnet_rng_seed(&s->rng, seed);
     s->def_lat = 1;
     s->overhead = 32;
+    s->pair_key = seed ^ 0x51a7e9c0ffee1234u; /* does not touch the rng */
     s->trace = 0x6a09e667f3bcc908u;
     return s;
 }
@@ -338,6 +343,23 @@ void simnet_set_loss(simnet_t *s, uint32_t ppm) {
     s->loss_ppm = ppm;
 }
 
+void simnet_set_latency_spread(simnet_t *s, uint32_t spread_ms) {
+    s->spread = spread_ms;
+}
+
+void simnet_set_retransmit(simnet_t *s, uint32_t ppm, uint32_t rto_ms) {
+    s->retx_ppm = ppm;
+    s->retx_rto = rto_ms;
+}
+
+/* Fixed extra latency of link a -> b (0 without a spread). */
+static uint32_t pair_extra(const simnet_t *s, uint32_t a, uint32_t b) {
+    if (s->spread == 0)
+        return 0;
+    uint64_t x = s->pair_key ^ link_key(a, b);
+    return (uint32_t)(splitmix64(&x) % ((uint64_t)s->spread + 1));
+}
+
 void simnet_set_overhead(simnet_t *s, uint32_t bytes) {
     s->overhead = bytes;
 }
@@ -374,14 +396,26 @@ void simnet_send(simnet_t *s, const simnet_msg_t *m) {
         s->nodes[m->src].death != UINT64_MAX)
         return;
     link_t *l = link_find(s, m->src, m->dst);
-    uint32_t lat = (l && (l->flags & L_LAT)) ? l->lat : s->def_lat;
+    uint32_t lat = (l && (l->flags & L_LAT))
+                       ? l->lat
+                       : s->def_lat + pair_extra(s, m->src, m->dst);
     uint64_t bw = (l && (l->flags & L_BW)) ? l->bw : path_bw(s, m->src, m->dst);
     if ((l && (l->flags & L_DOWN)) ||
         (s->loss_ppm && simnet_rand_below(s, 1000000) < s->loss_ppm)) {
         s->stats.msgs_dropped++;
         return;
     }
-    if (l == NULL && (bw > 0 || s->jitter > 0))
+    /* Retransmissions: the k-th retry goes out rto * (2^k - 1) ms late. */
+    uint64_t retx_ms = 0;
+    if (s->retx_ppm) {
+        uint64_t rto = s->retx_rto;
+        for (int k = 0; k < 10 && simnet_rand_below(s, 1000000) < s->retx_ppm;
+             k++) {
+            retx_ms += rto;
+            rto *= 2;
+        }
+    }
+    if (l == NULL && (bw > 0 || s->jitter > 0 || retx_ms > 0))
         l = link_get(s, m->src, m->dst);
 
     uint64_t now_ns = s->now * NS_PER_MS, end_ns = now_ns;
@@ -390,7 +424,7 @@ void simnet_send(simnet_t *s, const simnet_msg_t *m) {
         end_ns = start + tx_ns((uint64_t)m->len + s->overhead, bw);
         l->busy_ns = end_ns;
     }
-    uint64_t at = (end_ns + NS_PER_MS - 1) / NS_PER_MS + lat;
+    uint64_t at = (end_ns + NS_PER_MS - 1) / NS_PER_MS + lat + retx_ms;
     if (s->jitter > 0)
         at += simnet_rand_below(s, (uint64_t)s->jitter + 1);
     if (l != NULL) {
