@@ -599,7 +599,8 @@ static void rebuild_view(moshsim_t *s) {
             memcpy(s->live_ids[s->nlive], s->p[q].id, MP_ID_BYTES);
             s->nlive++;
         }
-    memset(s->cache, 0, s->capcache * sizeof *s->cache);
+    if (s->cache != NULL)
+        memset(s->cache, 0, s->capcache * sizeof *s->cache);
     s->ncache = 0;
     s->view_dirty = false;
 }
