@@ -3,7 +3,7 @@
  * simnet.h - deterministic in-memory network with a virtual clock, shared by
  * the simulation tests (tests/sim). Nodes are handler pairs (message,
  * timer) with a user pointer; everything happens in one thread, driven by a
- * binary-heap event queue ordered by (virtual time in ms, sequence number),
+ * heap-ordered event queue (virtual time in ms, then sequence number),
  * so a run is reproducible byte for byte from its seed.
  *
  * Links are directed (a -> b). A link has a latency (ms) and a bandwidth
