@@ -117,9 +117,23 @@ int main(int argc, char **argv) {
     uint32_t rounds = 10;
     double target = 1e-9;
     bool stop = false, quiet = false;
+    static const char *const valued[] = {
+        "--peers",    "--group-size", "--min-group-size", "--dims",
+        "--rounds",   "--fail-prob",  "--loss",           "--churn",
+        "--seed",     "--target-mse", "--count",          "--weights",
+        "--positions"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0;
+        bool known = false;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
+            known |= strcmp(a, valued[k]) == 0;
+        if (!known && strcmp(a, "--help") != 0 && strcmp(a, "-h") != 0 &&
+            strcmp(a, "--stop") != 0 && strcmp(a, "--quiet") != 0) {
+            fprintf(stderr, "moshpit-sim: unknown option %s\n", a);
+            usage(stderr);
+            return 2;
+        }
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;
@@ -159,10 +173,6 @@ int main(int argc, char **argv) {
         } else if (strcmp(a, "--positions") == 0) {
             bad = strcmp(v, "balanced") != 0 && strcmp(v, "random") != 0;
             c.random_positions = strcmp(v, "random") == 0;
-        } else {
-            fprintf(stderr, "moshpit-sim: unknown option %s\n", a);
-            usage(stderr);
-            return 2;
         }
         if (bad) {
             fprintf(stderr, "moshpit-sim: bad or missing value for %s\n", a);
