@@ -218,7 +218,7 @@ static event_t heap_pop(simnet_t *s) {
 
 /* Small messages (nearly all of them) are recycled through a free list;
  * sanitizer builds use plain malloc so ASan still sees every lifetime. */
-#define SMALL_MSG 256u
+#define SMALL_MSG 128u
 #if defined(__SANITIZE_ADDRESS__)
 #define SIMNET_RECYCLE 0
 #elif defined(__has_feature)
