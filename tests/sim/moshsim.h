@@ -3,8 +3,9 @@
  * moshsim.h - a swarm of simulated moshpit peers: every peer runs the real
  * core (core/grid.c keys, core/match.c rendezvous, joiner and matchmaker,
  * core/group.c butterfly all-reduce on real float vectors) over simnet, with
- * the round flow of src/net/engine_round.c, round after round. It backs the
- * moshpit-sim tool and tests/sim/test_sim_moshpit.c.
+ * the round flow of src/net/engine_round.c, round after round (moshsim.c:
+ * the swarm; moshsim_peer.c: one peer). It backs the moshpit-sim tool and
+ * tests/sim/test_sim_moshpit.c.
  *
  * A round: every live peer that does not miss it (fail_prob) starts one
  * average call at the round's start time plus a random jitter (0 to
