@@ -7,7 +7,7 @@
  * Nothing here reads a clock, touches a socket or draws OS randomness: the
  * driver passes the time and a seed, and sends what the machines ask for.
  * Allocation happens only in the constructors (and, with a fallback that
- * needs none, in mp__rendezvous_order).
+ * needs none, in mp__rendezvous_order and mp__rendezvous_top).
  */
 #include "core/match.h"
 
@@ -210,6 +210,70 @@ void mp__rendezvous_order(const uint8_t *key, size_t key_len,
         rdv_sift_down(&c, order, 0, end);
     }
     free(scores);
+}
+
+size_t mp__rendezvous_top(const uint8_t *key, size_t key_len,
+                          const uint8_t (*ids)[MP_ID_BYTES], size_t n, size_t k,
+                          uint32_t *order) {
+    if (n == 0 || k == 0 || (uint64_t)n > UINT32_MAX || ids == NULL ||
+        order == NULL) {
+        return 0;
+    }
+    if (k > n) {
+        k = n;
+    }
+    /* order[0..m) is kept sorted ("before" first) with the scores of its
+     * entries in top[]; a new index enters only if it comes before the last
+     * kept one, which for random scores and small k is rare, so almost every
+     * index costs one hash and one comparison. Without memory for the
+     * scores, kept scores are recomputed: slower, identical result. */
+    uint64_t small[64];
+    uint64_t *top = small;
+    if (k > sizeof small / sizeof small[0]) {
+        top = k > SIZE_MAX / sizeof *top ? NULL : malloc(k * sizeof *top);
+    }
+    rdv_ctx_t c = {key, key_len, ids, NULL};
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t s = mp__rendezvous_score(key, key_len, ids[i]);
+        size_t pos = m < k ? m : k;
+        while (pos > 0) {
+            uint32_t prev = order[pos - 1];
+            uint64_t sp = top != NULL
+                              ? top[pos - 1]
+                              : mp__rendezvous_score(key, key_len, ids[prev]);
+            bool ahead;
+            if (s != sp) {
+                ahead = s > sp;
+            } else {
+                /* rdv_before's tie rules: id bytes, then input index */
+                ahead = rdv_before(&c, (uint32_t)i, prev);
+            }
+            if (!ahead) {
+                break;
+            }
+            if (pos < k) {
+                order[pos] = prev;
+                if (top != NULL) {
+                    top[pos] = sp;
+                }
+            }
+            pos--;
+        }
+        if (pos < k) {
+            order[pos] = (uint32_t)i;
+            if (top != NULL) {
+                top[pos] = s;
+            }
+            if (m < k) {
+                m++;
+            }
+        }
+    }
+    if (top != small) {
+        free(top);
+    }
+    return m;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -50,6 +50,15 @@ void mp__rendezvous_order(const uint8_t *key, size_t key_len,
                           const uint8_t (*ids)[MP_ID_BYTES], size_t n,
                           uint32_t *order);
 
+/* The first min(k, n) entries of mp__rendezvous_order's result, identical to
+ * it, in O(n) time for small k (O(n k) at worst): order[] needs room for
+ * min(k, n) indices. Returns how many were written (0 if n or k is 0, n is
+ * beyond UINT32_MAX, or a pointer is NULL). A joiner only needs the first
+ * few candidates, so a driver can rank a large view without sorting it. */
+size_t mp__rendezvous_top(const uint8_t *key, size_t key_len,
+                          const uint8_t (*ids)[MP_ID_BYTES], size_t n, size_t k,
+                          uint32_t *order);
+
 /* ---- matchmaker ---- */
 typedef struct mp_mm mp_mm_t;
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * simnet.c - the deterministic in-memory network of the simulation tests
- * (see simnet.h): a binary heap of events ordered by (virtual ms, sequence
+ * (see simnet.h): a 4-ary heap of events ordered by (virtual ms, sequence
  * number), nodes with handlers, directed links with latency, serialized
  * bandwidth, jitter, loss and partitions, node kills, and a seeded
  * xoshiro256** generator. No wall clock, no rand(), no hash-order effects:
@@ -79,6 +79,10 @@ struct simnet {
     uint32_t jitter;
     uint32_t loss_ppm;
     uint32_t overhead;
+    uint32_t spread;   /* extra per-link latency, 0..spread ms */
+    uint64_t pair_key; /* hash key of the per-link latency */
+    uint32_t retx_ppm; /* loss per transmission, repaired by retransmission */
+    uint32_t retx_rto; /* first retransmission timeout, ms */
 
     void (*kill_hook)(simnet_t *, uint32_t, void *);
     void *kill_user;
@@ -86,6 +90,7 @@ struct simnet {
     simnet_rng_t rng;
     simnet_stats_t stats;
     uint64_t trace;
+    union free_msg *free_small; /* recycled small messages */
 };
 
 static void *xrealloc(void *p, size_t n) {
@@ -165,6 +170,11 @@ static bool ev_less(const event_t *a, const event_t *b) {
     return a->time < b->time || (a->time == b->time && a->seq < b->seq);
 }
 
+/* A 4-ary heap: half the levels of a binary one, and the four children of
+ * a node share a cache line or two, which matters with 10^5 events queued.
+ * The order (time, seq) is total, so the arity never changes a run. */
+#define ARITY 4u
+
 static void heap_push(simnet_t *s, event_t ev) {
     if (s->nheap == s->capheap) {
         s->capheap = s->capheap ? 2 * s->capheap : 1024;
@@ -173,7 +183,7 @@ static void heap_push(simnet_t *s, event_t ev) {
     ev.seq = s->seq++;
     size_t i = s->nheap++;
     while (i > 0) {
-        size_t parent = (i - 1) / 2;
+        size_t parent = (i - 1) / ARITY;
         if (!ev_less(&ev, &s->heap[parent]))
             break;
         s->heap[i] = s->heap[parent];
@@ -187,11 +197,13 @@ static event_t heap_pop(simnet_t *s) {
     event_t last = s->heap[--s->nheap];
     size_t i = 0, n = s->nheap;
     for (;;) {
-        size_t c = 2 * i + 1;
+        size_t c = ARITY * i + 1;
         if (c >= n)
             break;
-        if (c + 1 < n && ev_less(&s->heap[c + 1], &s->heap[c]))
-            c++;
+        size_t end = c + ARITY < n ? c + ARITY : n;
+        for (size_t k = c + 1; k < end; k++)
+            if (ev_less(&s->heap[k], &s->heap[c]))
+                c = k;
         if (!ev_less(&s->heap[c], &last))
             break;
         s->heap[i] = s->heap[c];
@@ -200,6 +212,50 @@ static event_t heap_pop(simnet_t *s) {
     if (n > 0)
         s->heap[i] = last;
     return top;
+}
+
+/* ---- message memory ---- */
+
+/* Small messages (nearly all of them) are recycled through a free list;
+ * sanitizer builds use plain malloc so ASan still sees every lifetime. */
+#define SMALL_MSG 128u
+#if defined(__SANITIZE_ADDRESS__)
+#define SIMNET_RECYCLE 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SIMNET_RECYCLE 0
+#endif
+#endif
+#ifndef SIMNET_RECYCLE
+#define SIMNET_RECYCLE 1
+#endif
+
+typedef union free_msg {
+    union free_msg *next;
+    imsg_t im;
+} free_msg_t;
+
+static imsg_t *msg_alloc(simnet_t *s, size_t len) {
+    size_t total = IMSG_HDR + len;
+    if (SIMNET_RECYCLE && total <= SMALL_MSG) {
+        if (s->free_small != NULL) {
+            free_msg_t *f = s->free_small;
+            s->free_small = f->next;
+            return &f->im;
+        }
+        total = SMALL_MSG;
+    }
+    return xrealloc(NULL, total);
+}
+
+static void msg_free(simnet_t *s, imsg_t *im) {
+    if (SIMNET_RECYCLE && IMSG_HDR + im->m.len <= SMALL_MSG) {
+        free_msg_t *f = (free_msg_t *)(void *)im;
+        f->next = s->free_small;
+        s->free_small = f;
+        return;
+    }
+    free(im);
 }
 
 /* ---- link table ---- */
@@ -268,6 +324,7 @@ simnet_t *simnet_new(uint64_t seed) {
     simnet_rng_seed(&s->rng, seed);
     s->def_lat = 1;
     s->overhead = 32;
+    s->pair_key = seed ^ 0x51a7e9c0ffee1234u; /* does not touch the rng */
     s->trace = 0x6a09e667f3bcc908u;
     return s;
 }
@@ -277,7 +334,12 @@ void simnet_free(simnet_t *s) {
         return;
     for (size_t i = 0; i < s->nheap; i++)
         if (s->heap[i].kind == EV_MSG)
-            free(s->heap[i].u.msg);
+            msg_free(s, s->heap[i].u.msg);
+    while (s->free_small != NULL) {
+        union free_msg *f = s->free_small;
+        s->free_small = f->next;
+        free(f);
+    }
     free(s->heap);
     free(s->nodes);
     free(s->links);
@@ -338,6 +400,23 @@ void simnet_set_loss(simnet_t *s, uint32_t ppm) {
     s->loss_ppm = ppm;
 }
 
+void simnet_set_latency_spread(simnet_t *s, uint32_t spread_ms) {
+    s->spread = spread_ms;
+}
+
+void simnet_set_retransmit(simnet_t *s, uint32_t ppm, uint32_t rto_ms) {
+    s->retx_ppm = ppm;
+    s->retx_rto = rto_ms;
+}
+
+/* Fixed extra latency of link a -> b (0 without a spread). */
+static uint32_t pair_extra(const simnet_t *s, uint32_t a, uint32_t b) {
+    if (s->spread == 0)
+        return 0;
+    uint64_t x = s->pair_key ^ link_key(a, b);
+    return (uint32_t)(splitmix64(&x) % ((uint64_t)s->spread + 1));
+}
+
 void simnet_set_overhead(simnet_t *s, uint32_t bytes) {
     s->overhead = bytes;
 }
@@ -374,14 +453,26 @@ void simnet_send(simnet_t *s, const simnet_msg_t *m) {
         s->nodes[m->src].death != UINT64_MAX)
         return;
     link_t *l = link_find(s, m->src, m->dst);
-    uint32_t lat = (l && (l->flags & L_LAT)) ? l->lat : s->def_lat;
+    uint32_t lat = (l && (l->flags & L_LAT))
+                       ? l->lat
+                       : s->def_lat + pair_extra(s, m->src, m->dst);
     uint64_t bw = (l && (l->flags & L_BW)) ? l->bw : path_bw(s, m->src, m->dst);
     if ((l && (l->flags & L_DOWN)) ||
         (s->loss_ppm && simnet_rand_below(s, 1000000) < s->loss_ppm)) {
         s->stats.msgs_dropped++;
         return;
     }
-    if (l == NULL && (bw > 0 || s->jitter > 0))
+    /* Retransmissions: the k-th retry goes out rto * (2^k - 1) ms late. */
+    uint64_t retx_ms = 0;
+    if (s->retx_ppm) {
+        uint64_t rto = s->retx_rto;
+        for (int k = 0; k < 10 && simnet_rand_below(s, 1000000) < s->retx_ppm;
+             k++) {
+            retx_ms += rto;
+            rto *= 2;
+        }
+    }
+    if (l == NULL && (bw > 0 || s->jitter > 0 || retx_ms > 0))
         l = link_get(s, m->src, m->dst);
 
     uint64_t now_ns = s->now * NS_PER_MS, end_ns = now_ns;
@@ -390,7 +481,7 @@ void simnet_send(simnet_t *s, const simnet_msg_t *m) {
         end_ns = start + tx_ns((uint64_t)m->len + s->overhead, bw);
         l->busy_ns = end_ns;
     }
-    uint64_t at = (end_ns + NS_PER_MS - 1) / NS_PER_MS + lat;
+    uint64_t at = (end_ns + NS_PER_MS - 1) / NS_PER_MS + lat + retx_ms;
     if (s->jitter > 0)
         at += simnet_rand_below(s, (uint64_t)s->jitter + 1);
     if (l != NULL) {
@@ -399,7 +490,7 @@ void simnet_send(simnet_t *s, const simnet_msg_t *m) {
         l->last_ms = at;
     }
 
-    imsg_t *im = xrealloc(NULL, IMSG_HDR + m->len);
+    imsg_t *im = msg_alloc(s, m->len);
     im->m = *m;
     im->m.data = (const unsigned char *)im + IMSG_HDR;
     if (m->len > 0)
@@ -486,7 +577,7 @@ static void dispatch(simnet_t *s, const event_t *ev) {
             src->death != UINT64_MAX && im->tx_end_ns > src->death * NS_PER_MS;
         if (nd->death != UINT64_MAX || cut) {
             s->stats.msgs_dropped++;
-            free(im);
+            msg_free(s, im);
             return;
         }
         s->stats.msgs_delivered++;
@@ -501,7 +592,7 @@ static void dispatch(simnet_t *s, const event_t *ev) {
         s->trace = mix(h, im->m.len);
         if (nd->ops && nd->ops->on_msg)
             nd->ops->on_msg(s, ev->node, &im->m, nd->user);
-        free(im);
+        msg_free(s, im);
     } else {
         if (nd->death != UINT64_MAX)
             return;

@@ -3,7 +3,7 @@
  * simnet.h - deterministic in-memory network with a virtual clock, shared by
  * the simulation tests (tests/sim). Nodes are handler pairs (message,
  * timer) with a user pointer; everything happens in one thread, driven by a
- * binary-heap event queue ordered by (virtual time in ms, sequence number),
+ * heap-ordered event queue (virtual time in ms, then sequence number),
  * so a run is reproducible byte for byte from its seed.
  *
  * Links are directed (a -> b). A link has a latency (ms) and a bandwidth
@@ -14,7 +14,8 @@
  * with jitter. Link parameters: a net-wide default, per-node bandwidth
  * (a link gets the minimum of both ends), and per-link overrides. Optional
  * random loss (parts per million) and links taken down (partitions) drop
- * messages at send time.
+ * messages at send time; retransmission loss delays them instead (TCP), and
+ * a latency spread gives every link its own fixed latency.
  *
  * Per-link state is kept in a hash table and is created only for links that
  * need it (finite bandwidth, jitter, or an override), so thousands of nodes
@@ -83,6 +84,17 @@ void simnet_set_link(simnet_t *s, uint32_t a, uint32_t b, uint32_t latency_ms,
 void simnet_set_link_down(simnet_t *s, uint32_t a, uint32_t b, bool down);
 void simnet_set_jitter(simnet_t *s, uint32_t max_extra_ms);
 void simnet_set_loss(simnet_t *s, uint32_t ppm);
+/* Every directed link a -> b without an override gets a fixed extra latency
+ * in [0, spread_ms], a hash of (seed, a, b): paths differ as in a real
+ * network, yet each link's latency is constant, so delivery stays FIFO on
+ * unlimited links without any per-link state (thousands of nodes). */
+void simnet_set_latency_spread(simnet_t *s, uint32_t spread_ms);
+/* TCP-like loss: each transmission of a message is lost with probability
+ * ppm / 1e6 and repeated after rto_ms, the timeout doubling per retry (at
+ * most 10 retries are drawn); the message is delayed, never dropped, and it
+ * holds back the messages sent after it on its link (in-order delivery:
+ * head-of-line blocking, as on one TCP connection). */
+void simnet_set_retransmit(simnet_t *s, uint32_t ppm, uint32_t rto_ms);
 /* Bytes a message costs on the wire beyond its payload (default 32). */
 void simnet_set_overhead(simnet_t *s, uint32_t bytes);
 

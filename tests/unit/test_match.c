@@ -244,6 +244,82 @@ static void test_order_spread(void) {
     }
 }
 
+/*
+ * mp__rendezvous_top must equal the first k entries of the full sort, for
+ * every k (0, 1, small, around n, beyond n, and more than its 64-entry
+ * stack buffer), on random ids, ids given in sorted and reverse-sorted
+ * order (the worst case for the insertion), and ids with duplicates (ties
+ * on score and bytes, broken by input index).
+ */
+static void test_top_matches_order(void) {
+    enum { NMAX = 1500 };
+    static uint8_t ids[NMAX][MP_ID_BYTES], tmp[NMAX][MP_ID_BYTES];
+    static uint32_t full[NMAX], top[NMAX + 8];
+    static const size_t ns[] = {1, 2, 3, 17, 64, 65, 200, 1500};
+    static const size_t ks[] = {0,  1,  2,   3,    8,    16,  63,
+                                64, 65, 100, 1499, 1500, 1600};
+    uint64_t s = 99;
+    int mismatches = 0, runs = 0;
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+        size_t n = ns[ni];
+        for (int layout = 0; layout < 4; layout++) {
+            for (size_t i = 0; i < n; i++) {
+                test_random_bytes(&s, ids[i], MP_ID_BYTES);
+            }
+            if (layout == 3) { /* every third id repeats an earlier one */
+                for (size_t i = 2; i < n; i += 3) {
+                    memcpy(ids[i], ids[(i * 7) % (i - 1)], MP_ID_BYTES);
+                }
+            }
+            uint8_t key[9] = {'t', (uint8_t)ni, (uint8_t)layout};
+            mp__rendezvous_order(key, sizeof key,
+                                 (const uint8_t(*)[MP_ID_BYTES])ids, n, full);
+            if (layout == 1 || layout == 2) {
+                /* Present the ids already ranked (1) or reversed (2). */
+                for (size_t i = 0; i < n; i++) {
+                    size_t from = layout == 1 ? full[i] : full[n - 1 - i];
+                    memcpy(tmp[i], ids[from], MP_ID_BYTES);
+                }
+                memcpy(ids, tmp, n * MP_ID_BYTES);
+                mp__rendezvous_order(key, sizeof key,
+                                     (const uint8_t(*)[MP_ID_BYTES])ids, n,
+                                     full);
+            }
+            for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+                size_t k = ks[ki], want = k < n ? k : n;
+                for (size_t i = 0; i < NMAX + 8; i++) {
+                    top[i] = 0xdeadbeefu;
+                }
+                size_t got = mp__rendezvous_top(
+                    key, sizeof key, (const uint8_t(*)[MP_ID_BYTES])ids, n, k,
+                    top);
+                runs++;
+                bool same = got == want &&
+                            memcmp(top, full, want * sizeof top[0]) == 0 &&
+                            top[want] == 0xdeadbeefu;
+                if (!same && mismatches++ < 5) {
+                    CHECK(same,
+                          "top: n=%zu layout %d k=%zu: got %zu entries, "
+                          "want %zu equal to the sort",
+                          n, layout, k, got, want);
+                }
+            }
+        }
+    }
+    CHECK(mismatches == 0, "top: %d of %d runs differ from the sort",
+          mismatches, runs);
+    uint32_t one = 7;
+    CHECK(mp__rendezvous_top(NULL, 0, (const uint8_t(*)[MP_ID_BYTES])ids, 0, 3,
+                             &one) == 0 &&
+              one == 7,
+          "top: n=0 wrote");
+    CHECK(mp__rendezvous_top(NULL, 0, NULL, 3, 3, &one) == 0,
+          "top: NULL ids accepted");
+    CHECK(mp__rendezvous_top(NULL, 0, (const uint8_t(*)[MP_ID_BYTES])ids, 3, 3,
+                             NULL) == 0,
+          "top: NULL order accepted");
+}
+
 /* ---------------------------------------------------------------------- */
 /* matchmaker                                                             */
 /* ---------------------------------------------------------------------- */
@@ -795,6 +871,7 @@ int main(void) {
     test_sodium_crosscheck();
     test_order_determinism();
     test_order_spread();
+    test_top_matches_order();
     test_mm_new();
     test_mm_group_at_size();
     test_mm_window();

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * moshsim.h - a swarm of simulated moshpit peers: every peer runs the real
+ * core (core/grid.c keys, core/match.c rendezvous, joiner and matchmaker,
+ * core/group.c butterfly all-reduce on real float vectors) over simnet, with
+ * the round flow of src/net/engine_round.c, round after round (moshsim.c:
+ * the swarm; moshsim_peer.c: one peer). It backs the moshpit-sim tool and
+ * tests/sim/test_sim_moshpit.c.
+ *
+ * A round: every live peer that does not miss it (fail_prob) starts one
+ * average call at the round's start time plus a random jitter (0 to
+ * start_jitter_ms). A call, like mp__start_round and what follows it:
+ *   - view: the live peers at round start (itself included), or what the
+ *     view hook returns (a SWIM membership will plug in there);
+ *     mp__grid_set_estimate(view size);
+ *   - key: the vector length (8 bytes little-endian), then mp__grid_key;
+ *   - candidates: the first MOSHSIM_CANDIDATES of the view in rendezvous
+ *     order (mp__rendezvous_top; shared, cached per (view version, key),
+ *     only for peers on the default view);
+ *   - mp_joiner_t over them: window matchmaking_ms, ACK timeout
+ *     clamp(window / 2, 200, 5000), 1 s grace, like the engine; JOIN to
+ *     self goes to the own matchmaker directly; LEAVE to the previous
+ *     candidate on every fallback and on giving up;
+ *   - every peer (calling or not, like the engine thread) hosts one
+ *     mp_mm_t per key it receives JOINs for (at most 8 at once, idle ones
+ *     evicted, as in the engine), answers JOIN_ACK or ALONE, and sends the
+ *     GROUP / ALONE decisions;
+ *   - GROUP: mp_group_t over the roster on the peer's own float vector,
+ *     parts as simnet messages, parts that race ahead of the GROUP held;
+ *   - end (group done, ALONE, or the round deadline): weight for the next
+ *     round = group_weight / group_size (mass conservation: the swarm's total
+ *     weight stays constant, and with it the weighted mean and the d-round
+ *     exactness on a full grid with any initial weights); grid key:
+ *     mp__grid_shift(slot in the roster) after a group, else
+ *     mp__grid_shift_random.
+ * The round is over when the network is idle (every call ended, every
+ * timer fired); the next one starts 1 s later.
+ *
+ * Faults: fail_prob (a peer misses a round: it does not call, but stays a
+ * member and keeps serving as matchmaker); churn (per round, churn random
+ * live peers crash at a random time in the first matchmaking_ms + 1 s of
+ * the round, and churn new peers join at its start with a random grid
+ * position, weight 1 (or a fresh random weight) and the current vector of
+ * a random live peer, as if downloaded); kills from the test. A crash is
+ * reported to every live peer notice_ms later (a dropped connection): its
+ * joiner falls back, its group drops the member, its matchmakers forget
+ * the JOIN, and later JOINs to it fail at once; MOSHSIM_NEVER: never
+ * reported, only timeouts find it. loss: TCP segment loss, modelled as
+ * retransmission delay (rto_ms, doubling) with in-order delivery per link,
+ * since ZeroMQ runs over TCP and never loses a message on a live
+ * connection.
+ *
+ * Values: standard normal floats (seeded); weights 1, or uniform in
+ * [0.5, 1.5) with random_weights. Everything is a function of the seed:
+ * the same configuration and calls give the same bytes.
+ *
+ * Ownership: moshsim_new allocates everything, moshsim_free releases it.
+ * Pointers returned stay valid until the next moshsim_round or free. Not
+ * thread-safe. Out of memory aborts (test program).
+ */
+#ifndef MP_TESTS_MOSHSIM_H
+#define MP_TESTS_MOSHSIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/match.h"
+#include "sim/simnet.h"
+
+#define MOSHSIM_NONE UINT32_MAX
+#define MOSHSIM_NEVER UINT32_MAX
+/* Candidates handed to a joiner. With the engine's timers a joiner falls
+ * back at most three times by timeout within window + grace; more only
+ * through reported deaths, so 8 covers five dead top candidates. */
+#define MOSHSIM_CANDIDATES 8u
+
+typedef struct moshsim moshsim_t;
+
+typedef struct moshsim_cfg {
+    uint32_t peers;          /* initial swarm size, >= 1 */
+    uint32_t group_size;     /* M, 2..MP_GROUP_MAX */
+    uint32_t min_group_size; /* <= group_size (below 2 means 2) */
+    uint32_t dims;           /* d, 0 = automatic from the view size */
+    uint32_t count;          /* floats per vector, >= 1 */
+    uint64_t seed;
+    double fail_prob;           /* per peer and round: misses the round */
+    double loss;                /* per message transmission, see above */
+    uint32_t churn;             /* peers crashing and joining per round */
+    bool random_weights;        /* initial weights uniform in [0.5, 1.5) */
+    bool random_positions;      /* else balanced: peer i at grid position i */
+    uint32_t matchmaking_ms;    /* 2000 */
+    uint32_t round_timeout_ms;  /* 30000 */
+    uint32_t peer_timeout_ms;   /* 5000 */
+    uint32_t latency_ms;        /* base one-way latency, 5 */
+    uint32_t latency_spread_ms; /* extra fixed per-link latency, 0..20 */
+    uint32_t start_jitter_ms;   /* call start spread, 50 */
+    uint32_t notice_ms;         /* crash reported after, 100 */
+    uint32_t rto_ms;            /* first retransmission timeout, 200 */
+} moshsim_cfg_t;
+
+/* One round (or, for round 0, the initial state). */
+typedef struct moshsim_stats {
+    uint32_t round;
+    uint32_t live;    /* peers alive at the end */
+    uint32_t called;  /* peers that started a call */
+    uint32_t skipped; /* live peers that missed the round */
+    uint32_t left, joined;
+    uint32_t groups;      /* distinct groups peers took part in */
+    uint32_t full_groups; /* ... with group_size members */
+    uint32_t min_size, max_size;
+    double mean_size;
+    uint32_t alone;    /* calls that ended without a group */
+    uint32_t degraded; /* calls that dropped a group member */
+    uint32_t hung;     /* calls of live peers that never ended (a bug) */
+    uint64_t max_call_ms;
+    double mse;    /* mean over live peers and elements of (x - mean)^2 */
+    double maxdev; /* max |x - mean| / max |x| of the initial values */
+} moshsim_stats_t;
+
+/* What a peer's last call did. */
+typedef struct moshsim_call {
+    uint32_t round; /* 0: never called */
+    bool ended;
+    uint64_t start_ms, end_ms; /* virtual */
+    uint64_t group_ms;         /* when the GROUP was taken, 0: never */
+    uint64_t group_id;         /* 0: no group */
+    uint32_t roster;           /* roster size as formed, 0: no group */
+    uint32_t slot;             /* index in the roster */
+    uint32_t matchmaker;       /* peer that answered, or MOSHSIM_NONE */
+    uint32_t group_size;       /* moshpit_round_t semantics from here */
+    uint32_t peers_failed;
+    double group_weight;
+    double fraction_averaged;
+} moshsim_call_t;
+
+/* A peer's view for its next call. live[0..nlive) are the live peers at
+ * round start; write the view (peer indices, dead ones allowed, at most
+ * moshsim_peers() entries) into out and return its length, or return
+ * SIZE_MAX for the default view. The peer itself is added if missing. */
+typedef size_t (*moshsim_view_fn)(void *user, uint32_t peer,
+                                  const uint32_t *live, size_t nlive,
+                                  uint32_t *out);
+
+void moshsim_cfg_init(moshsim_cfg_t *c);
+/* NULL if the configuration is invalid (message on stderr). */
+moshsim_t *moshsim_new(const moshsim_cfg_t *c);
+void moshsim_free(moshsim_t *s); /* NULL ok */
+
+/* Runs one round to quiescence and describes it. */
+void moshsim_round(moshsim_t *s, moshsim_stats_t *out);
+/* The current state (round = rounds run so far; call fields zero). */
+void moshsim_measure(const moshsim_t *s, moshsim_stats_t *out);
+
+/* Peers are 0 .. moshsim_peers() - 1 (joiners are appended). */
+uint32_t moshsim_peers(const moshsim_t *s);
+bool moshsim_alive(const moshsim_t *s, uint32_t peer);
+const float *moshsim_values(const moshsim_t *s, uint32_t peer);
+double moshsim_weight(const moshsim_t *s, uint32_t peer);
+const moshsim_call_t *moshsim_last_call(const moshsim_t *s, uint32_t peer);
+const uint8_t *moshsim_id(const moshsim_t *s, uint32_t peer);
+
+/* The key the peer's next call will use if the swarm keeps its current
+ * live size (count prefix included); returns its length. */
+size_t moshsim_next_key(const moshsim_t *s, uint32_t peer,
+                        uint8_t key[MP_KEY_MAX]);
+/* The peer of the given rendezvous rank for key among the live peers. */
+uint32_t moshsim_candidate(const moshsim_t *s, const uint8_t *key,
+                           size_t key_len, uint32_t rank);
+
+/* Virtual start time of the next round (or of the round just run, after
+ * moshsim_round). */
+uint64_t moshsim_next_start(const moshsim_t *s);
+uint64_t moshsim_last_start(const moshsim_t *s);
+
+/* Crashes peer at (next round start + after_ms), once. */
+void moshsim_kill_next_round(moshsim_t *s, uint32_t peer, uint32_t after_ms);
+void moshsim_set_view_hook(moshsim_t *s, moshsim_view_fn fn, void *user);
+
+/* Hash of every peer's values, weight and grid key plus the event trace. */
+uint64_t moshsim_digest(const moshsim_t *s);
+simnet_t *moshsim_net(moshsim_t *s);
+
+#endif

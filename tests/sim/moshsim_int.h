@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * moshsim_int.h - what moshsim.c (the swarm: peers, views, rounds,
+ * statistics) and moshsim_peer.c (one peer's round flow and its
+ * matchmaker service) share: the state of a peer and of the swarm, and a
+ * few helpers. Not for the tests; they use moshsim.h.
+ */
+#ifndef MP_TESTS_MOSHSIM_INT_H
+#define MP_TESTS_MOSHSIM_INT_H
+
+#include "sim/moshsim.h"
+
+#include "core/grid.h"
+#include "core/group.h"
+
+#define NONE64 UINT64_MAX
+#define MM_SLOTS 8u     /* matchmakers per peer, as MP_MM_KEYS */
+#define HELD_MAX 4096u  /* parts held per peer before their GROUP */
+#define MARGIN_MS 100u  /* ROUND_MARGIN_MS of the engine */
+#define GRACE_MS 1000u  /* joiner grace, as the engine */
+#define BANDWIDTH 100u  /* announced by every peer */
+#define ROUND_GAP 1000u /* ms between quiescence and the next round */
+
+enum { MSG_JOIN = 1, MSG_ACK, MSG_ALONE, MSG_GROUP, MSG_LEAVE, MSG_PART };
+enum { TAG_START = 1, TAG_WAKE };
+
+typedef struct held {
+    uint64_t gid;
+    uint32_t from; /* peer */
+    uint32_t kind, share, part, count;
+    double wsum;
+    float *data;
+} held_t;
+
+typedef struct mm_slot {
+    uint8_t key[MP_KEY_MAX];
+    size_t len;
+    mp_mm_t *mm;
+    uint64_t used;
+} mm_slot_t;
+
+typedef struct speer {
+    uint8_t id[MP_ID_BYTES];
+    bool alive, known_dead;
+    float *values;
+    double weight;
+    mp_grid_t grid;
+    mm_slot_t mms[MM_SLOTS];
+    uint64_t mm_made; /* matchmakers created (seeds their group ids) */
+    uint64_t join_seq;
+    uint64_t wake_at;
+    uint64_t recent[16];
+    uint32_t recent_pos;
+    /* the call in progress */
+    bool in_call;
+    uint64_t deadline;
+    uint8_t key[MP_KEY_MAX];
+    size_t key_len;
+    mp_joiner_t *joiner;
+    bool join_pending;
+    uint32_t join_to;
+    mp_group_t *group;
+    uint64_t gid;
+    uint32_t n, self;
+    uint32_t *members; /* n peers of the roster */
+    held_t *held;
+    size_t nheld, capheld;
+    moshsim_call_t last;
+} speer_t;
+
+typedef struct cache_ent {
+    uint8_t key[MP_KEY_MAX];
+    uint8_t len; /* 0 = free */
+    uint8_t n;
+    uint32_t cand[MOSHSIM_CANDIDATES];
+} cache_ent_t;
+
+typedef struct kill_req {
+    uint32_t peer, after_ms;
+} kill_req_t;
+
+struct moshsim {
+    moshsim_cfg_t c;
+    simnet_t *net;
+    simnet_rng_t rng;  /* round plans: misses, churn, start jitter */
+    simnet_rng_t data; /* values, weights */
+    uint64_t id_state;
+    speer_t *p;
+    uint32_t np, capp;
+    uint32_t *idx; /* id -> peer, open addressing, MOSHSIM_NONE = free */
+    size_t capidx;
+    /* default view: live peers at round start */
+    uint32_t *live;
+    uint8_t (*live_ids)[MP_ID_BYTES];
+    size_t nlive;
+    bool view_dirty;
+    cache_ent_t *cache;
+    size_t capcache, ncache;
+    /* custom views */
+    moshsim_view_fn view_fn;
+    void *view_user;
+    uint32_t *vbuf;
+    uint8_t (*vids)[MP_ID_BYTES];
+    size_t capv;
+    kill_req_t *kills;
+    size_t nkills, capkills;
+    uint32_t round;
+    uint64_t last_start, next_start;
+    uint32_t left, joined, called, skipped;
+    double scale;       /* max |x| of the initial values */
+    mp_mm_out_t mm_out; /* scratch of poll_mm */
+    mp_member_t roster[MP_GROUP_MAX];
+};
+
+/* Peer i is simnet node i + 1; node 0 is the driver (crash notices). */
+static inline uint32_t node_of(uint32_t peer) {
+    return peer + 1;
+}
+
+/* moshsim.c: allocation that aborts on failure, a mixer, the id index,
+ * views and candidate lists. */
+void *moshsim__xmalloc(size_t n);
+void *moshsim__xrealloc(void *p, size_t n);
+uint64_t moshsim__mix64(uint64_t x);
+/* The peer with this id, or MOSHSIM_NONE. */
+uint32_t moshsim__find_id(const moshsim_t *s, const uint8_t id[MP_ID_BYTES]);
+/* Rebuilds the default view (the live peers) and empties the cache. */
+void moshsim__rebuild_view(moshsim_t *s);
+/* Peer q's view for a call: its size; *custom if the hook gave one (then
+ * it is in s->vbuf / s->vids until the next call). */
+size_t moshsim__view(moshsim_t *s, uint32_t q, bool *custom);
+/* The first MOSHSIM_CANDIDATES of that view for key, as peers. */
+size_t moshsim__candidates(moshsim_t *s, bool custom, size_t nview,
+                           const uint8_t *key, size_t len,
+                           uint32_t cand[MOSHSIM_CANDIDATES]);
+/* The group key of a grid: vector length (8 bytes LE), then the grid key. */
+size_t moshsim__key(const moshsim_t *s, const mp_grid_t *g,
+                    uint8_t key[MP_KEY_MAX]);
+
+/* moshsim_peer.c: the handlers of every node, the kill hook, and the
+ * release of a call's state. */
+extern const simnet_ops_t moshsim__ops;
+void moshsim__kill_hook(simnet_t *net, uint32_t node, void *user);
+void moshsim__free_call(speer_t *p);
+
+#endif
