@@ -30,7 +30,8 @@ enum {
     CMD_MEMBERS,
     CMD_QUIT,
     CMD_WAIT_MEMBERS,
-    CMD_FETCH
+    CMD_FETCH,
+    CMD_WAIT_MEMBERS_MAX
 };
 
 typedef struct rec {
@@ -212,6 +213,22 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
         rec_t c;
         if (recv_all(fd, &c, sizeof(c), 3600 * 1000) != 0 || c.type == CMD_QUIT)
             break;
+        if (c.type == CMD_WAIT_MEMBERS_MAX) {
+            /* the library signals growth, not shrinking: look every 10 ms
+             * until the count is down to c.a or the time is up */
+            uint64_t until = it_now_ms() + c.b, t0 = it_now_ms();
+            while (moshpit_members(mp) > c.a && it_now_ms() < until) {
+                struct timespec ts = {0, 10 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+            }
+            memset(&r, 0, sizeof(r));
+            r.type = EV_MEMBERS;
+            r.a = moshpit_members(mp);
+            r.b = it_now_ms() - t0;
+            if (send_all(fd, &r, sizeof(r)) != 0)
+                break;
+            continue;
+        }
         if (c.type == CMD_MEMBERS || c.type == CMD_WAIT_MEMBERS) {
             memset(&r, 0, sizeof(r));
             r.type = EV_MEMBERS;
@@ -483,4 +500,22 @@ int it_wait_group_any(it_peer_t *const *peers, size_t n, int timeout_ms) {
         if (pfd[i].revents & POLLIN)
             return it_wait_group(peers[i], 1000) == 0 ? (int)i : -1;
     return -1;
+}
+
+long it_wait_members_max(it_peer_t *p, size_t n, int timeout_ms,
+                         uint64_t *took_ms) {
+    rec_t c;
+    memset(&c, 0, sizeof(c));
+    c.type = CMD_WAIT_MEMBERS_MAX;
+    c.a = n;
+    c.b = (uint64_t)timeout_ms;
+    if (send_all(p->fd, &c, sizeof(c)) != 0)
+        return -1;
+    rec_t r;
+    if (recv_all(p->fd, &r, sizeof(r), timeout_ms + 5000) != 0 ||
+        r.type != EV_MEMBERS)
+        return -1;
+    if (took_ms != NULL)
+        *took_ms = r.b;
+    return (long)r.a;
 }

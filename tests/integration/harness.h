@@ -89,6 +89,11 @@ int it_collect(it_peer_t *p, it_result_t *r, float *values, size_t count,
 int it_wait_group(it_peer_t *p, int timeout_ms);
 /* Members the peer currently knows, or -1. */
 long it_members(it_peer_t *p, int timeout_ms);
+/* The peer waits until it knows at most n members (a death noticed) or
+ * timeout_ms passes; returns the members it then knows, or -1; *took_ms
+ * (may be NULL) receives how long that took. */
+long it_wait_members_max(it_peer_t *p, size_t n, int timeout_ms,
+                         uint64_t *took_ms);
 /* The peer waits (moshpit_wait_members) until it knows n members or
  * timeout_ms passes; returns the members it then knows, or -1. */
 long it_wait_members(it_peer_t *p, size_t n, int timeout_ms);

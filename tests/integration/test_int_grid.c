@@ -16,7 +16,8 @@
  *   and in every round each peer holds the exact weighted mean of the peers
  *   that share its round id (1e-5).
  * - kill and restart with the same identity: of 8 peers with fixed keys,
- *   one is SIGKILLed; the 7 survivors finish a round with OK. The dead
+ *   one is SIGKILLed; within 10 s every survivor's moshpit_members() no
+ *   longer counts it; the 7 survivors finish a round with OK. The dead
  *   peer's identity is restarted as a new process; once everyone knows 8
  *   members again it is in a group within 2 rounds, and every group is
  *   exact.
@@ -167,6 +168,9 @@ static void join_midrun(void) {
         it_stop(&peers[i]);
 }
 
+/* How fast a SIGKILLed peer must be known dead by every survivor. */
+#define DETECT_MS 10000
+
 static void kill_and_restart(void) {
     enum { N = 8, VICTIM = 5 };
     it_peer_t peers[N];
@@ -195,6 +199,18 @@ static void kill_and_restart(void) {
         IT_CHECK(it_wait_members(&peers[i], N, 20000) == N, "%zu sees 8", i);
     int in_group[N] = {0};
     it_kill(&peers[VICTIM]);
+    uint64_t worst = 0;
+    for (size_t i = 0; i < N; i++) {
+        uint64_t took = 0;
+        if (i == VICTIM)
+            continue;
+        IT_CHECK(
+            it_wait_members_max(&peers[i], N - 1, DETECT_MS, &took) == N - 1,
+            "peer %zu still counts the dead one after %d ms", i, DETECT_MS);
+        worst = took > worst ? took : worst;
+    }
+    printf("restart: every survivor knew the death within %llu ms\n",
+           (unsigned long long)worst);
     it_peer_t rest[N - 1];
     for (size_t i = 0, k = 0; i < N; i++)
         if (i != VICTIM)
