@@ -35,6 +35,7 @@ void mp__swim_config_default(mp_swim_config_t *c) {
     c->sync_burst = 50;
     c->sync_timeout_ms = 1000;
     c->sync_retries = 5;
+    c->resync_ms = 10000;
     c->dead_retain_ms = 60000;
     c->leave_fanout = 4;
     c->events_max = 4096;
@@ -209,7 +210,49 @@ static void start_suspect(mp_swim_t *sw, uint64_t now, uint32_t slot,
     if (prev != MP_SWIM_SUSPECT)
         ev_push(sw, MP_SWIM_EV_SUSPECT, slot);
     if (spread)
-        mp__sw_enqueue(sw, slot);
+        mp__sw_enqueue(sw, slot, SW_Q_DOUBT);
+}
+
+/* Someone else says slot is in doubt: probe it next, with the suspicion
+ * on the PING (a correction), so a live suspect hears of it directly.
+ * Members that have talked to us come first: a flood of made-up members
+ * (which never do) cannot push a real one out of the queue. */
+static void urgent_probe(mp_swim_t *sw, uint32_t slot) {
+    bool heard = (sw->mem[slot].flags & MF_HEARD) != 0;
+    for (uint32_t i = 0; i < sw->nurgent; i++)
+        if (sw->urgent[i] == slot)
+            return;
+    if (sw->nurgent == SW_URGENT_MAX && heard) {
+        for (uint32_t i = SW_URGENT_MAX; i-- > 0;) {
+            if (!(sw->mem[sw->urgent[i]].flags & MF_HEARD)) {
+                memmove(sw->urgent + i, sw->urgent + i + 1,
+                        (--sw->nurgent - i) * sizeof sw->urgent[0]);
+                break;
+            }
+        }
+    }
+    if (sw->nurgent < SW_URGENT_MAX)
+        sw->urgent[sw->nurgent++] = slot;
+}
+
+/* Next urgent probe: the oldest one we have heard from, else the oldest;
+ * SW_NONE if none is still in doubt. */
+static uint32_t urgent_pop(mp_swim_t *sw) {
+    while (sw->nurgent > 0) {
+        uint32_t pick = 0;
+        for (uint32_t i = 0; i < sw->nurgent; i++) {
+            if (sw->mem[sw->urgent[i]].flags & MF_HEARD) {
+                pick = i;
+                break;
+            }
+        }
+        uint32_t s = sw->urgent[pick];
+        memmove(sw->urgent + pick, sw->urgent + pick + 1,
+                (--sw->nurgent - pick) * sizeof sw->urgent[0]);
+        if (sw->mem[s].state == MP_SWIM_SUSPECT && s != sw->self)
+            return s;
+    }
+    return SW_NONE;
 }
 
 static bool tomb_reap_one(mp_swim_t *sw);
@@ -266,7 +309,7 @@ static void make_final(mp_swim_t *sw, uint64_t now, uint32_t slot, uint8_t st,
         tomb_push(sw, slot, now);
     ev_push(sw, st == MP_SWIM_LEFT ? MP_SWIM_EV_LEFT : MP_SWIM_EV_DEAD, slot);
     if (spread)
-        mp__sw_enqueue(sw, slot);
+        mp__sw_enqueue(sw, slot, SW_Q_DOUBT);
 }
 
 static uint32_t add_member(mp_swim_t *sw, const uint8_t *id) {
@@ -398,7 +441,7 @@ static void self_claim(mp_swim_t *sw, const mp_swim_update_t *u) {
     me->inc = (uint32_t)want;
     sw->stats.refutes++;
     ev_push(sw, MP_SWIM_EV_REFUTED, sw->self);
-    mp__sw_enqueue(sw, sw->self);
+    mp__sw_enqueue(sw, sw->self, SW_Q_ALIVE);
 }
 
 static void absorb_one(mp_swim_t *sw, uint64_t now, const uint8_t *from,
@@ -437,7 +480,7 @@ static void absorb_one(mp_swim_t *sw, uint64_t now, const uint8_t *from,
         if (u->state == MP_SWIM_SUSPECT)
             start_suspect(sw, now, s, u->inc, MP_SWIM_SUSPECT, false);
         if (spread)
-            mp__sw_enqueue(sw, s);
+            mp__sw_enqueue(sw, s, SW_Q_NEW);
         return;
     }
 
@@ -455,7 +498,7 @@ static void absorb_one(mp_swim_t *sw, uint64_t now, const uint8_t *from,
             if (prev != MP_SWIM_ALIVE)
                 ev_push(sw, MP_SWIM_EV_ALIVE, s);
             if (spread)
-                mp__sw_enqueue(sw, s);
+                mp__sw_enqueue(sw, s, SW_Q_ALIVE);
         } else if (direct) {
             /* It is talking to us, so it is alive; but our record of it is
              * newer than what it says: it must hear that record (a
@@ -465,7 +508,7 @@ static void absorb_one(mp_swim_t *sw, uint64_t now, const uint8_t *from,
                 if (prev == MP_SWIM_SUSPECT)
                     sus_set(sw, s, add_sat(now, mp__swim_suspicion_ms(sw)));
             } else if (take_addr(sw, s, addr, true, prev) && spread) {
-                mp__sw_enqueue(sw, s);
+                mp__sw_enqueue(sw, s, SW_Q_ALIVE);
             }
         }
         return;
@@ -485,23 +528,23 @@ static void absorb_one(mp_swim_t *sw, uint64_t now, const uint8_t *from,
     /* SUSPECT, or DEAD/LEFT from a third party: a suspicion this peer
      * times itself, ending as what the update says. */
     uint8_t intent = u->state;
+    bool doubt = false;
     if (prev == MP_SWIM_ALIVE) {
-        if (u->inc >= m->inc) {
-            sw->stats.downgraded += intent != MP_SWIM_SUSPECT;
-            start_suspect(sw, now, s, u->inc, intent, spread);
-        }
+        doubt = u->inc >= m->inc;
     } else if (prev == MP_SWIM_SUSPECT) {
-        if (u->inc > m->inc) {
-            sw->stats.downgraded += intent != MP_SWIM_SUSPECT;
-            start_suspect(sw, now, s, u->inc, intent, spread);
-        } else if (u->inc == m->inc && intent == MP_SWIM_LEFT) {
+        doubt = u->inc > m->inc;
+        if (u->inc == m->inc && intent == MP_SWIM_LEFT)
             m->intent = MP_SWIM_LEFT;
-        }
-    } else if (u->inc > m->inc) {
+    } else {
         /* A DEAD/LEFT record, and a later incarnation is suspected: it came
          * back (we missed that) and is in doubt again. */
+        doubt = u->inc > m->inc;
+    }
+    if (doubt) {
         sw->stats.downgraded += intent != MP_SWIM_SUSPECT;
         start_suspect(sw, now, s, u->inc, intent, spread);
+        if (sw->mem[s].state == MP_SWIM_SUSPECT)
+            urgent_probe(sw, s);
     }
 }
 
@@ -544,6 +587,10 @@ size_t mp__swim_take_updates(mp_swim_t *sw, const uint8_t to[MP_SWIM_ID_BYTES],
             sw->mem[s].flags &= (uint8_t)~MF_CORRECT;
         }
     }
+    /* A member we doubt gets its own record only: gossip sent to a peer
+     * that is probably gone would use up retransmissions for nothing. */
+    if (s != SW_NONE && s != sw->self && sw->mem[s].state != MP_SWIM_ALIVE)
+        return n;
     if (n < max_n)
         n += mp__sw_take(sw, first, corr, max_bytes - used, out + n, max_n - n);
     return n;
@@ -594,9 +641,10 @@ moshpit_err_t mp__swim_new(const mp_swim_config_t *cfg,
     }
     sw->mem[sw->self].flags |= MF_SELF | MF_CONFIRMED;
     /* Announce ourselves on whatever we send first. */
-    mp__sw_enqueue(sw, sw->self);
+    mp__sw_enqueue(sw, sw->self, SW_Q_ALIVE);
     /* A random phase, so peers started together do not probe in step. */
     sw->next_probe = now_ms + mp__sw_rand_below(sw, cfg->period_ms);
+    sw->resync_at = UINT64_MAX;
     sw->tokens = (uint64_t)cfg->sync_burst * 1000u;
     sw->tokens_at = now_ms;
     *out = sw;
@@ -614,6 +662,38 @@ void mp__swim_free(mp_swim_t *sw) {
     free(sw->out);
     free(sw->ev);
     free(sw);
+}
+
+/* Starts pulling the member list of slot's member, page by page. */
+static void sync_start(mp_swim_t *sw, uint64_t now, uint32_t slot,
+                       bool second) {
+    memcpy(sw->sync_boot, sw->mem[slot].id, MP_SWIM_ID_BYTES);
+    sw->sync_active = true;
+    sw->sync_second = second;
+    sw->resync_at = UINT64_MAX;
+    sw->sync_cursor = 0;
+    sw->sync_tries = 0;
+    sw->sync_pages = 0;
+    sw->sync_deadline = add_sat(now, sw->cfg.sync_timeout_ms);
+    sw_out_t *o = out_push(sw, MP_SWIM_MSG_SYNC_REQ, sw->sync_boot);
+    if (o != NULL)
+        o->cursor = 0;
+}
+
+/* The pull ended: a complete first pull schedules the second one; only the
+ * first one reports, as SYNCED or SYNC_FAILED. */
+static void sync_end(mp_swim_t *sw, uint64_t now, bool ok) {
+    uint32_t boot = mp__sw_find(sw, sw->sync_boot);
+    sw->sync_active = false;
+    if (sw->sync_second)
+        return;
+    if (ok) {
+        sw->synced = true;
+        if (sw->cfg.resync_ms > 0)
+            sw->resync_at = add_sat(now, sw->cfg.resync_ms);
+    }
+    if (boot != SW_NONE)
+        ev_push(sw, ok ? MP_SWIM_EV_SYNCED : MP_SWIM_EV_SYNC_FAILED, boot);
 }
 
 moshpit_err_t mp__swim_join(mp_swim_t *sw, uint64_t now_ms,
@@ -634,16 +714,8 @@ moshpit_err_t mp__swim_join(mp_swim_t *sw, uint64_t now_ms,
         mp__sw_set_addr(sw, s, boot_addr);
         sw->mem[s].flags |= MF_CONFIRMED;
     }
-    memcpy(sw->sync_boot, boot_id, MP_SWIM_ID_BYTES);
-    sw->sync_active = true;
     sw->synced = false;
-    sw->sync_cursor = 0;
-    sw->sync_tries = 0;
-    sw->sync_pages = 0;
-    sw->sync_deadline = add_sat(now_ms, sw->cfg.sync_timeout_ms);
-    sw_out_t *o = out_push(sw, MP_SWIM_MSG_SYNC_REQ, boot_id);
-    if (o != NULL)
-        o->cursor = 0;
+    sync_start(sw, now_ms, s, false);
     return MOSHPIT_OK;
 }
 
@@ -653,10 +725,12 @@ void mp__swim_leave(mp_swim_t *sw, uint64_t now_ms) {
         return;
     sw->left = true;
     set_state(sw, sw->self, MP_SWIM_LEFT);
-    mp__sw_enqueue(sw, sw->self);
+    mp__sw_enqueue(sw, sw->self, SW_Q_ALIVE);
     sw->nprobes = 0;
     sw->nrelays = 0;
+    sw->nurgent = 0;
     sw->sync_active = false;
+    sw->resync_at = UINT64_MAX;
     uint32_t chosen[64];
     uint32_t nc = 0;
     for (uint32_t tries = 0;
@@ -737,8 +811,9 @@ static void on_ping_req(mp_swim_t *sw, uint64_t now, const uint8_t *from,
     send_ping(sw, r->target, r->our_seq);
 }
 
-static void on_sync_req(mp_swim_t *sw, uint64_t now, const uint8_t *from,
-                        const mp_swim_msg_t *msg) {
+/* One SYNC_REQ served, or one unknown peer admitted on its own word, costs
+ * a token; tokens come back at sync_rate per second up to sync_burst. */
+static bool take_token(mp_swim_t *sw, uint64_t now) {
     /* Tokens in thousandths: rate per second = thousandths per ms. */
     uint64_t cap = (uint64_t)sw->cfg.sync_burst * 1000u;
     if (now > sw->tokens_at) {
@@ -747,11 +822,14 @@ static void on_sync_req(mp_swim_t *sw, uint64_t now, const uint8_t *from,
         sw->tokens = add > cap - sw->tokens ? cap : sw->tokens + add;
         sw->tokens_at = now;
     }
-    if (sw->tokens < 1000u) {
-        sw->stats.sync_refused++;
-        return;
-    }
+    if (sw->tokens < 1000u)
+        return false;
     sw->tokens -= 1000u;
+    return true;
+}
+
+static void on_sync_req(mp_swim_t *sw, const uint8_t *from,
+                        const mp_swim_msg_t *msg) {
     sw_out_t *o = out_push(sw, MP_SWIM_MSG_SYNC, from);
     if (o != NULL) {
         o->cursor = msg->cursor;
@@ -772,21 +850,15 @@ static void on_sync(mp_swim_t *sw, uint64_t now, const uint8_t *from,
     for (uint32_t i = 0; i < n; i++)
         absorb_one(sw, now, from, &msg->entries[i], AB_SYNC);
     sw->sync_pages++;
-    uint32_t boot = mp__sw_find(sw, sw->sync_boot);
     if (msg->next == 0) {
-        sw->sync_active = false;
-        sw->synced = true;
-        if (boot != SW_NONE)
-            ev_push(sw, MP_SWIM_EV_SYNCED, boot);
+        sync_end(sw, now, true);
         return;
     }
     /* Cursors must advance, and no honest list has more pages than we
      * could hold members: anything else is a bootstrap stringing us
      * along. */
     if (msg->next <= msg->cursor || sw->sync_pages >= sw->cfg.max_members) {
-        sw->sync_active = false;
-        if (boot != SW_NONE)
-            ev_push(sw, MP_SWIM_EV_SYNC_FAILED, boot);
+        sync_end(sw, now, false);
         return;
     }
     sw->sync_cursor = msg->next;
@@ -804,6 +876,14 @@ moshpit_err_t mp__swim_on_message(mp_swim_t *sw, uint64_t now_ms,
         return MOSHPIT_EINVAL;
     if (sw->left || is_self(sw, from))
         return MOSHPIT_OK;
+    /* Serving a page, or admitting a stranger on its own word, is rate
+     * limited: an endless stream of JOINs costs a bounded amount. */
+    if ((msg->type == MP_SWIM_MSG_SYNC_REQ ||
+         (msg->type == MP_SWIM_MSG_PING && mp__sw_find(sw, from) == SW_NONE)) &&
+        !take_token(sw, now_ms)) {
+        sw->stats.joins_refused++;
+        return MOSHPIT_OK;
+    }
 
     /* The sender speaks for itself: its incarnation (and, on PING and
      * SYNC_REQ, its address) is its own claim, authenticated by the link.
@@ -822,6 +902,9 @@ moshpit_err_t mp__swim_on_message(mp_swim_t *sw, uint64_t now_ms,
         memcpy(h->addr, msg->addr, strlen(msg->addr) + 1);
     }
     absorb_one(sw, now_ms, from, h, with_addr ? AB_GOSSIP : AB_HEADER);
+    uint32_t fs = mp__sw_find(sw, from);
+    if (fs != SW_NONE)
+        sw->mem[fs].flags |= MF_HEARD;
 
     uint32_t n =
         msg->n_updates < MP_SWIM_PB_MAX ? msg->n_updates : MP_SWIM_PB_MAX;
@@ -844,7 +927,7 @@ moshpit_err_t mp__swim_on_message(mp_swim_t *sw, uint64_t now_ms,
         on_ping_req(sw, now_ms, from, msg);
         break;
     case MP_SWIM_MSG_SYNC_REQ:
-        on_sync_req(sw, now_ms, from, msg);
+        on_sync_req(sw, from, msg);
         break;
     case MP_SWIM_MSG_SYNC:
         on_sync(sw, now_ms, from, msg);
@@ -866,7 +949,11 @@ static void start_probe(mp_swim_t *sw, uint64_t now) {
         sw->stats.probes_skipped++;
         return;
     }
-    uint32_t s = mp__sw_next_probe(sw);
+    uint32_t s = urgent_pop(sw);
+    if (s != SW_NONE)
+        sw->mem[s].flags |= MF_CORRECT; /* the PING carries the doubt */
+    else
+        s = mp__sw_next_probe(sw);
     if (s == SW_NONE)
         return;
     sw_probe_t *p = &sw->probes[sw->nprobes++];
@@ -973,9 +1060,7 @@ void mp__swim_tick(mp_swim_t *sw, uint64_t now_ms) {
     if (sw->sync_active && now >= sw->sync_deadline) {
         uint32_t boot = mp__sw_find(sw, sw->sync_boot);
         if (sw->sync_tries >= sw->cfg.sync_retries || boot == SW_NONE) {
-            sw->sync_active = false;
-            if (boot != SW_NONE)
-                ev_push(sw, MP_SWIM_EV_SYNC_FAILED, boot);
+            sync_end(sw, now, false);
         } else {
             sw->sync_tries++;
             sw->sync_deadline = add_sat(now, sw->cfg.sync_timeout_ms);
@@ -983,6 +1068,16 @@ void mp__swim_tick(mp_swim_t *sw, uint64_t now_ms) {
             if (o != NULL)
                 o->cursor = sw->sync_cursor;
         }
+    }
+    if (now >= sw->resync_at && !sw->sync_active) {
+        /* Preferably not the first bootstrap: another view. */
+        uint32_t first = mp__sw_find(sw, sw->sync_boot);
+        uint32_t s = mp__sw_random_alive(sw, first);
+        if (s == SW_NONE)
+            s = mp__sw_random_alive(sw, SW_NONE);
+        sw->resync_at = UINT64_MAX;
+        if (s != SW_NONE)
+            sync_start(sw, now, s, true);
     }
     if (now >= sw->next_probe) {
         start_probe(sw, now);
@@ -1013,6 +1108,8 @@ uint64_t mp__swim_next_wakeup(const mp_swim_t *sw) {
     }
     if (sw->sync_active && sw->sync_deadline < t)
         t = sw->sync_deadline;
+    if (sw->resync_at < t)
+        t = sw->resync_at;
     return t;
 }
 
@@ -1140,8 +1237,16 @@ size_t mp__swim_size_estimate(const mp_swim_t *sw) {
     return sw == NULL || sw->nlive == 0 ? 1 : sw->nlive;
 }
 
+size_t mp__swim_pending_updates(const mp_swim_t *sw) {
+    return sw == NULL ? 0 : sw->nqueued;
+}
+
 uint32_t mp__swim_self_inc(const mp_swim_t *sw) {
     return sw == NULL ? 0 : sw->mem[sw->self].inc;
+}
+
+bool mp__swim_syncing(const mp_swim_t *sw) {
+    return sw != NULL && (sw->sync_active || sw->resync_at != UINT64_MAX);
 }
 
 bool mp__swim_synced(const mp_swim_t *sw) {

@@ -25,7 +25,11 @@
  * - Suspicion. A suspect is still a member. If it does not refute within
  *   the suspicion timeout (suspicion_mult * period_ms * ceil(log2(n+1)),
  *   at least suspicion_min_ms, n = live members), it is DEAD. Every peer
- *   runs this timer itself from the moment it hears of the suspicion.
+ *   runs this timer itself from the moment it hears of the suspicion, and
+ *   a peer that hears of it from someone else probes the suspect next
+ *   (instead of the round-robin choice), with the suspicion on that PING:
+ *   a live suspect learns of it within about a period and refutes, even
+ *   when gossip is congested. No extra messages.
  * - Incarnations. Each member owns a 32-bit incarnation number that only it
  *   raises. For the same member, ALIVE@i beats anything @j < i; SUSPECT@i
  *   beats ALIVE@j <= i; DEAD/LEFT@i beat both @j <= i. A member that hears
@@ -40,7 +44,10 @@
  *   in pages (SYNC_REQ / SYNC, page_size entries each): a one-time O(N)
  *   transfer. The SYNC_REQ itself tells the bootstrap about the joiner,
  *   whose ALIVE update then spreads by gossip; every later PING it sends
- *   tells its target directly.
+ *   tells its target directly. resync_ms after the list is complete, the
+ *   joiner pulls it once more from another random member: news that was
+ *   still on its way to the bootstrap during the first pull, and whose
+ *   gossip died out before anyone knew the joiner, is caught there.
  * - Restart with the same identity. A restarted peer starts at incarnation
  *   0. Its old record (alive, suspect or dead at incarnation i) reaches it
  *   in the bootstrap's pages, in gossip, or as a correction: whenever a
@@ -129,6 +136,7 @@ typedef struct mp_swim_config {
     uint32_t sync_burst;         /* token bucket depth (50) */
     uint32_t sync_timeout_ms;    /* joiner: wait per page (1000) */
     uint32_t sync_retries;       /* joiner: resends of one page (5) */
+    uint32_t resync_ms;          /* joiner: second pull, 0 = none (10000) */
     uint32_t dead_retain_ms;     /* DEAD/LEFT records kept (60000) */
     uint32_t leave_fanout;       /* direct LEAVE notices (4) */
     uint32_t events_max;         /* undelivered events kept (4096) */
@@ -237,7 +245,8 @@ typedef struct mp_swim_stats {
     uint64_t probes_skipped; /* periods without probe: too many pending */
     uint64_t relays_refused; /* PING_REQs refused: too many served */
     uint64_t sync_served;    /* SYNC pages sent */
-    uint64_t sync_refused;   /* SYNC_REQs refused by the rate limit */
+    uint64_t joins_refused;  /* SYNC_REQs, and PINGs from unknown peers,
+                                dropped by the rate limit */
     uint64_t unexpected;     /* ACK/SYNC matching nothing pending */
     uint64_t refutes;        /* times self took a new incarnation */
     uint64_t inc_exhausted;  /* refutes impossible: incarnation at max */
@@ -341,6 +350,14 @@ size_t mp__swim_size_estimate(const mp_swim_t *sw);
 /* Suspicion timeout and retransmissions per update at the current size. */
 uint64_t mp__swim_suspicion_ms(const mp_swim_t *sw);
 uint32_t mp__swim_retransmits(const mp_swim_t *sw);
+
+/* Gossip updates still queued for retransmission (0 = quiet: only probes
+ * and their answers are being sent). */
+size_t mp__swim_pending_updates(const mp_swim_t *sw);
+
+/* Whether a member-list pull (the join's, or its follow-up) is in
+ * progress or still scheduled. */
+bool mp__swim_syncing(const mp_swim_t *sw);
 
 /* Own incarnation; whether the join (if any) has received its last page;
  * whether the machine has left. */

@@ -11,15 +11,17 @@
 #include "core/swim.h"
 
 #define SW_NONE UINT32_MAX
-#define SW_FREE 0xffu  /* state of an unused slot */
-#define SW_TX_MAX 255u /* retransmissions per update are capped here */
+#define SW_FREE 0xffu /* state of an unused slot */
+#define SW_TX_MAX 63u /* retransmissions per update are capped here */
 #define SW_HINTS_MAX 64u
+#define SW_URGENT_MAX 16u /* suspects to probe before the round robin */
 
 /* Member flags. */
 #define MF_SELF 0x01u
 #define MF_CONFIRMED 0x02u /* address from the member itself / verified */
 #define MF_CORRECT 0x04u   /* send it its own record with the next message */
 #define MF_QUEUED 0x08u    /* has a gossip queue entry */
+#define MF_HEARD 0x10u     /* has sent us a message itself */
 
 /* One member slot: 44 bytes, so a 10,000-member view is ~0.6 MB. */
 typedef struct sw_mem {
@@ -32,10 +34,23 @@ typedef struct sw_mem {
     uint8_t pad;
 } sw_mem_t;
 
+/* Gossip queue classes, sent strictly in this order (then fewest
+ * transmissions first): what keeps live members alive cannot be starved by
+ * suspicions, and neither by news of members we never heard of (a flood of
+ * made-up identities ends up there). */
+enum {
+    SW_Q_ALIVE = 0, /* self, refutations, alive news about known members */
+    SW_Q_DOUBT,     /* suspect / dead / left */
+    SW_Q_NEW,       /* members new to us */
+    SW_Q_CLASSES
+};
+#define SW_BUCKETS (SW_Q_CLASSES * (SW_TX_MAX + 1u))
+
 typedef struct sw_qent {
     uint32_t slot;
     uint32_t prev, next; /* bucket list links; next = free list when free */
-    uint32_t tx;         /* transmissions so far = bucket */
+    uint16_t tx;         /* transmissions so far */
+    uint16_t cls;        /* SW_Q_* */
 } sw_qent_t;
 
 typedef struct sw_suspect {
@@ -110,7 +125,7 @@ struct mp_swim {
     /* gossip queue: buckets by transmission count */
     sw_qent_t *q;
     uint32_t qcap, qfree, nqueued;
-    uint32_t qhead[SW_TX_MAX + 1], qtail[SW_TX_MAX + 1];
+    uint32_t qhead[SW_BUCKETS], qtail[SW_BUCKETS]; /* [cls][tx] */
 
     sw_suspect_t *sus;
     uint32_t nsus, capsus;
@@ -133,9 +148,13 @@ struct mp_swim {
     uint32_t ev_head, nev, capev;
 
     uint64_t next_probe;
+    uint32_t urgent[SW_URGENT_MAX];
+    uint32_t nurgent;
 
     /* join (client side) */
     bool sync_active, synced;
+    bool sync_second;   /* the follow-up pull after resync_ms */
+    uint64_t resync_at; /* UINT64_MAX = none */
     uint8_t sync_boot[MP_SWIM_ID_BYTES];
     uint32_t sync_cursor, sync_tries, sync_pages;
     uint64_t sync_deadline;
@@ -166,8 +185,9 @@ void mp__sw_set_addr(mp_swim_t *sw, uint32_t slot, const char *s);
 uint32_t mp__sw_next_probe(mp_swim_t *sw);
 /* A random ALIVE member other than self and the excluded slot. */
 uint32_t mp__sw_random_alive(mp_swim_t *sw, uint32_t exclude);
-/* Queues (or re-queues with a fresh count) the current record of slot. */
-void mp__sw_enqueue(mp_swim_t *sw, uint32_t slot);
+/* Queues (or re-queues with a fresh count) the current record of slot, in
+ * class cls (SW_Q_*). */
+void mp__sw_enqueue(mp_swim_t *sw, uint32_t slot, unsigned cls);
 void mp__sw_dequeue(mp_swim_t *sw, uint32_t slot);
 uint32_t mp__sw_retransmits(const mp_swim_t *sw);
 uint32_t mp__sw_ceil_log2(uint64_t x);

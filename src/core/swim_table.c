@@ -215,7 +215,7 @@ void mp__sw_set_addr(mp_swim_t *sw, uint32_t slot, const char *s) {
 
 moshpit_err_t mp__sw_table_init(mp_swim_t *sw) {
     sw->free_head = SW_NONE;
-    for (uint32_t b = 0; b <= SW_TX_MAX; b++)
+    for (uint32_t b = 0; b < SW_BUCKETS; b++)
         sw->qhead[b] = sw->qtail[b] = SW_NONE;
     sw->qfree = SW_NONE;
     return MOSHPIT_OK;
@@ -349,9 +349,15 @@ uint32_t mp__sw_random_alive(mp_swim_t *sw, uint32_t exclude) {
 /* ------------------------------------------------------------------ */
 /* gossip queue                                                        */
 
-static void q_push(mp_swim_t *sw, uint32_t e, uint32_t b) {
+static uint32_t q_bucket(const sw_qent_t *x) {
+    return x->cls * (SW_TX_MAX + 1u) + x->tx;
+}
+
+static void q_push(mp_swim_t *sw, uint32_t e, unsigned cls, uint32_t tx) {
     sw_qent_t *x = &sw->q[e];
-    x->tx = b;
+    x->tx = (uint16_t)tx;
+    x->cls = (uint16_t)cls;
+    uint32_t b = q_bucket(x);
     x->next = SW_NONE;
     x->prev = sw->qtail[b];
     if (sw->qtail[b] != SW_NONE)
@@ -363,7 +369,7 @@ static void q_push(mp_swim_t *sw, uint32_t e, uint32_t b) {
 
 static void q_unlink(mp_swim_t *sw, uint32_t e) {
     sw_qent_t *x = &sw->q[e];
-    uint32_t b = x->tx;
+    uint32_t b = q_bucket(x);
     if (x->prev != SW_NONE)
         sw->q[x->prev].next = x->next;
     else
@@ -401,19 +407,20 @@ void mp__sw_dequeue(mp_swim_t *sw, uint32_t slot) {
     }
 }
 
-void mp__sw_enqueue(mp_swim_t *sw, uint32_t slot) {
+void mp__sw_enqueue(mp_swim_t *sw, uint32_t slot, unsigned cls) {
     if (sw->mem[slot].flags & MF_QUEUED) {
         uint32_t e = q_find(sw, slot);
         if (e != SW_NONE) {
             /* The record changed again: it is news once more. */
             q_unlink(sw, e);
-            q_push(sw, e, 0);
+            q_push(sw, e, cls, 0);
             return;
         }
     }
     if (sw->nqueued >= sw->cfg.queue_max) {
-        /* Full: drop the update that has been sent the most. */
-        for (uint32_t b = SW_TX_MAX + 1; b-- > 0;) {
+        /* Full: drop from the least important class the update that has
+         * been sent the most. */
+        for (uint32_t b = SW_BUCKETS; b-- > 0;) {
             uint32_t e = sw->qhead[b];
             if (e != SW_NONE) {
                 q_unlink(sw, e);
@@ -446,7 +453,7 @@ void mp__sw_enqueue(mp_swim_t *sw, uint32_t slot) {
     sw->q[e].slot = slot;
     sw->nqueued++;
     sw->mem[slot].flags |= MF_QUEUED;
-    q_push(sw, e, 0);
+    q_push(sw, e, cls, 0);
 }
 
 uint32_t mp__sw_ceil_log2(uint64_t x) {
@@ -504,9 +511,10 @@ size_t mp__sw_take(mp_swim_t *sw, uint32_t skip1, uint32_t skip2, size_t budget,
     size_t n = 0, nt = 0, used = 0;
     if (max_n > MP_SWIM_PB_MAX)
         max_n = MP_SWIM_PB_MAX;
-    /* Entries are moved to their next bucket only after the walk, so none
-     * is visited twice. */
-    for (uint32_t b = 0; b <= SW_TX_MAX && n < max_n; b++) {
+    /* Buckets in priority order: class, then fewest transmissions. Entries
+     * move to their next bucket only after the walk, so none is visited
+     * twice. */
+    for (uint32_t b = 0; b < SW_BUCKETS && n < max_n; b++) {
         for (uint32_t e = sw->qhead[b]; e != SW_NONE && n < max_n;
              e = sw->q[e].next) {
             uint32_t s = sw->q[e].slot;
@@ -532,12 +540,12 @@ size_t mp__sw_take(mp_swim_t *sw, uint32_t skip1, uint32_t skip2, size_t budget,
 walked:;
     uint32_t limit = mp__sw_retransmits(sw);
     for (size_t i = 0; i < nt; i++) {
-        uint32_t e = taken[i], tx = sw->q[e].tx + 1;
+        uint32_t e = taken[i], tx = sw->q[e].tx + 1u;
         q_unlink(sw, e);
         if (tx >= limit)
             q_free(sw, e);
         else
-            q_push(sw, e, tx);
+            q_push(sw, e, sw->q[e].cls, tx);
     }
     return n;
 }

@@ -736,9 +736,9 @@ static void test_caps(void) {
     for (int i = 0; i < 10; i++)
         mp__swim_on_message(sw, 1000, u[2].id, m);
     mp__swim_get_stats(sw, &st);
-    CHECK(st.sync_served == 2 && st.sync_refused == 8, "sync %llu/%llu",
+    CHECK(st.sync_served == 2 && st.joins_refused == 8, "sync %llu/%llu",
           (unsigned long long)st.sync_served,
-          (unsigned long long)st.sync_refused);
+          (unsigned long long)st.joins_refused);
     mp__swim_on_message(sw, 1999, u[2].id, m);
     mp__swim_on_message(sw, 2000, u[2].id, m);
     mp__swim_get_stats(sw, &st);
