@@ -468,9 +468,10 @@ static int scan_one(const uint8_t *buf, size_t len, size_t *off,
  * nesting stays within WIRE_DEPTH_MAX. The walk only succeeds if every
  * declared element is present, so all counts are backed by input bytes
  * (every object takes at least one); `pending` merely lets a count that
- * cannot fit fail at once. O(len) time, fixed-size stack.
+ * cannot fit fail at once. O(len) time, fixed-size stack. Shared with
+ * wire_swim.c.
  */
-static int scan(const uint8_t *buf, size_t len) {
+int mp__wire_scan(const uint8_t *buf, size_t len) {
     uint64_t left[WIRE_DEPTH_MAX + 1]; /* objects still due per level */
     uint64_t pending = 1;              /* objects still due in total */
     size_t depth = 0, off = 0;
@@ -746,7 +747,7 @@ moshpit_err_t mp__msg_decode(const uint8_t *buf, size_t len, mp_msg_t *msg) {
     memset(msg, 0, sizeof *msg);
     if (len == 0 || len > MP_CTRL_MAX)
         return MOSHPIT_EPROTO;
-    if (scan(buf, len) != 0)
+    if (mp__wire_scan(buf, len) != 0)
         return MOSHPIT_EPROTO;
 
     msgpack_unpacked up;

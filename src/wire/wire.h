@@ -128,6 +128,12 @@ moshpit_err_t mp__msg_encode(const mp_msg_t *msg, uint8_t *buf, size_t cap,
  * for anything malformed (see above), ENOMEM. msg is fully overwritten. */
 moshpit_err_t mp__msg_decode(const uint8_t *buf, size_t len, mp_msg_t *msg);
 
+/* Structural pre-scan shared by the msgpack decoders: 0 if buf[0..len) is
+ * exactly one well-formed msgpack object, every count and length backed by
+ * the bytes that remain, nested at most 16 deep; -1 otherwise. Pure, O(len),
+ * allocates nothing. Run it before msgpack-c unpacks anything. */
+int mp__wire_scan(const uint8_t *buf, size_t len);
+
 /* ---- data frames ----
  * A data frame is one ZeroMQ frame: a fixed 48-byte header (authenticated
  * as AEAD associated data), then count*4 bytes of ciphertext, then a 16-byte

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * swim_world.h - a swarm of SWIM machines (core/swim.h) on the simulated
+ * network (simnet.h), driven exactly as the real driver would: every
+ * outgoing message is encoded with wire_swim.c, travels through simnet
+ * (latency, jitter, loss, kills), is decoded and handed to
+ * mp__swim_on_message with the sender's identity; timers fire at
+ * mp__swim_next_wakeup. Used by test_sim_swim.c and test_sim_swim_10k.c.
+ *
+ * Peers are numbered 0..max-1. Peer p's identity is 32 bytes whose first 4
+ * are p (big-endian) and the rest a fixed hash of p; its address is
+ * "s:<p>". A peer runs on a simnet node; a restart puts a fresh machine
+ * (incarnation 0, same identity) on a new node. Every simnet payload is the
+ * sender's 32-byte identity followed by the encoded message: honest peers
+ * always send their own, and swim_world_inject lets a test send as any
+ * identity (an attacker owning many keys). Byte counts are of the encoded
+ * messages only.
+ */
+#ifndef MP_TESTS_SWIM_WORLD_H
+#define MP_TESTS_SWIM_WORLD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/swim.h"
+#include "sim/simnet.h"
+
+typedef struct swim_world swim_world_t;
+
+/* Called for every event any peer polls, at the time it happens. */
+typedef void (*swim_world_event_fn)(swim_world_t *w, uint32_t peer,
+                                    const mp_swim_event_t *ev, void *user);
+
+swim_world_t *swim_world_new(uint32_t max_peers, const mp_swim_config_t *cfg,
+                             uint64_t seed, uint32_t latency_ms,
+                             uint32_t jitter_ms);
+void swim_world_free(swim_world_t *w);
+simnet_t *swim_world_net(swim_world_t *w);
+uint64_t swim_world_now(const swim_world_t *w);
+void swim_world_set_hook(swim_world_t *w, swim_world_event_fn fn, void *user);
+
+void swim_world_id(uint32_t peer, uint8_t id[MP_SWIM_ID_BYTES]);
+/* The peer an identity belongs to, or -1. */
+int64_t swim_world_peer_of(const swim_world_t *w, const uint8_t *id);
+const char *swim_world_addr(uint32_t peer, char buf[16]);
+
+/* Starts (or restarts) peer p: a fresh machine on a new simnet node. */
+void swim_world_start(swim_world_t *w, uint32_t p);
+/* p joins through boot over the network. */
+void swim_world_join(swim_world_t *w, uint32_t p, uint32_t boot);
+/* Gives p, without any network traffic, the member list a converged
+ * bootstrap `boot` would send in its SYNC pages: every peer in
+ * members[0..n) ALIVE at incarnation 0 with its address. The pages go
+ * through mp__swim_on_message like real ones (learned silently, no
+ * gossip). Builds large converged swarms cheaply. */
+void swim_world_seed_view(swim_world_t *w, uint32_t p, uint32_t boot,
+                          const uint32_t *members, uint32_t n);
+void swim_world_kill(swim_world_t *w, uint32_t p);
+bool swim_world_alive(const swim_world_t *w, uint32_t p);
+mp_swim_t *swim_world_sw(swim_world_t *w, uint32_t p);
+
+/* Sends msg to peer `to` as identity `from` (from an attacker's node). */
+void swim_world_inject(swim_world_t *w, const uint8_t *from, uint32_t to,
+                       const mp_swim_msg_t *msg);
+
+void swim_world_run(swim_world_t *w, uint64_t until_ms);
+
+/* Encoded bytes and messages peer p sent since the last reset. */
+uint64_t swim_world_bytes(const swim_world_t *w, uint32_t p);
+uint64_t swim_world_msgs(const swim_world_t *w, uint32_t p);
+void swim_world_reset_counts(swim_world_t *w);
+
+/* Hash over every event of every peer (time, peer, type, subject, state,
+ * incarnation) and simnet's own trace: equal = identical runs. */
+uint64_t swim_world_trace(const swim_world_t *w);
+
+/* Checks that every live peer among peers[0..n) sees exactly those peers,
+ * all ALIVE, each at the incarnation it has itself and with its address.
+ * Returns the number of (observer, subject) pairs that are wrong and puts
+ * a description of the first into why (if not NULL). */
+uint64_t swim_world_check_view(swim_world_t *w, const uint32_t *peers,
+                               uint32_t n, char *why, size_t why_len);
+
+#endif

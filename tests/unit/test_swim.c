@@ -1,0 +1,1131 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_swim.c - unit tests of the SWIM membership machine (core/swim.c).
+ * A few machines talk over a tiny deterministic network in this file: every
+ * message is encoded and decoded with wire_swim.c, delivered after a fixed
+ * latency, and links or whole peers can be cut. Cases: configuration and
+ * argument checks; join by pages; probe -> ack; direct probe lost but the
+ * indirect one answered; probe timeout -> suspect -> dead at exactly the
+ * configured times; refutation with a new incarnation; graceful leave
+ * (direct and relayed); restart with the same identity, before and after
+ * the old incarnation was declared dead; forged updates about a third party
+ * (dead, left, suspect, new address, absurd incarnations) that must not
+ * remove it; every cap hit and counted; the piggyback byte budget and the
+ * retransmission count; SYNC misuse. Exit status nonzero on any failure.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/swim.h"
+#include "wire/wire_swim.h"
+
+#define TEST_MAX_PRINTED 60
+#include "test_util.h"
+
+enum { MAXN = 16, MAXLOG = 20000 };
+
+typedef struct pkt {
+    uint64_t at, order;
+    int from, to;
+    size_t len;
+    uint8_t *buf;
+} pkt_t;
+
+typedef struct logent {
+    uint64_t at;
+    int node;
+    mp_swim_event_t ev;
+} logent_t;
+
+typedef struct net {
+    int n;
+    uint64_t now, order;
+    uint32_t latency;
+    mp_swim_config_t cfg;
+    mp_swim_t *sw[MAXN];
+    uint8_t id[MAXN][MP_SWIM_ID_BYTES];
+    char addr[MAXN][32];
+    bool up[MAXN];
+    bool blocked[MAXN][MAXN]; /* from -> to */
+    bool no_poll_events;      /* leave events queued (cap test) */
+    pkt_t *q;
+    size_t nq, capq;
+    logent_t log[MAXLOG];
+    int nlog;
+    uint64_t sent, dropped;
+    uint64_t bytes[MAXN];
+} net_t;
+
+static mp_swim_msg_t dec_msg;
+static mp_swim_out_t out_msg;
+static uint8_t enc[MP_SWIM_MSG_MAX];
+
+static void make_id(int i, uint8_t id[MP_SWIM_ID_BYTES]) {
+    for (unsigned b = 0; b < MP_SWIM_ID_BYTES; b++)
+        id[b] = (uint8_t)(0xa5 ^ (b * 7));
+    id[0] = (uint8_t)(i + 1);
+}
+
+static int node_of(const net_t *t, const uint8_t *id) {
+    for (int i = 0; i < t->n; i++)
+        if (memcmp(t->id[i], id, MP_SWIM_ID_BYTES) == 0)
+            return i;
+    return -1;
+}
+
+static void pump(net_t *t, int i) {
+    if (t->sw[i] == NULL)
+        return;
+    while (mp__swim_poll_send(t->sw[i], &out_msg)) {
+        size_t len = 0;
+        moshpit_err_t e =
+            mp__swim_msg_encode(&out_msg.msg, enc, sizeof enc, &len);
+        CHECK(e == MOSHPIT_OK, "node %d: encode type %d -> %d", i,
+              (int)out_msg.msg.type, (int)e);
+        if (e != MOSHPIT_OK)
+            continue;
+        t->sent++;
+        t->bytes[i] += len;
+        int to = node_of(t, out_msg.to);
+        if (to < 0 || !t->up[i] || t->blocked[i][to]) {
+            t->dropped++;
+            continue;
+        }
+        if (t->nq == t->capq) {
+            t->capq = t->capq ? 2 * t->capq : 256;
+            t->q = realloc(t->q, t->capq * sizeof *t->q);
+            if (t->q == NULL)
+                abort();
+        }
+        pkt_t *p = &t->q[t->nq++];
+        p->at = t->now + t->latency;
+        p->order = t->order++;
+        p->from = i;
+        p->to = to;
+        p->len = len;
+        p->buf = malloc(len);
+        if (p->buf == NULL)
+            abort();
+        memcpy(p->buf, enc, len);
+    }
+    mp_swim_event_t ev;
+    while (!t->no_poll_events && mp__swim_poll_event(t->sw[i], &ev)) {
+        if (t->nlog < MAXLOG)
+            t->log[t->nlog++] = (logent_t){t->now, i, ev};
+    }
+}
+
+static void net_init(net_t *t, int n, const mp_swim_config_t *cfg,
+                     uint64_t seed) {
+    memset(t, 0, sizeof *t);
+    t->n = n;
+    t->latency = 1;
+    if (cfg != NULL)
+        t->cfg = *cfg;
+    else
+        mp__swim_config_default(&t->cfg);
+    for (int i = 0; i < n; i++) {
+        make_id(i, t->id[i]);
+        snprintf(t->addr[i], sizeof t->addr[i], "tcp://10.0.0.%d:7400", i + 1);
+    }
+    (void)seed;
+}
+
+/* Starts peer i (again): a fresh machine with incarnation 0. */
+static void net_start(net_t *t, int i, uint64_t seed) {
+    mp__swim_free(t->sw[i]);
+    moshpit_err_t e =
+        mp__swim_new(&t->cfg, t->id[i], t->addr[i], seed * 1000 + (uint64_t)i,
+                     t->now, &t->sw[i]);
+    CHECK(e == MOSHPIT_OK, "mp__swim_new(%d) -> %d", i, (int)e);
+    t->up[i] = true;
+}
+
+static void net_join(net_t *t, int i, int boot) {
+    moshpit_err_t e =
+        mp__swim_join(t->sw[i], t->now, t->id[boot], t->addr[boot]);
+    CHECK(e == MOSHPIT_OK, "join %d via %d -> %d", i, boot, (int)e);
+    pump(t, i);
+}
+
+static void net_free(net_t *t) {
+    for (int i = 0; i < t->n; i++)
+        mp__swim_free(t->sw[i]);
+    for (size_t k = 0; k < t->nq; k++)
+        free(t->q[k].buf);
+    free(t->q);
+}
+
+static void deliver(net_t *t, const pkt_t *p) {
+    if (!t->up[p->to] || t->sw[p->to] == NULL) {
+        t->dropped++;
+        return;
+    }
+    moshpit_err_t e = mp__swim_msg_decode(p->buf, p->len, &dec_msg);
+    CHECK(e == MOSHPIT_OK, "decode -> %d", (int)e);
+    if (e != MOSHPIT_OK)
+        return;
+    e = mp__swim_on_message(t->sw[p->to], t->now, t->id[p->from], &dec_msg);
+    CHECK(e == MOSHPIT_OK, "on_message -> %d", (int)e);
+    pump(t, p->to);
+}
+
+/* Runs until virtual time `until`. */
+static void net_run(net_t *t, uint64_t until) {
+    for (;;) {
+        uint64_t next = UINT64_MAX;
+        for (size_t k = 0; k < t->nq; k++)
+            next = t->q[k].at < next ? t->q[k].at : next;
+        for (int i = 0; i < t->n; i++) {
+            if (!t->up[i] || t->sw[i] == NULL)
+                continue;
+            uint64_t w = mp__swim_next_wakeup(t->sw[i]);
+            next = w < next ? w : next;
+        }
+        if (next > until) {
+            t->now = until;
+            return;
+        }
+        if (next > t->now)
+            t->now = next;
+        /* Due packets in send order. */
+        for (;;) {
+            size_t best = SIZE_MAX;
+            for (size_t k = 0; k < t->nq; k++)
+                if (t->q[k].at <= t->now &&
+                    (best == SIZE_MAX || t->q[k].order < t->q[best].order))
+                    best = k;
+            if (best == SIZE_MAX)
+                break;
+            pkt_t p = t->q[best];
+            t->q[best] = t->q[--t->nq];
+            deliver(t, &p);
+            free(p.buf);
+        }
+        for (int i = 0; i < t->n; i++) {
+            if (!t->up[i] || t->sw[i] == NULL)
+                continue;
+            if (mp__swim_next_wakeup(t->sw[i]) <= t->now) {
+                mp__swim_tick(t->sw[i], t->now);
+                pump(t, i);
+            }
+        }
+    }
+}
+
+/* First logged event of type at node about subject, at or after `since`;
+ * NULL if none. */
+static const logent_t *find_ev(const net_t *t, int node,
+                               mp_swim_event_type_t type, int subject,
+                               uint64_t since) {
+    for (int k = 0; k < t->nlog; k++) {
+        const logent_t *l = &t->log[k];
+        if (l->node == node && l->ev.type == type && l->at >= since &&
+            (subject < 0 ||
+             memcmp(l->ev.id, t->id[subject], MP_SWIM_ID_BYTES) == 0))
+            return l;
+    }
+    return NULL;
+}
+
+static int count_ev(const net_t *t, mp_swim_event_type_t type, int subject) {
+    int c = 0;
+    for (int k = 0; k < t->nlog; k++)
+        c += t->log[k].ev.type == type &&
+             (subject < 0 ||
+              memcmp(t->log[k].ev.id, t->id[subject], MP_SWIM_ID_BYTES) == 0);
+    return c;
+}
+
+/* State of subject in node's view, or -1 if unknown. */
+static int state_of(const net_t *t, int node, int subject,
+                    mp_swim_member_t *info) {
+    mp_swim_member_t m;
+    memset(&m, 0, sizeof m);
+    m.addr = "";
+    m.state = 0xff;
+    bool known = mp__swim_lookup(t->sw[node], t->id[subject], &m);
+    if (info != NULL)
+        *info = m;
+    return known ? m.state : -1;
+}
+
+/* Brings up n peers that join one after another through peer 0 and runs
+ * until everyone knows everyone. */
+static void net_swarm(net_t *t, int n, const mp_swim_config_t *cfg,
+                      uint64_t seed) {
+    net_init(t, n, cfg, seed);
+    net_start(t, 0, seed);
+    for (int i = 1; i < n; i++) {
+        net_start(t, i, seed);
+        net_join(t, i, 0);
+        net_run(t, t->now + 50);
+    }
+    net_run(t, t->now + 10000);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            CHECK(state_of(t, i, j, NULL) == MP_SWIM_ALIVE,
+                  "swarm: %d sees %d as %d", i, j, state_of(t, i, j, NULL));
+}
+
+/* ------------------------------------------------------------------ */
+
+static void test_config(void) {
+    mp_swim_config_t c;
+    mp__swim_config_default(&c);
+    CHECK(c.period_ms == 250 && c.max_members == 65536 && c.indirect_k == 3,
+          "defaults");
+    uint8_t id[MP_SWIM_ID_BYTES];
+    make_id(0, id);
+    mp_swim_t *sw = (mp_swim_t *)&c; /* must be overwritten */
+    CHECK(mp__swim_new(NULL, id, "x", 1, 0, &sw) == MOSHPIT_OK && sw != NULL,
+          "NULL config = defaults");
+    mp__swim_free(sw);
+    mp__swim_free(NULL);
+    CHECK(mp__swim_new(&c, NULL, "x", 1, 0, &sw) == MOSHPIT_EINVAL &&
+              sw == NULL,
+          "NULL id");
+    CHECK(mp__swim_new(&c, id, NULL, 1, 0, &sw) == MOSHPIT_EINVAL, "NULL addr");
+    CHECK(mp__swim_new(&c, id, "x", 1, 0, NULL) == MOSHPIT_EINVAL, "NULL out");
+    char longaddr[MP_SWIM_ADDR_MAX + 1];
+    memset(longaddr, 'a', sizeof longaddr - 1);
+    longaddr[MP_SWIM_ADDR_MAX] = '\0';
+    CHECK(mp__swim_new(&c, id, longaddr, 1, 0, &sw) == MOSHPIT_EINVAL,
+          "address of 256 bytes");
+    longaddr[MP_SWIM_ADDR_MAX - 1] = '\0';
+    CHECK(mp__swim_new(&c, id, longaddr, 1, 0, &sw) == MOSHPIT_OK,
+          "address of 255 bytes");
+    mp__swim_free(sw);
+
+    struct {
+        uint32_t *field;
+        uint32_t bad;
+    } bad[] = {
+        {&c.period_ms, 0},
+        {&c.ping_timeout_ms, 0},
+        {&c.indirect_k, 9},
+        {&c.suspicion_mult, 0},
+        {&c.retransmit_mult, 0},
+        {&c.retransmit_mult, 17},
+        {&c.max_members, 1},
+        {&c.queue_max, 0},
+        {&c.page_size, 0},
+        {&c.page_size, 33},
+        {&c.page_bytes, 100},
+        {&c.piggyback_bytes, 5000},
+        {&c.max_pending_probes, 0},
+        {&c.events_max, 0},
+        {&c.out_max, 0},
+        {&c.leave_fanout, 65},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        mp_swim_config_t save = c;
+        *bad[i].field = bad[i].bad;
+        CHECK(mp__swim_new(&c, id, "x", 1, 0, &sw) == MOSHPIT_EINVAL,
+              "bad config %zu accepted", i);
+        c = save;
+    }
+
+    /* Arguments. */
+    CHECK(mp__swim_new(&c, id, "", 1, 0, &sw) == MOSHPIT_OK, "empty addr");
+    CHECK(mp__swim_join(sw, 0, id, "x") == MOSHPIT_EINVAL, "join self");
+    CHECK(mp__swim_join(NULL, 0, id, "x") == MOSHPIT_EINVAL, "join NULL");
+    CHECK(mp__swim_on_message(sw, 0, NULL, &dec_msg) == MOSHPIT_EINVAL,
+          "on_message NULL from");
+    CHECK(mp__swim_on_message(sw, 0, id, NULL) == MOSHPIT_EINVAL,
+          "on_message NULL msg");
+    CHECK(mp__swim_live_count(sw) == 1 && mp__swim_size_estimate(sw) == 1,
+          "alone: 1 live");
+    CHECK(mp__swim_next_wakeup(sw) <= 250, "first probe within a period");
+    mp__swim_tick(sw, 1000);
+    CHECK(!mp__swim_poll_send(sw, &out_msg), "nobody to probe, nothing sent");
+    mp__swim_leave(sw, 1000);
+    mp__swim_leave(sw, 1000);
+    CHECK(mp__swim_has_left(sw) && mp__swim_live_count(sw) == 0 &&
+              mp__swim_next_wakeup(sw) == UINT64_MAX,
+          "after leave");
+    CHECK(mp__swim_join(sw, 0, id, "x") == MOSHPIT_EINVAL, "join after leave");
+    mp__swim_free(sw);
+    CHECK(mp__swim_live_count(NULL) == 0 && !mp__swim_synced(NULL) &&
+              mp__swim_next_wakeup(NULL) == UINT64_MAX &&
+              !mp__swim_poll_send(NULL, &out_msg) &&
+              !mp__swim_poll_event(NULL, NULL),
+          "NULL machine");
+}
+
+/* Join by pages, then probes are answered: nobody is ever suspected. */
+static void test_join_and_probe(void) {
+    static net_t t;
+    mp_swim_config_t c;
+    mp__swim_config_default(&c);
+    c.page_size = 4; /* several pages even for a small swarm */
+    net_swarm(&t, 10, &c, 1);
+    for (int i = 1; i < 10; i++) {
+        CHECK(mp__swim_synced(t.sw[i]), "peer %d synced", i);
+        CHECK(find_ev(&t, i, MP_SWIM_EV_SYNCED, 0, 0) != NULL,
+              "peer %d: SYNCED event", i);
+    }
+    for (int i = 0; i < 10; i++) {
+        CHECK(mp__swim_live_count(t.sw[i]) == 10, "peer %d: live %zu", i,
+              mp__swim_live_count(t.sw[i]));
+        mp_swim_member_t m;
+        for (int j = 0; j < 10; j++) {
+            state_of(&t, i, j, &m);
+            CHECK(strcmp(m.addr, t.addr[j]) == 0,
+                  "peer %d has address %s for %d", i, m.addr, j);
+            CHECK(m.is_self == (i == j), "is_self");
+        }
+        size_t cur = 0, cnt = 0;
+        while (mp__swim_member_next(t.sw[i], &cur, &m))
+            cnt++;
+        CHECK(cnt == 10, "iteration yields %zu", cnt);
+    }
+    uint64_t t0 = t.now;
+    net_run(&t, t0 + 60000);
+    CHECK(count_ev(&t, MP_SWIM_EV_SUSPECT, -1) == 0,
+          "suspicions on a healthy net: %d",
+          count_ev(&t, MP_SWIM_EV_SUSPECT, -1));
+    /* One probe per period: each peer sends ~ 4 PINGs/s, answers ~ 4. */
+    CHECK(t.sent > 10 * 60 * 4, "probes are sent (%llu messages)",
+          (unsigned long long)t.sent);
+    mp_swim_stats_t st;
+    mp__swim_get_stats(t.sw[0], &st);
+    CHECK(st.unexpected == 0 && st.suspicions == 0 && st.rejected == 0,
+          "clean counters: unexpected %llu", (unsigned long long)st.unexpected);
+    net_free(&t);
+}
+
+/* A blocked direct link is bridged by the indirect probe. */
+static void test_indirect(void) {
+    static net_t t;
+    net_swarm(&t, 4, NULL, 2);
+    t.blocked[0][3] = t.blocked[3][0] = true;
+    uint64_t t0 = t.now;
+    net_run(&t, t0 + 30000);
+    CHECK(find_ev(&t, 0, MP_SWIM_EV_SUSPECT, 3, t0) == NULL,
+          "0 suspected 3 despite the indirect path");
+    CHECK(state_of(&t, 0, 3, NULL) == MP_SWIM_ALIVE, "3 alive at 0");
+    mp_swim_stats_t st;
+    mp__swim_get_stats(t.sw[0], &st);
+    CHECK(st.unexpected == 0, "unexpected acks at 0: %llu",
+          (unsigned long long)st.unexpected);
+    net_free(&t);
+}
+
+/* Kill a peer: suspect at probe + ping + ping_req timeouts, dead a
+ * suspicion timeout later (exact, since latency is 1 ms). */
+static void test_suspect_dead(void) {
+    static net_t t;
+    net_swarm(&t, 5, NULL, 3);
+    uint64_t t0 = t.now;
+    t.up[4] = false;
+    net_run(&t, t0 + 60000);
+    const mp_swim_config_t *c = &t.cfg;
+    uint64_t sus_ms = mp__swim_suspicion_ms(t.sw[0]);
+    CHECK(sus_ms == 2000 ||
+              sus_ms == (uint64_t)c->suspicion_mult * c->period_ms * 3,
+          "suspicion timeout %llu", (unsigned long long)sus_ms);
+    /* Somebody's own probe found it: its SUSPECT event comes exactly
+     * ping_timeout + ping_req_timeout after a PING it sent. */
+    int first = -1;
+    uint64_t first_at = UINT64_MAX;
+    for (int i = 0; i < 4; i++) {
+        const logent_t *s = find_ev(&t, i, MP_SWIM_EV_SUSPECT, 4, t0);
+        CHECK(s != NULL, "peer %d never suspected 4", i);
+        if (s != NULL && s->at < first_at) {
+            first_at = s->at;
+            first = i;
+        }
+        const logent_t *d = find_ev(&t, i, MP_SWIM_EV_DEAD, 4, t0);
+        CHECK(d != NULL, "peer %d never declared 4 dead", i);
+        if (s != NULL && d != NULL)
+            CHECK(d->at == s->at + sus_ms,
+                  "peer %d: dead %llu ms after suspect, want %llu", i,
+                  (unsigned long long)(d->at - s->at),
+                  (unsigned long long)sus_ms);
+        CHECK(state_of(&t, i, 4, NULL) == MP_SWIM_DEAD, "4 dead at %d", i);
+        CHECK(mp__swim_live_count(t.sw[i]) == 4, "live count at %d", i);
+    }
+    mp_swim_stats_t st;
+    mp__swim_get_stats(t.sw[first], &st);
+    CHECK(st.suspicions >= 1, "first suspecter counted its suspicion");
+    /* A probe started up to 1 ms before the kill fails too; a full pass
+     * of the probe order (4 probes), possibly after a pass that already
+     * had probed 4, bounds the wait for the first probe. */
+    uint64_t probe_span = c->ping_timeout_ms + c->ping_req_timeout_ms;
+    uint64_t latest = 2 * 4 * (uint64_t)c->period_ms + probe_span + 1;
+    CHECK(first_at + 1 >= t0 + probe_span && first_at <= t0 + latest,
+          "first suspicion at +%llu ms, want within [%llu, %llu]",
+          (unsigned long long)(first_at - t0),
+          (unsigned long long)probe_span - 1, (unsigned long long)latest);
+    /* Nobody else was ever suspected. */
+    for (int j = 0; j < 4; j++)
+        CHECK(count_ev(&t, MP_SWIM_EV_SUSPECT, j) == 0, "%d suspected", j);
+    /* The record is forgotten after dead_retain_ms. */
+    net_run(&t, t.now + t.cfg.dead_retain_ms + 1000);
+    for (int i = 0; i < 4; i++) {
+        CHECK(state_of(&t, i, 4, NULL) == -1, "4 still known at %d", i);
+        CHECK(find_ev(&t, i, MP_SWIM_EV_REMOVED, 4, t0) != NULL,
+              "REMOVED event at %d", i);
+    }
+    net_free(&t);
+}
+
+/* A suspicion about a live peer (here planted by hand) is refuted. */
+static void test_refute(void) {
+    static net_t t;
+    net_swarm(&t, 4, NULL, 4);
+    uint64_t t0 = t.now;
+    mp_swim_update_t u;
+    memset(&u, 0, sizeof u);
+    memcpy(u.id, t.id[2], MP_SWIM_ID_BYTES);
+    u.state = MP_SWIM_SUSPECT;
+    u.inc = 0;
+    /* Peer 1 says so (an honest mistake or a lie: same thing). */
+    mp__swim_absorb(t.sw[0], t.now, t.id[1], &u, 1);
+    pump(&t, 0);
+    CHECK(state_of(&t, 0, 2, NULL) == MP_SWIM_SUSPECT, "planted suspicion");
+    net_run(&t, t0 + 20000);
+    for (int i = 0; i < 4; i++) {
+        mp_swim_member_t m;
+        CHECK(state_of(&t, i, 2, &m) == MP_SWIM_ALIVE && m.inc == 1,
+              "peer %d: 2 is %d@%u, want alive@1", i, m.state, m.inc);
+    }
+    CHECK(mp__swim_self_inc(t.sw[2]) == 1, "2 took incarnation 1");
+    CHECK(find_ev(&t, 2, MP_SWIM_EV_REFUTED, 2, t0) != NULL, "REFUTED event");
+    CHECK(find_ev(&t, 0, MP_SWIM_EV_ALIVE, 2, t0) != NULL, "ALIVE at 0");
+    CHECK(count_ev(&t, MP_SWIM_EV_DEAD, -1) == 0, "nobody died");
+    net_free(&t);
+}
+
+/* Leave: the direct receivers mark LEFT at once; the others only hear it
+ * second-hand, take it as a suspicion and mark LEFT when it expires. */
+static void test_leave(void) {
+    static net_t t;
+    mp_swim_config_t c;
+    mp__swim_config_default(&c);
+    c.leave_fanout = 1;
+    net_swarm(&t, 6, &c, 5);
+    uint64_t t0 = t.now;
+    mp__swim_leave(t.sw[5], t0);
+    pump(&t, 5);
+    t.up[5] = false; /* gone for good */
+    net_run(&t, t0 + 5);
+    int direct = -1;
+    for (int i = 0; i < 5; i++)
+        if (find_ev(&t, i, MP_SWIM_EV_LEFT, 5, t0) != NULL)
+            direct = i;
+    CHECK(direct >= 0, "one peer got the LEAVE directly");
+    net_run(&t, t0 + 30000);
+    for (int i = 0; i < 5; i++) {
+        CHECK(state_of(&t, i, 5, NULL) == MP_SWIM_LEFT, "5 at %d is %d", i,
+              state_of(&t, i, 5, NULL));
+        CHECK(find_ev(&t, i, MP_SWIM_EV_DEAD, 5, t0) == NULL,
+              "%d declared a leaver dead", i);
+    }
+    net_free(&t);
+}
+
+/* Restart with the same identity, (a) after the old incarnation was
+ * declared dead and (b) before anyone noticed. */
+static void test_restart(void) {
+    for (int early = 0; early <= 1; early++) {
+        static net_t t;
+        net_swarm(&t, 5, NULL, 6 + (uint64_t)early);
+        /* Give peer 4 an incarnation above 0 first. */
+        mp_swim_update_t u;
+        memset(&u, 0, sizeof u);
+        memcpy(u.id, t.id[4], MP_SWIM_ID_BYTES);
+        u.state = MP_SWIM_SUSPECT;
+        mp__swim_absorb(t.sw[4], t.now, t.id[1], &u, 1);
+        pump(&t, 4);
+        net_run(&t, t.now + 10000);
+        uint32_t old_inc = mp__swim_self_inc(t.sw[4]);
+        CHECK(old_inc == 1, "4 at incarnation %u", old_inc);
+        t.up[4] = false;
+        if (!early)
+            net_run(&t, t.now + 30000);
+        for (int i = 0; i < 4 && !early; i++)
+            CHECK(state_of(&t, i, 4, NULL) == MP_SWIM_DEAD, "4 dead at %d", i);
+        uint64_t t0 = t.now;
+        net_start(&t, 4, 99);
+        CHECK(mp__swim_self_inc(t.sw[4]) == 0, "restart at 0");
+        net_join(&t, 4, 2);
+        net_run(&t, t0 + 30000);
+        uint32_t inc = mp__swim_self_inc(t.sw[4]);
+        CHECK(inc > old_inc, "%s: restarted peer took %u, old was %u",
+              early ? "early" : "late", inc, old_inc);
+        for (int i = 0; i < 5; i++) {
+            mp_swim_member_t m;
+            CHECK(state_of(&t, i, 4, &m) == MP_SWIM_ALIVE && m.inc == inc,
+                  "%s: peer %d sees 4 as %d@%u", early ? "early" : "late", i,
+                  m.state, m.inc);
+            CHECK(mp__swim_live_count(t.sw[i]) == 5, "live count at %d", i);
+        }
+        for (int i = 0; i < 4 && !early; i++)
+            CHECK(find_ev(&t, i, MP_SWIM_EV_ALIVE, 4, t0) != NULL,
+                  "ALIVE (rejoined) event at %d", i);
+        /* Nobody declared the new incarnation dead. */
+        for (int i = 0; i < 4; i++)
+            CHECK(find_ev(&t, i, MP_SWIM_EV_DEAD, 4, t0 + 1) == NULL,
+                  "%s restart: %d declared 4 dead", early ? "early" : "late",
+                  i);
+        net_free(&t);
+    }
+}
+
+/* A member (peer 1) lies about peer 2 in every way it can; peer 2 must
+ * stay a live member everywhere, with its own address. */
+static void test_forged(void) {
+    static net_t t;
+    net_swarm(&t, 4, NULL, 8);
+    uint64_t t0 = t.now;
+    mp_swim_update_t lies[6];
+    memset(lies, 0, sizeof lies);
+    for (int k = 0; k < 6; k++)
+        memcpy(lies[k].id, t.id[2], MP_SWIM_ID_BYTES);
+    lies[0].state = MP_SWIM_DEAD;
+    lies[1].state = MP_SWIM_LEFT;
+    lies[2].state = MP_SWIM_ALIVE;
+    lies[2].inc = 5;
+    lies[2].has_addr = 1;
+    strcpy(lies[2].addr, "tcp://6.6.6.6:7400");
+    lies[3].state = MP_SWIM_SUSPECT;
+    lies[3].inc = 7;
+    lies[4].state = MP_SWIM_LEFT;
+    lies[4].inc = 9;
+    lies[5].state = MP_SWIM_DEAD;
+    lies[5].inc = UINT32_MAX; /* unrefutable if accepted */
+    /* Told to everyone, again and again, for a while. */
+    for (int round = 0; round < 20; round++) {
+        for (int i = 0; i < 4; i++) {
+            if (i == 1 || i == 2)
+                continue;
+            mp__swim_absorb(t.sw[i], t.now, t.id[1], lies, 6);
+            pump(&t, i);
+        }
+        if (round == 0) {
+            /* The address claim is only a hint for the driver to verify
+             * (until 2 itself confirms its address again). */
+            mp_swim_member_t h;
+            state_of(&t, 0, 2, &h);
+            CHECK(h.hint != NULL && strcmp(h.hint, "tcp://6.6.6.6:7400") == 0,
+                  "hint kept for the driver: %s", h.hint ? h.hint : "(none)");
+            CHECK(strcmp(h.addr, t.addr[2]) == 0, "address kept");
+        }
+        net_run(&t, t.now + 700);
+    }
+    net_run(&t, t.now + 30000);
+    for (int i = 0; i < 4; i++) {
+        mp_swim_member_t m;
+        int st = state_of(&t, i, 2, &m);
+        CHECK(st == MP_SWIM_ALIVE, "peer %d: 2 is %d after lies", i, st);
+        if (i != 2)
+            CHECK(strcmp(m.addr, t.addr[2]) == 0 && m.addr_confirmed,
+                  "peer %d: 2's address became %s", i, m.addr);
+        CHECK(find_ev(&t, i, MP_SWIM_EV_DEAD, 2, t0) == NULL &&
+                  find_ev(&t, i, MP_SWIM_EV_LEFT, 2, t0) == NULL,
+              "peer %d removed 2", i);
+    }
+    CHECK(mp__swim_self_inc(t.sw[2]) > 9, "2 refuted up to %u",
+          mp__swim_self_inc(t.sw[2]));
+    mp_swim_stats_t st;
+    mp__swim_get_stats(t.sw[0], &st);
+    CHECK(st.downgraded > 0, "third-party DEAD/LEFT counted");
+    CHECK(st.rejected > 0, "DEAD@2^32-1 rejected");
+    CHECK(st.addr_hints > 0, "address kept as a hint");
+    mp_swim_member_t m;
+    CHECK(find_ev(&t, 0, MP_SWIM_EV_HINT, 2, t0) != NULL, "HINT event");
+    /* A hint the driver verified (CURVE proved the key there) becomes the
+     * address; verifying the true one again restores it. */
+    CHECK(mp__swim_addr_verified(t.sw[0], t.id[2], "tcp://10.9.9.9:1"),
+          "verified");
+    pump(&t, 0);
+    state_of(&t, 0, 2, &m);
+    CHECK(m.hint == NULL && strcmp(m.addr, "tcp://10.9.9.9:1") == 0 &&
+              find_ev(&t, 0, MP_SWIM_EV_ADDR, 2, t0) != NULL,
+          "verified address taken");
+    CHECK(mp__swim_addr_verified(t.sw[0], t.id[2], t.addr[2]), "verified");
+    CHECK(!mp__swim_addr_verified(t.sw[0], t.id[2], ""), "empty addr");
+    uint8_t nobody[MP_SWIM_ID_BYTES] = {0};
+    CHECK(!mp__swim_addr_verified(t.sw[0], nobody, "x"), "unknown member");
+
+    /* An incarnation pushed to 2^32-2 is still refuted (with 2^32-1);
+     * after that no accepted claim can beat it. */
+    memset(lies, 0, sizeof lies);
+    memcpy(lies[0].id, t.id[3], MP_SWIM_ID_BYTES);
+    lies[0].state = MP_SWIM_SUSPECT;
+    lies[0].inc = MP_SWIM_INC_CLAIM_MAX;
+    mp__swim_absorb(t.sw[0], t.now, t.id[1], lies, 1);
+    pump(&t, 0);
+    net_run(&t, t.now + 30000);
+    CHECK(mp__swim_self_inc(t.sw[3]) == UINT32_MAX, "3 at %u",
+          mp__swim_self_inc(t.sw[3]));
+    for (int i = 0; i < 4; i++)
+        CHECK(state_of(&t, i, 3, NULL) == MP_SWIM_ALIVE, "3 at %d: %d", i,
+              state_of(&t, i, 3, NULL));
+    net_free(&t);
+}
+
+/* Caps: each one is hit, holds, and is counted. */
+static void test_caps(void) {
+    uint8_t self[MP_SWIM_ID_BYTES], other[MP_SWIM_ID_BYTES];
+    make_id(0, self);
+    mp_swim_config_t c;
+    mp__swim_config_default(&c);
+    c.max_members = 8;
+    c.queue_max = 4;
+    c.events_max = 5;
+    c.out_max = 3;
+    c.max_relays = 2;
+    c.sync_rate = 1;
+    c.sync_burst = 2;
+    mp_swim_t *sw;
+    CHECK(mp__swim_new(&c, self, "me", 7, 0, &sw) == MOSHPIT_OK, "new");
+
+    /* 20 made-up members: 7 fit besides self. */
+    mp_swim_update_t u[20];
+    memset(u, 0, sizeof u);
+    for (int i = 0; i < 20; i++) {
+        make_id(100 + i, u[i].id);
+        u[i].has_addr = 1;
+        snprintf(u[i].addr, sizeof u[i].addr, "tcp://1.1.1.%d:1", i);
+    }
+    make_id(50, other);
+    mp__swim_absorb(sw, 0, other, u, 20);
+    mp_swim_stats_t st;
+    mp__swim_get_stats(sw, &st);
+    CHECK(mp__swim_live_count(sw) == 8, "members %zu", mp__swim_live_count(sw));
+    CHECK(st.refused_cap == 13, "refused %llu",
+          (unsigned long long)st.refused_cap);
+    CHECK(st.queue_dropped >= 3, "queue dropped %llu",
+          (unsigned long long)st.queue_dropped);
+    CHECK(st.events_dropped == 7 - 5, "events dropped %llu",
+          (unsigned long long)st.events_dropped);
+
+    /* Relays: two served at once, then refused. */
+    mp_swim_msg_t *m = &dec_msg;
+    memset(m, 0, sizeof *m);
+    m->type = MP_SWIM_MSG_PING_REQ;
+    m->has_target = 1;
+    memcpy(m->target, u[0].id, MP_SWIM_ID_BYTES);
+    for (int i = 0; i < 4; i++) {
+        m->seq = (uint64_t)i;
+        mp__swim_on_message(sw, 1, u[1 + i].id, m);
+    }
+    mp__swim_get_stats(sw, &st);
+    CHECK(st.relays_refused == 2, "relays refused %llu",
+          (unsigned long long)st.relays_refused);
+    /* Outgoing: only 3 held (2 relay PINGs + ...), the rest dropped. */
+    memset(m, 0, sizeof *m);
+    m->type = MP_SWIM_MSG_PING;
+    for (int i = 0; i < 5; i++)
+        mp__swim_on_message(sw, 2, u[1].id, m);
+    mp__swim_get_stats(sw, &st);
+    CHECK(st.out_dropped >= 3, "out dropped %llu",
+          (unsigned long long)st.out_dropped);
+    int sent = 0;
+    while (mp__swim_poll_send(sw, &out_msg))
+        sent++;
+    CHECK(sent == 3, "sent %d", sent);
+
+    /* SYNC_REQ: burst 2, then 1 per second. */
+    memset(m, 0, sizeof *m);
+    m->type = MP_SWIM_MSG_SYNC_REQ;
+    for (int i = 0; i < 10; i++)
+        mp__swim_on_message(sw, 1000, u[2].id, m);
+    mp__swim_get_stats(sw, &st);
+    CHECK(st.sync_served == 2 && st.joins_refused == 8, "sync %llu/%llu",
+          (unsigned long long)st.sync_served,
+          (unsigned long long)st.joins_refused);
+    mp__swim_on_message(sw, 1999, u[2].id, m);
+    mp__swim_on_message(sw, 2000, u[2].id, m);
+    mp__swim_get_stats(sw, &st);
+    CHECK(st.sync_served == 3, "one more after a second: %llu",
+          (unsigned long long)st.sync_served);
+    while (mp__swim_poll_send(sw, &out_msg))
+        ;
+    mp__swim_free(sw);
+
+    /* Pending probes: one at a time with long timeouts. */
+    mp__swim_config_default(&c);
+    c.max_pending_probes = 1;
+    c.ping_timeout_ms = 10000;
+    CHECK(mp__swim_new(&c, self, "me", 7, 0, &sw) == MOSHPIT_OK, "new");
+    mp__swim_absorb(sw, 0, other, u, 3);
+    for (uint64_t now = 0; now < 2000; now += 50)
+        mp__swim_tick(sw, now);
+    mp__swim_get_stats(sw, &st);
+    CHECK(st.probes_skipped >= 5, "probes skipped %llu",
+          (unsigned long long)st.probes_skipped);
+    mp__swim_free(sw);
+
+    /* A full table makes room by forgetting its oldest dead record. */
+    mp__swim_config_default(&c);
+    c.max_members = 3;
+    c.suspicion_min_ms = 1;
+    c.suspicion_mult = 1;
+    CHECK(mp__swim_new(&c, self, "me", 7, 0, &sw) == MOSHPIT_OK, "new");
+    mp__swim_absorb(sw, 0, other, u, 2);
+    u[0].state = MP_SWIM_SUSPECT;
+    mp__swim_absorb(sw, 0, other, u, 1);
+    u[0].state = MP_SWIM_ALIVE;
+    mp__swim_tick(sw, 5000);
+    mp_swim_member_t mi;
+    CHECK(mp__swim_lookup(sw, u[0].id, &mi) && mi.state == MP_SWIM_DEAD,
+          "u0 dead");
+    mp__swim_absorb(sw, 5000, other, &u[5], 1);
+    CHECK(!mp__swim_lookup(sw, u[0].id, &mi) &&
+              mp__swim_lookup(sw, u[5].id, &mi),
+          "dead record gave way to a new member");
+    mp__swim_free(sw);
+}
+
+/* The piggyback budget is never exceeded, each update is sent
+ * retransmits() times and then retired, and sizes match the encoding. */
+static void test_piggyback(void) {
+    uint8_t self[MP_SWIM_ID_BYTES], other[MP_SWIM_ID_BYTES];
+    make_id(0, self);
+    make_id(1, other);
+    mp_swim_t *sw;
+    CHECK(mp__swim_new(NULL, self, "tcp://10.0.0.1:7400", 9, 0, &sw) ==
+              MOSHPIT_OK,
+          "new");
+    mp_swim_update_t u[40], out[MP_SWIM_PB_MAX];
+    memset(u, 0, sizeof u);
+    for (int i = 0; i < 40; i++) {
+        make_id(200 + i, u[i].id);
+        u[i].inc = (uint32_t)i * 1000u; /* several integer sizes */
+        u[i].has_addr = 1;
+        snprintf(u[i].addr, sizeof u[i].addr, "tcp://192.168.%d.%d:7400", i, i);
+    }
+    mp__swim_absorb(sw, 0, other, u, 40);
+    uint32_t limit = mp__swim_retransmits(sw);
+    CHECK(limit == 2 * 6, "retransmits at n=41: %u", limit);
+    /* Update sizes against the real encoding. */
+    static uint8_t b0[MP_SWIM_MSG_MAX], b1[MP_SWIM_MSG_MAX];
+    size_t l0, l1;
+    for (int i = 0; i < 40; i++) {
+        for (int with = 0; with <= 1; with++) {
+            mp_swim_update_t v = u[i];
+            v.has_addr = (uint8_t)with;
+            if (!with)
+                v.addr[0] = '\0';
+            CHECK(mp__swim_block_encode(0, NULL, 0, b0, sizeof b0, &l0) ==
+                          MOSHPIT_OK &&
+                      mp__swim_block_encode(0, &v, 1, b1, sizeof b1, &l1) ==
+                          MOSHPIT_OK &&
+                      l1 - l0 == mp__swim_update_bytes(&v),
+                  "update %d size %zu vs %zu", i, l1 - l0,
+                  mp__swim_update_bytes(&v));
+        }
+    }
+    /* Drain with a small budget: 41 updates (self included) x limit. */
+    size_t total = 0;
+    for (int k = 0; k < 10000; k++) {
+        size_t n = mp__swim_take_updates(sw, other, 300, out, MP_SWIM_PB_MAX);
+        if (n == 0)
+            break;
+        size_t bytes = 0;
+        for (size_t i = 0; i < n; i++)
+            bytes += mp__swim_update_bytes(&out[i]);
+        CHECK(bytes <= 300, "budget exceeded: %zu", bytes);
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = i + 1; j < n; j++)
+                CHECK(memcmp(out[i].id, out[j].id, MP_SWIM_ID_BYTES) != 0,
+                      "update twice in one message");
+        total += n;
+    }
+    CHECK(total == 41u * limit, "sent %zu, want %u", total, 41u * limit);
+    CHECK(mp__swim_take_updates(sw, NULL, 0, out, MP_SWIM_PB_MAX) == 0,
+          "zero budget");
+    /* Encoded block fits budget + overhead. */
+    mp__swim_absorb(sw, 0, other, u, 1); /* nothing new: same record */
+    u[0].inc += 1;
+    mp__swim_absorb(sw, 0, other, u, 1);
+    size_t n = mp__swim_take_updates(sw, NULL, 1024, out, MP_SWIM_PB_MAX);
+    CHECK(n == 1, "one fresh update: %zu", n);
+    CHECK(mp__swim_block_encode(7, out, n, b1, sizeof b1, &l1) == MOSHPIT_OK &&
+              l1 <= mp__swim_update_bytes(&out[0]) + MP_SWIM_BLOCK_OVERHEAD,
+          "block of %zu bytes", l1);
+    mp__swim_free(sw);
+}
+
+/* SYNC that does not answer our request is ignored; a bootstrap that
+ * does not advance, or stays silent, ends the join with SYNC_FAILED. */
+static void test_sync_misuse(void) {
+    uint8_t self[MP_SWIM_ID_BYTES], boot[MP_SWIM_ID_BYTES],
+        other[MP_SWIM_ID_BYTES];
+    make_id(0, self);
+    make_id(1, boot);
+    make_id(2, other);
+    mp_swim_config_t c;
+    mp__swim_config_default(&c);
+    mp_swim_t *sw;
+    mp_swim_event_t ev;
+    CHECK(mp__swim_new(&c, self, "me", 1, 0, &sw) == MOSHPIT_OK, "new");
+    CHECK(mp__swim_join(sw, 0, boot, "tcp://boot:1") == MOSHPIT_OK, "join");
+    CHECK(mp__swim_poll_send(sw, &out_msg) &&
+              out_msg.msg.type == MP_SWIM_MSG_SYNC_REQ &&
+              out_msg.msg.cursor == 0 && strcmp(out_msg.msg.addr, "me") == 0,
+          "SYNC_REQ 0");
+    mp_swim_msg_t *m = &dec_msg;
+    memset(m, 0, sizeof *m);
+    m->type = MP_SWIM_MSG_SYNC;
+    m->next = 5;
+    mp__swim_on_message(sw, 1, other, m);
+    mp_swim_stats_t st;
+    mp__swim_get_stats(sw, &st);
+    CHECK(st.unexpected == 1, "SYNC from a stranger ignored");
+    m->cursor = 3;
+    mp__swim_on_message(sw, 1, boot, m);
+    mp__swim_get_stats(sw, &st);
+    CHECK(st.unexpected == 2, "SYNC for another cursor ignored");
+    m->cursor = 0;
+    mp__swim_on_message(sw, 1, boot, m);
+    CHECK(mp__swim_poll_send(sw, &out_msg) &&
+              out_msg.msg.type == MP_SWIM_MSG_SYNC_REQ &&
+              out_msg.msg.cursor == 5,
+          "next page requested");
+    m->cursor = 5;
+    m->next = 5; /* does not advance */
+    mp__swim_on_message(sw, 2, boot, m);
+    bool failed = false;
+    while (mp__swim_poll_event(sw, &ev))
+        failed |= ev.type == MP_SWIM_EV_SYNC_FAILED;
+    CHECK(failed && !mp__swim_synced(sw), "non-advancing pages: failed");
+    /* Silence: retries, then SYNC_FAILED. */
+    CHECK(mp__swim_join(sw, 10, boot, "tcp://boot:1") == MOSHPIT_OK, "join");
+    int reqs = 0;
+    failed = false;
+    for (uint64_t now = 10; now < 20000; now += 100) {
+        mp__swim_tick(sw, now);
+        while (mp__swim_poll_send(sw, &out_msg))
+            reqs += out_msg.msg.type == MP_SWIM_MSG_SYNC_REQ;
+        while (mp__swim_poll_event(sw, &ev))
+            failed |= ev.type == MP_SWIM_EV_SYNC_FAILED;
+    }
+    CHECK(failed, "silent bootstrap: SYNC_FAILED");
+    CHECK(reqs == 1 + (int)c.sync_retries, "SYNC_REQs %d", reqs);
+    mp__swim_free(sw);
+}
+
+/* Bad updates from the network never do anything. */
+static void test_invalid_updates(void) {
+    uint8_t self[MP_SWIM_ID_BYTES], other[MP_SWIM_ID_BYTES];
+    make_id(0, self);
+    make_id(1, other);
+    mp_swim_t *sw;
+    CHECK(mp__swim_new(NULL, self, "me", 1, 0, &sw) == MOSHPIT_OK, "new");
+    mp_swim_update_t u[4];
+    memset(u, 0, sizeof u);
+    for (int i = 0; i < 4; i++)
+        make_id(10 + i, u[i].id);
+    u[0].state = 4;
+    u[1].has_addr = 2;
+    u[2].has_addr = 1;
+    memset(u[2].addr, 'x', sizeof u[2].addr); /* unterminated */
+    u[3].state = MP_SWIM_SUSPECT;
+    u[3].inc = UINT32_MAX;
+    mp__swim_absorb(sw, 0, other, u, 4);
+    mp_swim_stats_t st;
+    mp__swim_get_stats(sw, &st);
+    CHECK(st.rejected == 4 && mp__swim_live_count(sw) == 1,
+          "rejected %llu, live %zu", (unsigned long long)st.rejected,
+          mp__swim_live_count(sw));
+    /* An unknown message type. */
+    memset(&dec_msg, 0, sizeof dec_msg);
+    dec_msg.type = (mp_swim_msg_type_t)99;
+    CHECK(mp__swim_on_message(sw, 0, other, &dec_msg) == MOSHPIT_OK,
+          "unknown type");
+    mp__swim_get_stats(sw, &st);
+    CHECK(st.rejected == 5, "unknown type rejected");
+    /* Counts beyond the arrays are clamped, not trusted. */
+    dec_msg.type = MP_SWIM_MSG_GOSSIP;
+    dec_msg.n_updates = 1000000;
+    dec_msg.n_entries = 1000000;
+    CHECK(mp__swim_on_message(sw, 0, other, &dec_msg) == MOSHPIT_OK,
+          "huge counts");
+    mp__swim_free(sw);
+}
+
+/* One machine driven by hand: members B, C, D answer every PING at once;
+ * X never does. `relay` picks who sends the relayed ACK for X after the
+ * PING_REQs: 0 nobody, 1 an intermediary that was asked, 2 a member that
+ * was not asked, 3 X itself, late (after the direct phase). Returns the
+ * time A suspected X, or UINT64_MAX. */
+static uint64_t drive_probe(int relay) {
+    uint8_t a[MP_SWIM_ID_BYTES], ids[4][MP_SWIM_ID_BYTES];
+    make_id(0, a);
+    for (int i = 0; i < 4; i++)
+        make_id(1 + i, ids[i]); /* B, C, D, X */
+    mp_swim_config_t c;
+    mp__swim_config_default(&c);
+    c.indirect_k = 2;
+    mp_swim_t *sw;
+    CHECK(mp__swim_new(&c, a, "a", 5, 0, &sw) == MOSHPIT_OK, "new");
+    mp_swim_update_t u[4];
+    memset(u, 0, sizeof u);
+    for (int i = 0; i < 4; i++) {
+        memcpy(u[i].id, ids[i], MP_SWIM_ID_BYTES);
+        u[i].has_addr = 1;
+        snprintf(u[i].addr, sizeof u[i].addr, "m%d", i);
+    }
+    mp__swim_absorb(sw, 0, ids[0], u, 4);
+    uint64_t now = 0, suspected = UINT64_MAX, x_seq = 0, x_ping_at = 0;
+    bool asked[4] = {false}, relayed = false;
+    mp_swim_msg_t *m = &dec_msg;
+    for (int step = 0; step < 10000 && now < 20000; step++) {
+        uint64_t w = mp__swim_next_wakeup(sw);
+        now = w > now ? w : now;
+        mp__swim_tick(sw, now);
+        while (mp__swim_poll_send(sw, &out_msg)) {
+            const mp_swim_msg_t *o = &out_msg.msg;
+            int to = out_msg.to[0] - 2; /* 0..3 = B, C, D, X */
+            memset(m, 0, sizeof *m);
+            if (o->type == MP_SWIM_MSG_PING && to == 3) {
+                if (x_seq == 0) { /* the first probe of X is the one */
+                    x_seq = o->seq;
+                    x_ping_at = now;
+                }
+                continue;
+            }
+            if (o->type == MP_SWIM_MSG_PING) {
+                m->type = MP_SWIM_MSG_ACK;
+                m->seq = o->seq;
+                mp__swim_on_message(sw, now, ids[to], m);
+            } else if (o->type == MP_SWIM_MSG_PING_REQ && to >= 0 && to < 3) {
+                asked[to] = true;
+                CHECK(memcmp(o->target, ids[3], MP_SWIM_ID_BYTES) == 0 &&
+                          o->seq == x_seq,
+                      "PING_REQ names X and the probe's seq");
+            }
+        }
+        bool any_asked = asked[0] || asked[1] || asked[2];
+        if (any_asked && !relayed && relay != 0) {
+            relayed = true;
+            int who = -1;
+            for (int i = 0; i < 3; i++)
+                if ((relay == 1 && asked[i]) || (relay == 2 && !asked[i]))
+                    who = i;
+            memset(m, 0, sizeof *m);
+            m->type = MP_SWIM_MSG_ACK;
+            m->seq = x_seq;
+            if (relay == 3) {
+                mp__swim_on_message(sw, now, ids[3], m); /* late, direct */
+            } else if (who >= 0) {
+                m->has_target = 1;
+                memcpy(m->target, ids[3], MP_SWIM_ID_BYTES);
+                mp__swim_on_message(sw, now, ids[who], m);
+            }
+        }
+        mp_swim_event_t ev;
+        while (mp__swim_poll_event(sw, &ev))
+            if (ev.type == MP_SWIM_EV_SUSPECT && ev.id[0] == ids[3][0] &&
+                suspected == UINT64_MAX) {
+                suspected = now;
+                CHECK(now ==
+                          x_ping_at + c.ping_timeout_ms + c.ping_req_timeout_ms,
+                      "suspected %llu ms after the PING",
+                      (unsigned long long)(now - x_ping_at));
+            }
+        if (suspected != UINT64_MAX ||
+            (x_seq != 0 &&
+             now > x_ping_at + c.ping_timeout_ms + c.ping_req_timeout_ms))
+            break;
+    }
+    CHECK(relay == 0 || relayed, "relay case %d never reached", relay);
+    mp__swim_free(sw);
+    return suspected;
+}
+
+static void test_probe_protocol(void) {
+    CHECK(drive_probe(0) != UINT64_MAX, "silent X never suspected");
+    CHECK(drive_probe(1) == UINT64_MAX, "ACK relayed by an asked member");
+    CHECK(drive_probe(2) != UINT64_MAX,
+          "a relayed ACK from a member that was not asked counted");
+    CHECK(drive_probe(3) == UINT64_MAX, "late direct ACK");
+}
+
+/* Corrections: a member whose claim about itself is older than our record
+ * gets that record first in our next message to it. */
+static void test_correction(void) {
+    uint8_t a[MP_SWIM_ID_BYTES], b[MP_SWIM_ID_BYTES];
+    make_id(0, a);
+    make_id(1, b);
+    mp_swim_t *sw;
+    CHECK(mp__swim_new(NULL, a, "a", 5, 0, &sw) == MOSHPIT_OK, "new");
+    mp_swim_update_t u;
+    memset(&u, 0, sizeof u);
+    memcpy(u.id, b, MP_SWIM_ID_BYTES);
+    u.state = MP_SWIM_DEAD;
+    u.inc = 3;
+    uint8_t third[MP_SWIM_ID_BYTES];
+    make_id(7, third);
+    u.state = MP_SWIM_ALIVE;
+    u.has_addr = 1;
+    strcpy(u.addr, "b");
+    mp__swim_absorb(sw, 0, third, &u, 1); /* B alive@3 (hearsay) */
+    u.state = MP_SWIM_SUSPECT;
+    u.has_addr = 0;
+    mp__swim_absorb(sw, 0, third, &u, 1); /* B suspect@3 */
+    while (mp__swim_poll_event(sw, &(mp_swim_event_t){0}))
+        ;
+    /* B (restarted) pings at incarnation 0. */
+    mp_swim_msg_t *m = &dec_msg;
+    memset(m, 0, sizeof *m);
+    m->type = MP_SWIM_MSG_PING;
+    m->seq = 77;
+    strcpy(m->addr, "b");
+    mp__swim_on_message(sw, 10, b, m);
+    bool found = false;
+    while (mp__swim_poll_send(sw, &out_msg)) {
+        if (out_msg.msg.type != MP_SWIM_MSG_ACK)
+            continue;
+        found = true;
+        CHECK(out_msg.msg.seq == 77 && out_msg.msg.n_updates >= 1 &&
+                  memcmp(out_msg.msg.updates[0].id, b, MP_SWIM_ID_BYTES) == 0 &&
+                  out_msg.msg.updates[0].state == MP_SWIM_SUSPECT &&
+                  out_msg.msg.updates[0].inc == 3,
+              "ACK carries B's record first");
+    }
+    CHECK(found, "no ACK");
+    /* Direct evidence kept B's suspicion from expiring meanwhile: its
+     * timer restarted at the PING. */
+    mp__swim_tick(sw, 10 + mp__swim_suspicion_ms(sw) - 1);
+    mp_swim_member_t mi;
+    CHECK(mp__swim_lookup(sw, b, &mi) && mi.state == MP_SWIM_SUSPECT,
+          "B still suspect");
+    /* B refutes with 4 on its next message: alive. */
+    m->inc = 4;
+    mp__swim_on_message(sw, 20, b, m);
+    CHECK(mp__swim_lookup(sw, b, &mi) && mi.state == MP_SWIM_ALIVE &&
+              mi.inc == 4 && mi.addr_confirmed,
+          "B alive@4, address confirmed");
+    /* The next ACK carries no correction. */
+    while (mp__swim_poll_send(sw, &out_msg))
+        if (out_msg.msg.type == MP_SWIM_MSG_ACK)
+            for (uint32_t i = 0; i < out_msg.msg.n_updates; i++)
+                CHECK(out_msg.msg.updates[i].inc != 3,
+                      "stale record sent again");
+    mp__swim_free(sw);
+}
+
+int main(void) {
+    test_config();
+    test_probe_protocol();
+    test_correction();
+    test_join_and_probe();
+    test_indirect();
+    test_suspect_dead();
+    test_refute();
+    test_leave();
+    test_restart();
+    test_forged();
+    test_caps();
+    test_piggyback();
+    test_sync_misuse();
+    test_invalid_updates();
+    return test_summary("test_swim");
+}
