@@ -61,8 +61,10 @@ static void on_ctrl(moshpit_t *mp) {
     moshpit_err_t e =
         mp__msg_decode(zmq_msg_data(&body), zmq_msg_size(&body), m);
     if (e != MOSHPIT_OK) {
-        mp__log(mp, MOSHPIT_LOG_WARN,
-                "malformed control message from %.8s dropped", uid);
+        if (!mp__swim_on_ctrl(mp, mp__find_peer(mp, id), zmq_msg_data(&body),
+                              zmq_msg_size(&body)))
+            mp__log(mp, MOSHPIT_LOG_WARN,
+                    "malformed control message from %.8s dropped", uid);
         goto out;
     }
     mp_peer_t *p = mp__find_peer(mp, id);
@@ -248,6 +250,7 @@ static void on_command(moshpit_t *mp) {
     if (rc != (int)sizeof(c) || c == NULL)
         return;
     if (c->type == MP_CMD_CLOSE) {
+        mp__swim_close(mp); /* LEFT to a few members, before the BYEs */
         mp_msg_t *m = mp->msg;
         memset(m, 0, sizeof(*m));
         m->type = MP_MSG_BYE;
@@ -276,19 +279,9 @@ static void on_command(moshpit_t *mp) {
 /* the loop                                                            */
 
 static void housekeeping(moshpit_t *mp, uint64_t now) {
+    mp__swim_housekeeping(mp, now);
     if (now >= mp->next_gossip_ms) {
         mp->next_gossip_ms = now + GOSSIP_MS;
-        size_t live = 0;
-        for (size_t i = 0; i < mp->npeers; i++)
-            live += mp->peers[i]->state == MP_PEER_LIVE;
-        if (live > 0) {
-            size_t pick = (size_t)(mp__rng_next(mp) % live);
-            for (size_t i = 0; i < mp->npeers; i++)
-                if (mp->peers[i]->state == MP_PEER_LIVE && pick-- == 0) {
-                    mp__send_peers(mp, mp->peers[i], NULL);
-                    break;
-                }
-        }
         /* held frames of rounds that never came */
         for (size_t i = 0; i < mp->nearly;)
             if (now - mp->early[i].arrived_ms > mp->cfg.round_timeout_ms)
@@ -329,6 +322,8 @@ static uint64_t next_wakeup(moshpit_t *mp) {
         }
     uint64_t ft = mp__state_fetch_wakeup(mp);
     w = ft < w ? ft : w;
+    ft = mp__swim_wakeup(mp);
+    w = ft < w ? ft : w;
     mp_round_t *r = &mp->round;
     if (r->cmd != NULL) {
         uint64_t t = r->deadline_ms + ROUND_MARGIN_MS;
@@ -365,8 +360,12 @@ void mp__engine_main(void *arg) {
         char addr[MP_ADDR_MAX];
         uint8_t key[32];
         if (mp__parse_endpoint(mp->bootstrap[i], addr, sizeof(addr), key) ==
-            MOSHPIT_OK)
+            MOSHPIT_OK) {
             mp__peer_learn(mp, key, addr);
+            mp_peer_t *p = mp__find_peer(mp, key);
+            if (p != NULL)
+                p->bootstrap = true;
+        }
     }
     mp__update_members(mp);
 
@@ -555,11 +554,12 @@ moshpit_err_t mp__engine_setup(moshpit_t *mp) {
              mp->pub_txt);
     if (!mp__net_addr_ok(mp->ctrl_ep) || !mp__net_addr_ok(mp->data_ep))
         return MOSHPIT_EINVAL;
-    return MOSHPIT_OK;
+    return mp__swim_setup(mp);
 }
 
 void mp__engine_teardown(moshpit_t *mp) {
     mp__state_teardown(mp);
+    mp__swim_teardown(mp);
     for (size_t i = 0; i < mp->npeers; i++) {
         mp__peer_close(mp->peers[i]);
         free(mp->peers[i]);

@@ -15,6 +15,7 @@
 #include "core/fetch.h"
 #include "core/grid.h"
 #include "core/group.h"
+#include "core/swim.h"
 #include "core/match.h"
 #include "crypto/crypto.h"
 #include "moshpit.h"
@@ -65,7 +66,10 @@ typedef struct mp_peer {
     uint64_t my_tag;    /* they put it on data frames to us */
     uint32_t bandwidth;
     uint32_t ciphers;
-    bool serves_state; /* said so in its HELLO */
+    bool serves_state;     /* said so in its HELLO */
+    bool bootstrap;        /* given in the config's bootstrap list */
+    uint8_t *swim_pending; /* a membership message waiting for the session */
+    size_t swim_pending_len;
     /* state chunks this peer asked us for and we still owe it */
     uint64_t st_ver;
     uint32_t st_next, st_end;
@@ -200,8 +204,13 @@ struct moshpit {
     uint32_t recent_pos;
     uint64_t next_gossip_ms;
     uint64_t rng;
-    mp_grid_t grid;      /* this peer's grid key */
-    mp_state_srv_t st;   /* state served (config serve_state) */
+    mp_grid_t grid;    /* this peer's grid key */
+    mp_state_srv_t st; /* state served (config serve_state) */
+    mp_swim_t *swim;   /* membership */
+    mp_swim_out_t *swim_out;
+    mp_swim_msg_t *swim_msg;
+    bool swim_joined;
+    uint64_t swim_stats_ms, swim_bad_logged;
     mp_cmd_t *fetch_cmd; /* a moshpit_fetch_state() in progress */
     mp_fetch_t *fetch;   /* its client, once a server is known */
     uint64_t fetch_seq;

@@ -59,6 +59,23 @@ void mp__stash_drop(mp_peer_t *p);
 void mp__update_members(moshpit_t *mp);
 zmq_msg_t *mp__stash_of(mp_peer_t *p);
 
+/* engine_swim.c: membership */
+moshpit_err_t mp__swim_setup(moshpit_t *mp);
+void mp__swim_teardown(moshpit_t *mp);
+/* SWIM holds id alive or suspect (or has not heard of it yet). */
+bool mp__swim_member_ok(const moshpit_t *mp, const uint8_t id[32]);
+void mp__swim_pump(moshpit_t *mp);
+/* A control message that is not one of wire.h's: true if it was a SWIM
+ * message (processed when p has a session). */
+bool mp__swim_on_ctrl(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
+                      size_t len);
+void mp__swim_peer_live(moshpit_t *mp, mp_peer_t *p);
+void mp__swim_housekeeping(moshpit_t *mp, uint64_t now);
+uint64_t mp__swim_wakeup(const moshpit_t *mp);
+void mp__swim_close(moshpit_t *mp);
+/* Dials a known peer again at once (membership says it is back). */
+void mp__peer_redial(moshpit_t *mp, mp_peer_t *p, const char *addr);
+
 /* engine_state.c: serving and downloading state */
 void mp__state_round_done(moshpit_t *mp, uint64_t gid, const float *v,
                           size_t count);

@@ -39,7 +39,8 @@ zmq_msg_t *mp__stash_of(mp_peer_t *p) {
 void mp__update_members(moshpit_t *mp) {
     size_t live = 1;
     for (size_t i = 0; i < mp->npeers; i++)
-        if (mp->peers[i]->state == MP_PEER_LIVE)
+        if (mp->peers[i]->state == MP_PEER_LIVE &&
+            mp__swim_member_ok(mp, mp->peers[i]->id))
             live++;
     mp_plat_mutex_lock(&mp->lock);
     if (mp->members_live != live) {
@@ -284,6 +285,25 @@ void mp__peer_learn(moshpit_t *mp, const uint8_t id[32], const char *addr) {
     }
 }
 
+void mp__peer_redial(moshpit_t *mp, mp_peer_t *p, const char *addr) {
+    if (p->state == MP_PEER_LIVE || p->state == MP_PEER_REFUSED ||
+        !mp__net_addr_ok(addr))
+        return;
+    if (p->state == MP_PEER_NEW && p->ctrl != NULL &&
+        strcmp(p->ctrl_addr, addr) == 0)
+        return; /* already dialling it there */
+    mp__peer_close(p);
+    snprintf(p->ctrl_addr, sizeof(p->ctrl_addr), "%s", addr);
+    p->state = MP_PEER_NEW;
+    p->state_since_ms = mp__now_ms();
+    p->hello_tries = 0;
+    if (peer_connect(mp, p) == MOSHPIT_OK) {
+        mp__send_hello(mp, p, false);
+        p->hello_tries = 1;
+        p->next_hello_ms = mp__now_ms() + HELLO_RETRY_MS;
+    }
+}
+
 void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
                   const mp_hello_t *h) {
     if (memcmp(h->swarm, mp->swarm_hash, 32) != 0) {
@@ -385,13 +405,9 @@ void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
         mp__send_hello(mp, p, true);
     if (!was_live) {
         mp__peer_set_state(mp, p, MP_PEER_LIVE, "session established");
-        if (!h->reply) {
-            /* a newcomer dialled us: give it our view, tell the others */
-            mp__send_peers(mp, p, NULL);
-            for (size_t i = 0; i < mp->npeers; i++)
-                if (mp->peers[i] != p && mp->peers[i]->state == MP_PEER_LIVE)
-                    mp__send_peers(mp, mp->peers[i], p);
-        }
+        /* membership (SWIM) tells the newcomer and the others about each
+         * other: a join costs the bootstrap peer one member list */
+        mp__swim_peer_live(mp, p);
     }
 }
 

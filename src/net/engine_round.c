@@ -293,7 +293,8 @@ void mp__start_round(moshpit_t *mp, mp_cmd_t *c) {
     r->deadline_ms = now + mp->cfg.round_timeout_ms - ROUND_MARGIN_MS;
     size_t n = 1;
     for (size_t i = 0; i < mp->npeers; i++)
-        n += mp->peers[i]->state == MP_PEER_LIVE;
+        n += mp->peers[i]->state == MP_PEER_LIVE &&
+             mp__swim_member_ok(mp, mp->peers[i]->id);
     /* the key: the vector length (peers only group with peers averaging
      * vectors of the same length), then the grid key */
     mp__grid_set_estimate(&mp->grid, n);
@@ -309,7 +310,8 @@ void mp__start_round(moshpit_t *mp, mp_cmd_t *c) {
         size_t k = 0;
         memcpy(ids[k++], mp->pub, 32);
         for (size_t i = 0; i < mp->npeers; i++)
-            if (mp->peers[i]->state == MP_PEER_LIVE)
+            if (mp->peers[i]->state == MP_PEER_LIVE &&
+                mp__swim_member_ok(mp, mp->peers[i]->id))
                 memcpy(ids[k++], mp->peers[i]->id, 32);
         mp__rendezvous_order(r->key, r->key_len, (const uint8_t(*)[32])ids, n,
                              order);

@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine_swim.c - membership: drives the sans-IO SWIM machine (core/swim.c)
+ * over the engine's CURVE control links. SWIM decides who is a member and
+ * who is dead; the engine keeps a session (HELLO, data keys) with every
+ * member it learns of and counts a peer as a member while it has a live
+ * session and SWIM holds it alive or suspect. Engine thread only.
+ */
+#include "engine_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "core/swim.h"
+#include "wire/wire_swim.h"
+
+/* How often counters of refused or dropped membership input are logged. */
+#define SWIM_STATS_LOG_MS 10000u
+
+moshpit_err_t mp__swim_setup(moshpit_t *mp) {
+    mp_swim_config_t cfg;
+    mp__swim_config_default(&cfg);
+    /* A peer busy sealing a large round answers probes late: be patient
+     * enough that a loaded 2-core machine does not suspect it, fast enough
+     * that a silent peer is dead within a few seconds (docs/DESIGN.md,
+     * "Membership"). Crashed peers are noticed at once anyway: their TCP
+     * connections drop. */
+    cfg.period_ms = 500;
+    cfg.ping_timeout_ms = 400;
+    cfg.ping_req_timeout_ms = 800;
+    cfg.suspicion_min_ms = 3000;
+    mp->swim_out = malloc(sizeof(*mp->swim_out));
+    mp->swim_msg = malloc(sizeof(*mp->swim_msg));
+    if (mp->swim_out == NULL || mp->swim_msg == NULL)
+        return MOSHPIT_ENOMEM;
+    return mp__swim_new(&cfg, mp->pub, mp->ctrl_ep, mp__crypto_random_u64(),
+                        mp__now_ms(), &mp->swim);
+}
+
+void mp__swim_teardown(moshpit_t *mp) {
+    mp__swim_free(mp->swim);
+    mp->swim = NULL;
+    free(mp->swim_out);
+    free(mp->swim_msg);
+    mp->swim_out = NULL;
+    mp->swim_msg = NULL;
+    for (size_t i = 0; i < mp->npeers; i++) {
+        free(mp->peers[i]->swim_pending);
+        mp->peers[i]->swim_pending = NULL;
+    }
+}
+
+bool mp__swim_member_ok(const moshpit_t *mp, const uint8_t id[32]) {
+    mp_swim_member_t m;
+    if (mp->swim == NULL)
+        return true;
+    if (!mp__swim_lookup(mp->swim, id, &m))
+        return true; /* not heard of yet: the session is what we know */
+    return m.state == MP_SWIM_ALIVE || m.state == MP_SWIM_SUSPECT;
+}
+
+/* Encodes and sends one SWIM message; a message to a member without a
+ * session dials it and waits (one message) until the session is up. */
+static void swim_send(moshpit_t *mp, const mp_swim_out_t *o) {
+    size_t len = 0;
+    if (mp__swim_msg_encode(&o->msg, mp->msgbuf, MP_CTRL_MAX, &len) !=
+        MOSHPIT_OK) {
+        mp__log(mp, MOSHPIT_LOG_ERROR, "membership message encode failed");
+        return;
+    }
+    mp_peer_t *p = mp__find_peer(mp, o->to);
+    if (p != NULL && p->state == MP_PEER_LIVE && p->ctrl != NULL) {
+        if (zmq_send(p->ctrl, mp->msgbuf, len, ZMQ_DONTWAIT) < 0)
+            mp__log(mp, MOSHPIT_LOG_DEBUG, "membership message to %.8s lost",
+                    p->id_txt);
+        return;
+    }
+    mp_swim_member_t m;
+    const char *addr = mp__swim_lookup(mp->swim, o->to, &m) && m.addr[0]
+                           ? m.addr
+                           : (p != NULL ? p->ctrl_addr : "");
+    if (p == NULL)
+        mp__peer_learn(mp, o->to, addr);
+    else if (p->state == MP_PEER_DEAD)
+        mp__peer_redial(mp, p, addr); /* e.g. we were frozen: reconnect */
+    p = mp__find_peer(mp, o->to);
+    if (p == NULL || p->state == MP_PEER_REFUSED)
+        return;
+    uint8_t *copy = malloc(len);
+    if (copy == NULL)
+        return;
+    memcpy(copy, mp->msgbuf, len);
+    free(p->swim_pending); /* only the newest waits */
+    p->swim_pending = copy;
+    p->swim_pending_len = len;
+}
+
+static bool in_round(const moshpit_t *mp, const mp_peer_t *p) {
+    for (uint32_t i = 0; mp->round.group != NULL && i < mp->round.n; i++)
+        if (mp->round.members[i] == p)
+            return true;
+    return false;
+}
+
+static void swim_event(moshpit_t *mp, const mp_swim_event_t *ev) {
+    mp_peer_t *p = mp__find_peer(mp, ev->id);
+    mp_swim_member_t m;
+    bool known = mp__swim_lookup(mp->swim, ev->id, &m);
+    switch (ev->type) {
+    case MP_SWIM_EV_JOINED:
+    case MP_SWIM_EV_ALIVE:
+    case MP_SWIM_EV_ADDR:
+        if (!known || m.is_self || m.state == MP_SWIM_DEAD ||
+            m.state == MP_SWIM_LEFT || m.addr[0] == '\0')
+            break;
+        if (ev->type == MP_SWIM_EV_JOINED || p == NULL)
+            mp__peer_learn(mp, ev->id, m.addr);
+        else
+            mp__peer_redial(mp, p, m.addr); /* back, or moved */
+        break;
+    case MP_SWIM_EV_SUSPECT:
+        if (p != NULL)
+            mp__log(mp, MOSHPIT_LOG_INFO, "peer %.8s: suspect", p->id_txt);
+        break;
+    case MP_SWIM_EV_DEAD:
+    case MP_SWIM_EV_LEFT:
+        if (p == NULL || p->state == MP_PEER_REFUSED)
+            break;
+        if (ev->type == MP_SWIM_EV_DEAD && in_round(mp, p)) {
+            /* a member of our running round: its data (or silence) decides
+             * there, with the round's own timeouts; it no longer counts
+             * as a member for new rounds */
+            mp__log(mp, MOSHPIT_LOG_INFO,
+                    "peer %.8s: declared dead, kept until the round ends",
+                    p->id_txt);
+            break;
+        }
+        mp__peer_set_state(mp, p, MP_PEER_DEAD,
+                           ev->type == MP_SWIM_EV_LEFT ? "left"
+                                                       : "declared dead");
+        break;
+    case MP_SWIM_EV_REFUTED:
+        mp__log(mp, MOSHPIT_LOG_INFO,
+                "membership: suspected by others, refuted (incarnation %u)",
+                ev->inc);
+        break;
+    case MP_SWIM_EV_SYNCED:
+        mp__log(mp, MOSHPIT_LOG_DEBUG, "membership: member list received");
+        break;
+    case MP_SWIM_EV_SYNC_FAILED:
+        mp__log(mp, MOSHPIT_LOG_WARN,
+                "membership: bootstrap peer silent, trying another");
+        mp->swim_joined = false;
+        break;
+    default:
+        break;
+    }
+}
+
+/* Joins through a live bootstrap peer once one has a session. */
+static void swim_maybe_join(moshpit_t *mp) {
+    if (mp->swim_joined || mp->bootstrap_n == 0)
+        return;
+    for (size_t i = 0; i < mp->npeers; i++) {
+        mp_peer_t *p = mp->peers[i];
+        if (p->state != MP_PEER_LIVE || !p->bootstrap)
+            continue;
+        if (mp__swim_join(mp->swim, mp__now_ms(), p->id, p->ctrl_addr) ==
+            MOSHPIT_OK) {
+            mp->swim_joined = true;
+            return;
+        }
+    }
+}
+
+static void swim_log_stats(moshpit_t *mp, uint64_t now) {
+    if (now < mp->swim_stats_ms)
+        return;
+    mp->swim_stats_ms = now + SWIM_STATS_LOG_MS;
+    mp_swim_stats_t s;
+    mp__swim_get_stats(mp->swim, &s);
+    uint64_t bad = s.refused_cap + s.rejected + s.downgraded + s.joins_refused +
+                   s.relays_refused + s.queue_dropped + s.out_dropped;
+    if (bad == mp->swim_bad_logged)
+        return;
+    mp->swim_bad_logged = bad;
+    mp__log(
+        mp, MOSHPIT_LOG_WARN,
+        "membership input refused or dropped so far: %llu new members "
+        "(table full), %llu invalid updates, %llu third-party death "
+        "claims taken as suspicion, %llu joins over the rate limit, %llu "
+        "relays, %llu gossip, %llu messages",
+        (unsigned long long)s.refused_cap, (unsigned long long)s.rejected,
+        (unsigned long long)s.downgraded, (unsigned long long)s.joins_refused,
+        (unsigned long long)s.relays_refused,
+        (unsigned long long)s.queue_dropped, (unsigned long long)s.out_dropped);
+}
+
+void mp__swim_pump(moshpit_t *mp) {
+    if (mp->swim == NULL)
+        return;
+    swim_maybe_join(mp);
+    for (int guard = 0; guard < 4096; guard++) {
+        bool any = false;
+        if (mp__swim_poll_send(mp->swim, mp->swim_out)) {
+            swim_send(mp, mp->swim_out);
+            any = true;
+        }
+        mp_swim_event_t ev;
+        if (mp__swim_poll_event(mp->swim, &ev)) {
+            swim_event(mp, &ev);
+            any = true;
+        }
+        if (!any)
+            break;
+    }
+    mp__update_members(mp);
+}
+
+bool mp__swim_on_ctrl(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
+                      size_t len) {
+    if (mp->swim == NULL ||
+        mp__swim_msg_decode(buf, len, mp->swim_msg) != MOSHPIT_OK)
+        return false;
+    if (p != NULL && p->state == MP_PEER_LIVE) {
+        mp__swim_on_message(mp->swim, mp__now_ms(), p->id, mp->swim_msg);
+        mp__swim_pump(mp);
+    }
+    /* from a peer without a session (not admitted yet): ignored */
+    return true;
+}
+
+void mp__swim_peer_live(moshpit_t *mp, mp_peer_t *p) {
+    if (mp->swim == NULL)
+        return;
+    mp__swim_addr_verified(mp->swim, p->id, p->ctrl_addr);
+    if (p->swim_pending != NULL) {
+        if (p->ctrl != NULL)
+            (void)zmq_send(p->ctrl, p->swim_pending, p->swim_pending_len,
+                           ZMQ_DONTWAIT);
+        free(p->swim_pending);
+        p->swim_pending = NULL;
+    }
+    mp__swim_pump(mp);
+}
+
+void mp__swim_housekeeping(moshpit_t *mp, uint64_t now) {
+    if (mp->swim == NULL)
+        return;
+    if (mp__swim_next_wakeup(mp->swim) <= now) {
+        mp__swim_tick(mp->swim, now);
+        mp__swim_pump(mp);
+    }
+    swim_log_stats(mp, now);
+}
+
+uint64_t mp__swim_wakeup(const moshpit_t *mp) {
+    return mp->swim != NULL ? mp__swim_next_wakeup(mp->swim) : UINT64_MAX;
+}
+
+void mp__swim_close(moshpit_t *mp) {
+    if (mp->swim == NULL)
+        return;
+    mp__swim_leave(mp->swim, mp__now_ms());
+    while (mp__swim_poll_send(mp->swim, mp->swim_out)) {
+        mp_peer_t *p = mp__find_peer(mp, mp->swim_out->to);
+        size_t len = 0;
+        if (p != NULL && p->state == MP_PEER_LIVE && p->ctrl != NULL &&
+            mp__swim_msg_encode(&mp->swim_out->msg, mp->msgbuf, MP_CTRL_MAX,
+                                &len) == MOSHPIT_OK)
+            (void)zmq_send(p->ctrl, mp->msgbuf, len, ZMQ_DONTWAIT);
+    }
+}
