@@ -140,7 +140,10 @@ typedef struct moshpit_config {
     int aggregation;     /* MOSHPIT_AGG_*, default MOSHPIT_AGG_MEAN */
     uint32_t trim;       /* trimmed mean: values dropped at each end of
                             every element, default 1; 1..31 and
-                            2 * trim < group_size */
+                            2 * trim < group_size. A robust rule never
+                            runs on fewer than 2 * trim + 1 (CenteredClip:
+                            3) contributions: such parts keep local
+                            values; set min_group_size to match */
     float clip_tau;      /* CenteredClip radius per element (RMS: a part of
                             m elements is clipped at tau * sqrt(m) in L2);
                             0 (default) = the median distance of the

@@ -13,6 +13,17 @@
 
 #define CMAX 64u /* contributions at most: MP_GROUP_MAX */
 
+uint32_t mp__agg_min_contrib(const mp_agg_t *a) {
+    switch (a->mode) {
+    case MOSHPIT_AGG_TRIMMED_MEAN:
+        return 2 * a->trim + 1;
+    case MOSHPIT_AGG_CENTERED_CLIP:
+        return 3;
+    default:
+        return 1;
+    }
+}
+
 bool mp__agg_valid(const mp_agg_t *a) {
     if (a == NULL || a->mode > MOSHPIT_AGG_CENTERED_CLIP ||
         a->trim > MP_AGG_TRIM_MAX || !isfinite(a->tau) || a->tau < 0 ||

@@ -30,6 +30,14 @@
  *
  * Everything is computed in double and rounded to float once; results are
  * finite for finite inputs (each is a convex combination of them).
+ *
+ * A group applies a robust rule to a part only if it has at least
+ * mp__agg_min_contrib() contributions of positive weight (2 trim + 1 for
+ * the trimmed mean, so that all `trim` values are dropped at each end; 3
+ * for CenteredClip, so that the median is a middle value): with fewer, one
+ * attacker could move the result anywhere (two members: the rule is their
+ * mean), so the part keeps local values, as a part nobody else contributed
+ * to. The kernels themselves accept any c >= 1.
  */
 #ifndef MP_CORE_AGG_H
 #define MP_CORE_AGG_H
@@ -55,6 +63,10 @@ typedef struct mp_agg {
     uint32_t iters;      /* CenteredClip: 1..MP_AGG_ITERS_MAX */
     uint32_t weight_cap; /* K, 0 = no relative bound */
 } mp_agg_t;
+
+/* Contributions of positive weight a part needs for the rule to run:
+ * 1 for the mean, 2 trim + 1 for the trimmed mean, 3 for CenteredClip. */
+uint32_t mp__agg_min_contrib(const mp_agg_t *a);
 
 /* Whether a is a rule a group can run (mode known, fields in range). */
 bool mp__agg_valid(const mp_agg_t *a);

@@ -56,7 +56,11 @@
  * contributor set, same averaged-or-local rule as for the mean) it is
  * reduced by mp__agg_trimmed or mp__agg_clip over the contributions of
  * weight > 0 in roster order. Weight-0 contributions count as arrived and
- * take no part, as in the mean.
+ * take no part, as in the mean. One more condition for a robust part to
+ * count as averaged: at least mp__agg_min_contrib() contributions of
+ * weight > 0 (2 trim + 1, or 3 for CenteredClip; fewer could not outvote
+ * one attacker); else it keeps local values and its gather carries wsum 0,
+ * exactly like a part only this member contributed to.
  *
  * Gather. A gather part from member j must have share == j, a valid part
  * index and the layout's count, else MP_PART_BAD_INDEX. Its wsum must be
@@ -164,6 +168,7 @@ struct mp_group {
      * kernels' scratch */
     mp_agg_t agg;
     bool robust;
+    uint32_t cmin; /* contributions of weight > 0 the rule needs */
     float *store;
     double *scratch;
 
@@ -280,6 +285,14 @@ static void blend_store(float *restrict v, double ws, const float *restrict x,
         v[i] = (float)((ws * (double)v[i] + wm * (double)x[i]) * inv);
 }
 
+/* Contributions of weight > 0 to own part p. */
+static uint32_t positive_contribs(const mp_group_t *g, uint32_t p) {
+    uint32_t c = 0;
+    for (uint32_t k = 0; k < g->n; k++)
+        c += (g->contrib[p] & bit(k)) && g->w[k] > 0;
+    return c;
+}
+
 /* Reduces own part p with the robust rule, in place (values hold this
  * member's own contribution until then). */
 static void robust_reduce(mp_group_t *g, uint32_t p, float *out, size_t cnt) {
@@ -312,7 +325,8 @@ static void finalize(mp_group_t *g, uint32_t p, const float *last,
 
     g->pflags[p] |= OWN_FINAL;
     g->final_order[g->nfinal++] = p;
-    if (!(g->pwsum[p] > 0 && others)) {
+    if (!(g->pwsum[p] > 0 && others) ||
+        (g->robust && positive_contribs(g, p) < g->cmin)) {
         assert(last == NULL);
         return;
     }
@@ -441,6 +455,7 @@ moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
     memcpy(g->w, cfg->weights, g->n * sizeof *g->w);
     g->agg = cfg->agg;
     g->robust = g->agg.mode != MOSHPIT_AGG_MEAN;
+    g->cmin = mp__agg_min_contrib(&g->agg);
     if (g->agg.weight_cap > 0)
         mp__agg_weight_bound(g->n, g->w, g->agg.weight_cap, g->w);
     uint32_t bw[MP_GROUP_MAX];

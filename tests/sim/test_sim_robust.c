@@ -43,12 +43,14 @@
  *  - with b = 2 and trim 1 the trimmed mean is no longer bounded (printed
  *    and asserted to diverge), with trim 2 it is.
  * Every honest member ends with identical bytes; the same seed gives the
- * same bytes and schedule. Failures: members killed after each of their
- * events (groups of 5, both robust modes, with and without a disconnect
- * notice) and random multiple kills; every part a survivor holds must be
- * bit for bit the rule applied to the survivors' plus some subset of the
- * victims' contributions (in roster order, the semantics of group.c), or
- * its local values in a victim's share.
+ * same bytes and schedule. Groups too small for the rule (fewer than
+ * 2 trim + 1, or 3, contributions of positive weight) keep local values.
+ * Failures: members killed after each of their events (groups of 5, both
+ * robust modes, with and without a disconnect notice) and random multiple
+ * kills; every part a survivor holds must be bit for bit the rule applied
+ * to the survivors' plus some subset of the victims' contributions (in
+ * roster order, the semantics of group.c), or its local values where the
+ * reducer died or the rule would not run.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -83,6 +85,7 @@ typedef struct scen {
     behave_t byz_behave;
     attack_t attack;
     double byz_weight; /* announced weight, 0 = drawn like the others */
+    uint64_t zero_w;   /* members of weight 0 */
     bool unequal_bw;
     uint32_t latency, jitter, timeout;
     uint64_t deadline;
@@ -282,6 +285,8 @@ static world_t *run(const scen_t *sc) {
         w->weights[i] = 0.5 + 1.5 * simnet_rng01(&rng);
         if (is_byz(sc, i) && sc->byz_weight > 0)
             w->weights[i] = sc->byz_weight;
+        if (sc->zero_w & bit(i))
+            w->weights[i] = 0;
         w->bws[i] =
             sc->unequal_bw ? 1 + (uint32_t)simnet_rng_below(&rng, 100) : 50;
     }
@@ -701,7 +706,7 @@ static bool reference(const world_t *w, uint32_t j, uint32_t p, uint64_t mask,
             wt[c++] = w->bounded[k];
         }
     }
-    if (!(wsum > 0 && others))
+    if (!(wsum > 0 && others) || c < mp__agg_min_contrib(&sc->agg))
         return false; /* not averaged: everyone keeps local values */
     if (sc->agg.mode == MOSHPIT_AGG_TRIMMED_MEAN)
         mp__agg_trimmed(x, wt, c, m, sc->agg.trim, out);
@@ -734,16 +739,24 @@ static void check_faults(const world_t *w, const char *name) {
         for (uint32_t p = 0; p < np; p++) {
             size_t s = part_start(w, j, p), m = part_size(w, j, p);
             bool matched_by[MP_GROUP_MAX] = {false};
+            /* local values: the reducer died, or the rule does not run on
+             * some possible contributor set */
+            bool local_ok = (sc->victims & bit(j)) != 0;
             /* every subset S of the victims: contributors surv | S; the
              * reducer's own contribution is always there */
             for (uint64_t t = sc->victims;; t = (t - 1) & sc->victims) {
                 uint64_t mask = surv | t;
-                if ((mask & bit(j)) && reference(w, j, p, mask, ref, scratch))
+                if (!(mask & bit(j))) {
+                    /* a dead reducer left out of its own part: no case */
+                } else if (reference(w, j, p, mask, ref, scratch)) {
                     for (uint32_t i = 0; i < sc->n; i++)
                         if ((surv & bit(i)) &&
                             memcmp(w->node[i].values + s, ref,
                                    m * sizeof(float)) == 0)
                             matched_by[i] = true;
+                } else {
+                    local_ok = true;
+                }
                 if (t == 0)
                     break;
             }
@@ -752,7 +765,7 @@ static void check_faults(const world_t *w, const char *name) {
                     continue;
                 bool local = memcmp(w->node[i].values + s, w->node[i].local + s,
                                     m * sizeof(float)) == 0;
-                bool ok = matched_by[i] || (local && (sc->victims & bit(j)));
+                bool ok = matched_by[i] || (local && local_ok);
                 CHECK(ok,
                       "%s: survivor %u, share %u part %u is neither local "
                       "nor a rule result",
@@ -785,6 +798,42 @@ static void check_faults(const world_t *w, const char *name) {
     }
     free(ref);
     free(scratch);
+}
+
+/* Groups too small for the rule: every part keeps local values (n = 2;
+ * n = 4 with trim 2), while n = 3 (trim 1, CenteredClip) and n = 5 (trim
+ * 2) average; with one member of weight 0, n = 3 no longer does. */
+static void case_small(void) {
+    long fails0 = test_failures;
+    static const struct {
+        uint32_t n, mode, trim;
+        bool zero, averaged;
+    } cases[] = {
+        {2, MOSHPIT_AGG_TRIMMED_MEAN, 1, false, false},
+        {2, MOSHPIT_AGG_CENTERED_CLIP, 1, false, false},
+        {3, MOSHPIT_AGG_TRIMMED_MEAN, 1, false, true},
+        {3, MOSHPIT_AGG_CENTERED_CLIP, 1, false, true},
+        {3, MOSHPIT_AGG_TRIMMED_MEAN, 1, true, false},
+        {4, MOSHPIT_AGG_TRIMMED_MEAN, 2, false, false},
+        {5, MOSHPIT_AGG_TRIMMED_MEAN, 2, false, true},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        scen_t sc = base_scen(cases[k].n, 5003, 60 + k);
+        sc.agg = rule(cases[k].mode, cases[k].trim, 0);
+        sc.zero_w = cases[k].zero ? bit(1) : 0;
+        world_t *w = run(&sc);
+        check_faults(w, "small group");
+        for (uint32_t i = 0; i < sc.n; i++) {
+            double want = cases[k].averaged ? 1.0 : 0.0;
+            CHECK(w->node[i].res.fraction_averaged == want,
+                  "n=%u mode %u trim %u zero %d: member %u fraction %g",
+                  cases[k].n, cases[k].mode, cases[k].trim, cases[k].zero, i,
+                  w->node[i].res.fraction_averaged);
+        }
+        world_free(w);
+    }
+    printf("case 5 groups too small for the rule keep local values: %s\n",
+           test_failures == fails0 ? "ok" : "FAILED");
 }
 
 static scen_t kill_scen(uint32_t n, uint64_t seed, uint32_t mode) {
@@ -827,7 +876,7 @@ static void case_kill_sweep(void) {
                     runs++;
                 }
             }
-    printf("case 5 kill sweep (n=5, trimmed and clip, every victim, every "
+    printf("case 6 kill sweep (n=5, trimmed and clip, every victim, every "
            "event, notice or silence): %" PRIu64 " runs, %" PRIu64
            " survivor drops, %.2f s: %s\n",
            runs, drops, now_s() - t0,
@@ -864,7 +913,7 @@ static void case_multi_faults(void) {
         check_faults(w, name);
         world_free(w);
     }
-    printf("case 6 random multiple faults (robust modes): %d runs, %.2f s: "
+    printf("case 7 random multiple faults (robust modes): %d runs, %.2f s: "
            "%s\n",
            runs, now_s() - t0, test_failures == fails0 ? "ok" : "FAILED");
 }
@@ -875,6 +924,7 @@ int main(void) {
     case_two();
     case_lying_reducer();
     case_reproducible();
+    case_small();
     case_kill_sweep();
     case_multi_faults();
     printf("test_sim_robust: done in %.2f s\n", now_s() - t0);

@@ -421,6 +421,14 @@ static void test_config(void) {
 
     memset(&a, 0, sizeof a);
     CHECK(mp__agg_valid(&a), "zero rule valid");
+    CHECK(mp__agg_min_contrib(&a) == 1, "mean runs with one contribution");
+    a.mode = MOSHPIT_AGG_TRIMMED_MEAN;
+    a.trim = 3;
+    CHECK(mp__agg_min_contrib(&a) == 7, "trim 3 needs 7");
+    a.mode = MOSHPIT_AGG_CENTERED_CLIP;
+    CHECK(mp__agg_min_contrib(&a) == 3, "CenteredClip needs 3");
+    a.mode = MOSHPIT_AGG_MEAN;
+    a.trim = 0;
     a.mode = MOSHPIT_AGG_CENTERED_CLIP;
     CHECK(!mp__agg_valid(&a), "clip with 0 iterations");
     a.iters = 1;
