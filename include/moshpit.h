@@ -68,6 +68,20 @@ typedef enum {
  * larger ones are MOSHPIT_EINVAL, and dropped when they come off the wire. */
 #define MOSHPIT_WEIGHT_MAX 1e15
 
+/* How a group combines its members' vectors (moshpit_config_t.aggregation).
+ * Every member reduces its share of the vector with the rule; peers with
+ * different rules (or parameters) never share a group. docs/DESIGN.md,
+ * "Robust aggregation", has the exact definitions.
+ *   MOSHPIT_AGG_MEAN           the weighted mean (default)
+ *   MOSHPIT_AGG_TRIMMED_MEAN   per element: drop the `trim` largest and the
+ *                              `trim` smallest values, weighted mean of the
+ *                              rest
+ *   MOSHPIT_AGG_CENTERED_CLIP  CenteredClip from the coordinate-wise median,
+ *                              clipping per part of the vector */
+#define MOSHPIT_AGG_MEAN 0
+#define MOSHPIT_AGG_TRIMMED_MEAN 1
+#define MOSHPIT_AGG_CENTERED_CLIP 2
+
 /* Log levels for moshpit_config_t.log_level (higher = more verbose). */
 #define MOSHPIT_LOG_ERROR 0
 #define MOSHPIT_LOG_WARN 1
@@ -121,6 +135,24 @@ typedef struct moshpit_config {
                                    serve it to moshpit_fetch_state() of other
                                    peers; costs up to 2 x count x 4 bytes */
     uint32_t state_clients_max; /* downloads served at once, default 4 */
+    /* Added in 0.2: robust aggregation (all members of a group must agree:
+     * peers with different values of these fields never group) */
+    int aggregation;     /* MOSHPIT_AGG_*, default MOSHPIT_AGG_MEAN */
+    uint32_t trim;       /* trimmed mean: values dropped at each end of
+                            every element, default 1; 1..31 and
+                            2 * trim < group_size. A robust rule never
+                            runs on fewer than 2 * trim + 1 (CenteredClip:
+                            3) contributions: such parts keep local
+                            values; set min_group_size to match */
+    float clip_tau;      /* CenteredClip radius per element (RMS: a part of
+                            m elements is clipped at tau * sqrt(m) in L2);
+                            0 (default) = the median distance of the
+                            contributions from the median */
+    uint32_t clip_iters; /* CenteredClip iterations, default 5, 1..100 */
+    uint32_t weight_cap; /* K: no weight counts for more than K times the
+                            lower median of the group's positive weights;
+                            0 (default) = none with MOSHPIT_AGG_MEAN, 4 with
+                            the robust modes; at most 65535 */
 } moshpit_config_t;
 
 /* What one moshpit_average() call did. */
@@ -128,7 +160,8 @@ typedef struct moshpit_round {
     uint64_t round_id;        /* group id of this round, 0 if alone */
     uint32_t group_size;      /* peers whose data was averaged, incl. self;
                                  1 = nobody to average with this time */
-    double group_weight;      /* sum of weights that were averaged */
+    double group_weight;      /* sum of weights that were averaged (after
+                                 the relative bound weight_cap, if any) */
     double fraction_averaged; /* share of elements that got the group
                                  average (the rest kept the local value) */
     uint32_t peers_failed;    /* group members dropped mid-round */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/agg.h"
 #include "crypto/crypto.h"
 #include "net/engine.h"
 #include "net/net.h"
@@ -69,6 +70,9 @@ void moshpit_config_init(moshpit_config_t *cfg) {
     cfg->peer_timeout_ms = 5000;
     cfg->bandwidth_mbps = 1000;
     cfg->state_clients_max = 4;
+    cfg->aggregation = MOSHPIT_AGG_MEAN;
+    cfg->trim = 1;
+    cfg->clip_iters = 5;
 }
 
 const char *moshpit_version(void) {
@@ -196,6 +200,9 @@ static moshpit_err_t check_config(const moshpit_config_t *c) {
     if (c->authorized_keys == NULL && c->authorized_count != 0)
         return MOSHPIT_EINVAL;
     if (c->authorized_count > 1000000)
+        return MOSHPIT_EINVAL;
+    mp_agg_t agg;
+    if (mp__agg_from_config(c, &agg) != MOSHPIT_OK)
         return MOSHPIT_EINVAL;
     return MOSHPIT_OK;
 }

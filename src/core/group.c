@@ -4,8 +4,10 @@
  * (see group.h for the interface). It keeps, for the share this member
  * reduces, a double-precision accumulator and per-part bookkeeping
  * (contributor bit mask, weight sum, final flag), and for every other share
- * the state of each part (pending, received, given up). It never does I/O,
- * reads no clock and allocates only in mp__group_new.
+ * the state of each part (pending, received, given up); with a robust rule
+ * (agg.h) it keeps every contribution of its share instead of a running
+ * sum. It never does I/O, reads no clock and allocates only in
+ * mp__group_new.
  *
  * Semantics (normative; docs/DESIGN.md repeats this paragraph):
  *
@@ -40,6 +42,25 @@
  * deadline) values[p] keeps the local values, the part does not count as
  * averaged and its gather carries wsum = 0. Every final part is offered as a
  * gather to every other live member.
+ *
+ * Aggregation. cfg.agg zero-initialized is the weighted mean above, bit
+ * for bit. With agg.weight_cap K > 0 every roster weight is first bounded
+ * by mp__agg_weight_bound (at most K times the lower median of the
+ * positive roster weights); the bounded weights are the weights everywhere
+ * below (sums, gather wsum, group_weight). With a robust mode (trimmed
+ * mean, CenteredClip) the reducer copies each contribution of weight > 0
+ * that arrives into a per-member buffer instead of accumulating it ((n-1)
+ * floats per element of the own share, allocated up front; its own
+ * contribution is read from values, which do not change before the part
+ * is final), and when the part becomes final (same moments, same
+ * contributor set, same averaged-or-local rule as for the mean) it is
+ * reduced by mp__agg_trimmed or mp__agg_clip over the contributions of
+ * weight > 0 in roster order. Weight-0 contributions count as arrived and
+ * take no part, as in the mean. One more condition for a robust part to
+ * count as averaged: at least mp__agg_min_contrib() contributions of
+ * weight > 0 (2 trim + 1, or 3 for CenteredClip; fewer could not outvote
+ * one attacker); else it keeps local values and its gather carries wsum 0,
+ * exactly like a part only this member contributed to.
  *
  * Gather. A gather part from member j must have share == j, a valid part
  * index and the layout's count, else MP_PART_BAD_INDEX. Its wsum must be
@@ -97,6 +118,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/agg.h"
 #include "core/share.h"
 
 /* Flags of an own-share part. */
@@ -141,6 +163,15 @@ struct mp_group {
     uint32_t *final_order;
     uint32_t nfinal;
 
+    /* robust modes: contributions of the others to the own share (member k
+     * at slot k, or k - 1 past self; len[self] floats each), and the
+     * kernels' scratch */
+    mp_agg_t agg;
+    bool robust;
+    uint32_t cmin; /* contributions of weight > 0 the rule needs */
+    float *store;
+    double *scratch;
+
     /* other shares */
     uint8_t *gstate;
     size_t gather_open;
@@ -165,6 +196,12 @@ static uint32_t part_len(const mp_group_t *g, uint32_t share, uint32_t part) {
 
 static float *part_ptr(const mp_group_t *g, uint32_t share, uint32_t part) {
     return g->values + g->off[share] + (size_t)part * g->pe;
+}
+
+/* Where member k's contribution to own part p is kept (robust modes). */
+static float *store_ptr(const mp_group_t *g, uint32_t k, uint32_t p) {
+    size_t slot = k < g->self ? k : k - 1;
+    return g->store + slot * g->len[g->self] + (size_t)p * g->pe;
 }
 
 static uint64_t sat_add(uint64_t a, uint64_t b) {
@@ -248,8 +285,36 @@ static void blend_store(float *restrict v, double ws, const float *restrict x,
         v[i] = (float)((ws * (double)v[i] + wm * (double)x[i]) * inv);
 }
 
+/* Contributions of weight > 0 to own part p. */
+static uint32_t positive_contribs(const mp_group_t *g, uint32_t p) {
+    uint32_t c = 0;
+    for (uint32_t k = 0; k < g->n; k++)
+        c += (g->contrib[p] & bit(k)) && g->w[k] > 0;
+    return c;
+}
+
+/* Reduces own part p with the robust rule, in place (values hold this
+ * member's own contribution until then). */
+static void robust_reduce(mp_group_t *g, uint32_t p, float *out, size_t cnt) {
+    const float *x[MP_GROUP_MAX];
+    double w[MP_GROUP_MAX];
+    uint32_t c = 0;
+    for (uint32_t k = 0; k < g->n; k++) {
+        if (!(g->contrib[p] & bit(k)) || !(g->w[k] > 0))
+            continue;
+        x[c] = k == g->self ? out : store_ptr(g, k, p);
+        w[c++] = g->w[k];
+    }
+    assert(c > 0);
+    if (g->agg.mode == MOSHPIT_AGG_TRIMMED_MEAN)
+        mp__agg_trimmed(x, w, c, cnt, g->agg.trim, out);
+    else
+        mp__agg_clip(x, w, c, cnt, g->agg.tau, g->agg.iters, g->scratch, out);
+}
+
 /* Makes own part p final. `last` (weight wlast > 0), if not NULL, is a
- * contribution already counted in contrib/pwsum but not yet added to acc. */
+ * contribution already counted in contrib/pwsum but not yet added to acc
+ * (mean only). */
 static void finalize(mp_group_t *g, uint32_t p, const float *last,
                      double wlast) {
     assert(!(g->pflags[p] & OWN_FINAL));
@@ -260,12 +325,17 @@ static void finalize(mp_group_t *g, uint32_t p, const float *last,
 
     g->pflags[p] |= OWN_FINAL;
     g->final_order[g->nfinal++] = p;
-    if (!(g->pwsum[p] > 0 && others)) {
+    if (!(g->pwsum[p] > 0 && others) ||
+        (g->robust && positive_contribs(g, p) < g->cmin)) {
         assert(last == NULL);
         return;
     }
     g->pflags[p] |= OWN_AVG;
     g->averaged += cnt;
+    if (g->robust) {
+        robust_reduce(g, p, out, cnt);
+        return;
+    }
     double inv = 1.0 / g->pwsum[p];
     if (last != NULL && (g->pflags[p] & OWN_ACC))
         acc_add_store(out, acc, last, wlast, inv, cnt);
@@ -360,7 +430,7 @@ static bool cfg_valid(const mp_group_cfg_t *c) {
     for (uint32_t i = 0; i < c->n; i++)
         if (!isfinite(c->weights[i]) || c->weights[i] < 0)
             return false;
-    return true;
+    return mp__agg_valid(&c->agg);
 }
 
 moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
@@ -383,6 +453,11 @@ moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
     g->timeout = cfg->peer_timeout_ms;
     g->alive = g->n == 64 ? UINT64_MAX : bit(g->n) - 1;
     memcpy(g->w, cfg->weights, g->n * sizeof *g->w);
+    g->agg = cfg->agg;
+    g->robust = g->agg.mode != MOSHPIT_AGG_MEAN;
+    g->cmin = mp__agg_min_contrib(&g->agg);
+    if (g->agg.weight_cap > 0)
+        mp__agg_weight_bound(g->n, g->w, g->agg.weight_cap, g->w);
     uint32_t bw[MP_GROUP_MAX];
     mp__bandwidth_bound(g->n, cfg->bandwidths, bw);
     if (mp__shares(g->n, bw, g->count, g->off, g->len) != 0)
@@ -403,8 +478,21 @@ moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
     size_t own = g->nparts[g->self], ownlen = g->len[g->self];
     if (ownlen > SIZE_MAX / sizeof(double))
         goto nomem;
-    /* calloc(0) may return NULL: allocate at least one element. */
-    g->acc = malloc(ownlen ? ownlen * sizeof(double) : 1);
+    /* calloc(0) may return NULL: allocate at least one element. The mean
+     * accumulates in acc; the robust modes keep the contributions. */
+    if (g->robust) {
+        size_t pe = ownlen < g->pe ? ownlen : g->pe;
+        if (ownlen > SIZE_MAX / sizeof(float) / (g->n - 1 ? g->n - 1 : 1))
+            goto nomem;
+        g->store = malloc(
+            ownlen && g->n > 1 ? ownlen * (g->n - 1) * sizeof(float) : 1);
+        g->scratch = malloc(pe ? 2 * pe * sizeof(double) : 1);
+        g->acc = malloc(1);
+        if (!g->store || !g->scratch)
+            goto nomem;
+    } else {
+        g->acc = malloc(ownlen ? ownlen * sizeof(double) : 1);
+    }
     g->contrib = calloc(own ? own : 1, sizeof *g->contrib);
     g->pwsum = calloc(own ? own : 1, sizeof *g->pwsum);
     g->pflags = calloc(own ? own : 1, sizeof *g->pflags);
@@ -439,6 +527,8 @@ void mp__group_free(mp_group_t *g) {
     if (g == NULL)
         return;
     free(g->acc);
+    free(g->store);
+    free(g->scratch);
     free(g->contrib);
     free(g->pwsum);
     free(g->pflags);
@@ -462,6 +552,14 @@ static mp_part_status_t on_scatter(mp_group_t *g, uint64_t now, uint32_t from,
     g->contribs[from]++;
     g->heard[from] = now;
     g->bytes_received += (uint64_t)count * sizeof(float);
+    if (g->robust) {
+        if (wm > 0)
+            memcpy(store_ptr(g, from, part), data,
+                   (size_t)count * sizeof(float));
+        if ((g->alive & ~g->contrib[part]) == 0)
+            finalize(g, part, NULL, 0);
+        return MP_PART_OK;
+    }
     if ((g->alive & ~g->contrib[part]) == 0) {
         finalize(g, part, wm > 0 ? data : NULL, wm);
     } else if (wm > 0) {

@@ -13,7 +13,9 @@
  *            that arrives; once every live member's contribution of part p
  *            arrived (or the missing ones are declared failed), part p is
  *            final: acc / sum(w) (or, if that weight sum is zero, the part
- *            keeps local values everywhere).
+ *            keeps local values everywhere). With a robust rule (cfg.agg,
+ *            agg.h) the contributions are kept instead and the part is
+ *            reduced with the rule when it becomes final.
  *   gather : member j sends final part p of share j to every other live
  *            member, which writes it into its values.
  *
@@ -33,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/agg.h"
 #include "moshpit.h"
 
 #define MP_GROUP_MAX 64u
@@ -58,6 +61,7 @@ typedef struct mp_group_cfg {
     uint64_t now_ms;          /* start time (driver's clock) */
     uint64_t deadline_ms;     /* hard end of the round */
     uint32_t peer_timeout_ms; /* silence after which a member is dropped */
+    mp_agg_t agg; /* reduction rule; zero = weighted mean, no weight bound */
 } mp_group_cfg_t;
 
 /* A part to put on the wire (pulled by the driver). */

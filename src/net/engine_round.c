@@ -15,6 +15,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "core/agg.h"
 #include "core/share.h"
 #include "net/net.h"
 
@@ -160,6 +161,7 @@ static void start_group(moshpit_t *mp) {
         .deadline_ms = r->deadline_ms,
         .peer_timeout_ms = mp->cfg.peer_timeout_ms,
     };
+    (void)mp__agg_from_config(&mp->cfg, &gc.agg); /* checked at open */
     moshpit_err_t e = mp__group_new(&gc, &r->group);
     if (e != MOSHPIT_OK) {
         mp__round_end(mp, e, true);
@@ -302,6 +304,9 @@ void mp__start_round(moshpit_t *mp, mp_cmd_t *c) {
     for (int i = 0; i < 8; i++)
         r->key[i] = (uint8_t)(cnt >> (8 * i));
     r->key_len = 8 + (uint32_t)mp__grid_key(&mp->grid, r->key + 8);
+    mp_agg_t agg; /* the aggregation rule, so that only equal rules group */
+    (void)mp__agg_from_config(&mp->cfg, &agg);
+    r->key_len += (uint32_t)mp__agg_key_suffix(&agg, r->key + r->key_len);
     uint8_t(*ids)[32] = malloc(n * 32);
     uint8_t(*ordered)[32] = malloc(n * 32);
     uint32_t *order = malloc(n * sizeof(*order));
@@ -445,14 +450,15 @@ static void local_join(moshpit_t *mp, const mp_join_send_t *s) {
 }
 
 /* A key as peers build it: vector length (8 bytes), d (1..8), then d-1
- * coordinates below this peer's group_size. Anything else is a peer with
- * another configuration or a hostile one: it would only take a matchmaker
- * slot. */
+ * coordinates below this peer's group_size, then the aggregation suffix
+ * (core/agg.h). Anything else is a peer with another configuration or a
+ * hostile one: it would only take a matchmaker slot. */
 static bool key_ok(const moshpit_t *mp, const uint8_t *key, uint32_t len) {
     if (len < 9 || key[8] < 1 || key[8] > MP_GRID_DIMS_MAX ||
-        len != 8u + key[8])
+        len < 8u + key[8] ||
+        !mp__agg_key_suffix_ok(key + 8 + key[8], len - 8u - key[8]))
         return false;
-    for (uint32_t i = 9; i < len; i++)
+    for (uint32_t i = 9; i < 8u + key[8]; i++)
         if (key[i] >= mp->cfg.group_size)
             return false;
     return true;

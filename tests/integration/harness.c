@@ -57,6 +57,11 @@ static uint64_t mix(uint64_t *s) {
 }
 
 void it_fill(float *v, size_t count, uint64_t seed) {
+    if (seed & IT_SEED_POISON) {
+        for (size_t i = 0; i < count; i++)
+            v[i] = 1e20f;
+        return;
+    }
     uint64_t s = seed * 7919u + 17u;
     for (size_t i = 0; i < count; i++)
         v[i] = (float)((double)(mix(&s) >> 40) / 16777216.0 * 4.0 - 2.0);
@@ -174,6 +179,11 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
         cfg.peer_timeout_ms = pc->peer_timeout_ms;
     cfg.grid_dims = pc->grid_dims;
     cfg.serve_state = (uint32_t)pc->serve_state;
+    cfg.aggregation = pc->aggregation;
+    if (pc->trim)
+        cfg.trim = pc->trim;
+    cfg.clip_tau = pc->clip_tau;
+    cfg.weight_cap = pc->weight_cap;
     g_notify_log = pc->notify_log;
     cfg.grid_position = pc->grid ? pc->grid_position : -1;
     const char *boot[2] = {pc->bootstrap, NULL};

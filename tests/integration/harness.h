@@ -35,6 +35,10 @@ typedef struct it_peer_cfg {
                                   first_position + i for peer i */
     int64_t grid_position;
     int64_t first_position;
+    int aggregation;     /* config aggregation (0 = the mean) */
+    uint32_t trim;       /* config trim, 0 = default */
+    float clip_tau;      /* config clip_tau */
+    uint32_t weight_cap; /* config weight_cap */
 } it_peer_cfg_t;
 
 typedef struct it_peer {
@@ -100,6 +104,9 @@ long it_wait_members(it_peer_t *p, size_t n, int timeout_ms);
 
 void it_kill(it_peer_t *p); /* SIGKILL + reap */
 void it_stop(it_peer_t *p); /* graceful: close + exit + reap */
+
+/* A seed with this bit set makes a poisoned vector: every value 1e20. */
+#define IT_SEED_POISON ((uint64_t)1 << 63)
 
 /* The vector a peer generates from seed (same function as the peers). */
 void it_fill(float *v, size_t count, uint64_t seed);

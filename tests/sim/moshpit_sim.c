@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/agg.h"
 #include "sim/moshsim.h"
 
 static void usage(FILE *f) {
@@ -52,6 +53,21 @@ static void usage(FILE *f) {
         "                     (default), or random coordinates\n"
         "  --stop             stop at the round that reaches the target\n"
         "  --quiet            print only the final line\n"
+        "  --aggregation mean|trimmed|clip  the groups' rule (default mean):\n"
+        "                     weighted mean, coordinate-wise trimmed mean,\n"
+        "                     or CenteredClip (docs/DESIGN.md)\n"
+        "  --trim T           trimmed mean: drop T at each end (default 1)\n"
+        "  --clip-tau X       CenteredClip radius per element, 0 = auto\n"
+        "                     (default 0)\n"
+        "  --clip-iters L     CenteredClip iterations (default 5)\n"
+        "  --weight-cap K     no weight counts for more than K times the\n"
+        "                     group's median; 0 = none for the mean, 4 for\n"
+        "                     the robust rules (default 0)\n"
+        "  --byzantine B      B random initial peers are Byzantine: they\n"
+        "                     follow the protocol but set every value to\n"
+        "                     1e20 before each call; they are left out of\n"
+        "                     the measures (default 0)\n"
+        "  --byzantine-weight W  weight they announce (default: the usual)\n"
         "\n"
         "Initial values are standard normal floats. After a round each peer\n"
         "uses weight = group_weight / group_size (the swarm's total weight\n"
@@ -59,7 +75,10 @@ static void usage(FILE *f) {
         "(x - mean)^2, the mean weighted by the current weights; maxdev is\n"
         "max |x - mean| relative to the largest initial |x|. Timers: 2 s\n"
         "matchmaking window, 30 s round timeout, 5 s peer timeout; links\n"
-        "5 ms plus a fixed 0-20 ms per link; calls start within 50 ms.\n",
+        "5 ms plus a fixed 0-20 ms per link; calls start within 50 ms.\n"
+        "With any of the last seven options, each round also prints err:\n"
+        "the rms distance of the honest peers from the initial weighted\n"
+        "mean of the honest peers (where an unattacked swarm converges).\n",
         f);
 }
 
@@ -93,10 +112,14 @@ static int parse_double(const char *s, double *out) {
     return 0;
 }
 
-static void print_round(const moshsim_stats_t *st, uint32_t group_size) {
+static void print_round(const moshsim_stats_t *st, uint32_t group_size,
+                        bool err) {
     if (st->round == 0) {
-        printf("round %3u live %u mse %.6e maxdev %.3e\n", st->round, st->live,
+        printf("round %3u live %u mse %.6e maxdev %.3e", st->round, st->live,
                st->mse, st->maxdev);
+        if (err)
+            printf(" err %.3e", st->err);
+        printf("\n");
         return;
     }
     printf("round %3u live %u called %u groups %u (full %u, size %u..%u, "
@@ -108,7 +131,10 @@ static void print_round(const moshsim_stats_t *st, uint32_t group_size) {
         printf(" left %u joined %u", st->left, st->joined);
     if (st->hung)
         printf(" HUNG %u", st->hung);
-    printf(" mse %.6e maxdev %.3e\n", st->mse, st->maxdev);
+    printf(" mse %.6e maxdev %.3e", st->mse, st->maxdev);
+    if (err)
+        printf(" err %.3e", st->err);
+    printf("\n");
 }
 
 int main(int argc, char **argv) {
@@ -118,16 +144,25 @@ int main(int argc, char **argv) {
     double target = 1e-9;
     bool stop = false, quiet = false;
     static const char *const valued[] = {
-        "--peers",    "--group-size", "--min-group-size", "--dims",
-        "--rounds",   "--fail-prob",  "--loss",           "--churn",
-        "--seed",     "--target-mse", "--count",          "--weights",
-        "--positions"};
+        "--peers",      "--group-size",      "--min-group-size",
+        "--dims",       "--rounds",          "--fail-prob",
+        "--loss",       "--churn",           "--seed",
+        "--target-mse", "--count",           "--weights",
+        "--positions",  "--aggregation",     "--trim",
+        "--clip-tau",   "--clip-iters",      "--weight-cap",
+        "--byzantine",  "--byzantine-weight"};
+    const size_t first_robust = 13; /* index of --aggregation in valued */
+    bool robust_opt = false;
+    moshpit_config_t agg; /* the rule as a peer would configure it */
+    moshpit_config_init(&agg);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0;
         bool known = false;
-        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) {
             known |= strcmp(a, valued[k]) == 0;
+            robust_opt |= k >= first_robust && strcmp(a, valued[k]) == 0;
+        }
         if (!known && strcmp(a, "--help") != 0 && strcmp(a, "-h") != 0 &&
             strcmp(a, "--stop") != 0 && strcmp(a, "--quiet") != 0) {
             fprintf(stderr, "moshpit-sim: unknown option %s\n", a);
@@ -173,6 +208,27 @@ int main(int argc, char **argv) {
         } else if (strcmp(a, "--positions") == 0) {
             bad = strcmp(v, "balanced") != 0 && strcmp(v, "random") != 0;
             c.random_positions = strcmp(v, "random") == 0;
+        } else if (strcmp(a, "--aggregation") == 0) {
+            agg.aggregation =
+                strcmp(v, "mean") == 0      ? MOSHPIT_AGG_MEAN
+                : strcmp(v, "trimmed") == 0 ? MOSHPIT_AGG_TRIMMED_MEAN
+                : strcmp(v, "clip") == 0    ? MOSHPIT_AGG_CENTERED_CLIP
+                                            : -1;
+            bad = agg.aggregation < 0;
+        } else if (strcmp(a, "--trim") == 0) {
+            bad = parse_u32(v, &agg.trim);
+        } else if (strcmp(a, "--clip-tau") == 0) {
+            double t;
+            bad = parse_double(v, &t) || t < 0 || t > 3e38;
+            agg.clip_tau = (float)t;
+        } else if (strcmp(a, "--clip-iters") == 0) {
+            bad = parse_u32(v, &agg.clip_iters);
+        } else if (strcmp(a, "--weight-cap") == 0) {
+            bad = parse_u32(v, &agg.weight_cap);
+        } else if (strcmp(a, "--byzantine") == 0) {
+            bad = parse_u32(v, &c.byzantine);
+        } else if (strcmp(a, "--byzantine-weight") == 0) {
+            bad = parse_double(v, &c.byz_weight);
         }
         if (bad) {
             fprintf(stderr, "moshpit-sim: bad or missing value for %s\n", a);
@@ -180,6 +236,15 @@ int main(int argc, char **argv) {
         }
         i++;
     }
+    agg.group_size = c.group_size;
+    if (mp__agg_from_config(&agg, &c.agg) != MOSHPIT_OK) {
+        fprintf(stderr, "moshpit-sim: bad aggregation parameters\n");
+        return 2;
+    }
+    static const char *const rule_names[] = {"mean", "trimmed", "clip"};
+    /* the extra output only when asked for, so that the output of other
+     * runs stays what it was */
+    bool robust = robust_opt;
     moshsim_t *s = moshsim_new(&c);
     if (s == NULL)
         return 2;
@@ -191,11 +256,16 @@ int main(int argc, char **argv) {
                c.fail_prob, c.loss, c.churn, (unsigned long long)c.seed,
                c.count, c.random_weights ? "random" : "one",
                c.random_positions ? "random" : "balanced", target);
+        if (robust)
+            printf("aggregation %s trim %u clip-tau %g clip-iters %u "
+                   "weight-cap %u byzantine %u byzantine-weight %g\n",
+                   rule_names[c.agg.mode], c.agg.trim, (double)c.agg.tau,
+                   c.agg.iters, c.agg.weight_cap, c.byzantine, c.byz_weight);
     }
     moshsim_stats_t st;
     moshsim_measure(s, &st);
     if (!quiet)
-        print_round(&st, c.group_size);
+        print_round(&st, c.group_size, robust);
     uint32_t reached = st.mse <= target ? 0 : UINT32_MAX;
     uint32_t hung = 0;
     for (uint32_t r = 1; r <= rounds; r++) {
@@ -204,7 +274,7 @@ int main(int argc, char **argv) {
         moshsim_round(s, &st);
         hung += st.hung;
         if (!quiet)
-            print_round(&st, c.group_size);
+            print_round(&st, c.group_size, robust);
         if (reached == UINT32_MAX && st.mse <= target)
             reached = r;
     }
@@ -212,6 +282,8 @@ int main(int argc, char **argv) {
         printf("target MSE %g first reached at round %u\n", target, reached);
     else
         printf("target MSE %g not reached in %u rounds\n", target, rounds);
+    if (robust)
+        printf("err %.3e after round %u\n", st.err, st.round);
     moshsim_free(s);
     return hung ? 1 : 0;
 }

@@ -180,7 +180,7 @@ size_t moshsim__key(const moshsim_t *s, const mp_grid_t *g,
     uint8_t gk[MP_GRID_KEY_MAX];
     size_t gl = mp__grid_key(g, gk);
     memcpy(key + 8, gk, gl);
-    return 8 + gl;
+    return 8 + gl + mp__agg_key_suffix(&s->c.agg, key + 8 + gl);
 }
 
 size_t moshsim__candidates(moshsim_t *s, bool custom, size_t nview,
@@ -296,6 +296,12 @@ moshsim_t *moshsim_new(const moshsim_cfg_t *c) {
              c->round_timeout_ms < c->matchmaking_ms + 500 ||
              c->peer_timeout_ms < 10)
         bad = "bad timeouts";
+    else if (!mp__agg_valid(&c->agg))
+        bad = "bad aggregation rule";
+    else if (c->byzantine >= c->peers)
+        bad = "byzantine must be below peers";
+    else if (!(c->byz_weight >= 0 && c->byz_weight <= MOSHPIT_WEIGHT_MAX))
+        bad = "byzantine weight must be in [0, 1e15]";
     if (bad != NULL) {
         fprintf(stderr, "moshsim: %s\n", bad);
         return NULL;
@@ -319,10 +325,39 @@ moshsim_t *moshsim_new(const moshsim_cfg_t *c) {
     }
     for (uint32_t i = 0; i < c->peers; i++)
         add_peer(s, NULL, c->random_positions ? -1 : (int64_t)i);
+    /* Byzantine peers: a partial Fisher-Yates shuffle on a generator of
+     * their own, so runs without them draw exactly as before */
+    if (c->byzantine > 0) {
+        simnet_rng_t br;
+        simnet_rng_seed(&br, moshsim__mix64(c->seed ^ 0x62797a));
+        uint32_t *pool = moshsim__xmalloc(s->np * sizeof *pool);
+        for (uint32_t q = 0; q < s->np; q++)
+            pool[q] = q;
+        for (uint32_t i = 0; i < c->byzantine; i++) {
+            uint32_t j = i + (uint32_t)simnet_rng_below(&br, s->np - i);
+            uint32_t v = pool[j];
+            pool[j] = pool[i];
+            pool[i] = v;
+            s->p[v].byz = true;
+        }
+        free(pool);
+    }
     s->scale = 0;
-    for (uint32_t q = 0; q < s->np; q++)
-        for (uint32_t e = 0; e < c->count; e++)
+    s->target = moshsim__xmalloc(c->count * sizeof *s->target);
+    double tw = 0;
+    for (uint32_t e = 0; e < c->count; e++)
+        s->target[e] = 0;
+    for (uint32_t q = 0; q < s->np; q++) {
+        if (s->p[q].byz)
+            continue;
+        tw += s->p[q].weight;
+        for (uint32_t e = 0; e < c->count; e++) {
             s->scale = fmax(s->scale, fabs((double)s->p[q].values[e]));
+            s->target[e] += s->p[q].weight * (double)s->p[q].values[e];
+        }
+    }
+    for (uint32_t e = 0; e < c->count; e++)
+        s->target[e] /= tw;
     if (s->scale == 0)
         s->scale = 1;
     s->next_start = 1000;
@@ -348,15 +383,23 @@ void moshsim_free(moshsim_t *s) {
     free(s->vbuf);
     free(s->vids);
     free(s->kills);
+    free(s->target);
     simnet_free(s->net);
     free(s);
 }
 
-/* Picks a random live peer (s->live must be current), or NONE. */
+/* Picks a random live peer (s->live must be current), or NONE; with
+ * Byzantine peers, a random honest one (NONE if there is none). */
 static uint32_t random_live(moshsim_t *s) {
     if (s->nlive == 0)
         return MOSHSIM_NONE;
-    return s->live[simnet_rng_below(&s->rng, s->nlive)];
+    size_t k = simnet_rng_below(&s->rng, s->nlive);
+    for (size_t i = 0; i < s->nlive; i++) {
+        uint32_t q = s->live[(k + i) % s->nlive];
+        if (!s->p[q].byz)
+            return q;
+    }
+    return MOSHSIM_NONE;
 }
 
 static void churn(moshsim_t *s, uint64_t t0) {
@@ -426,30 +469,37 @@ static void measure(const moshsim_t *s, moshsim_stats_t *st) {
     for (uint32_t e = 0; e < cnt; e++)
         mean[e] = 0;
     st->live = 0;
+    uint32_t honest = 0; /* Byzantine peers are left out of the measures */
     for (uint32_t q = 0; q < s->np; q++) {
         const speer_t *p = &s->p[q];
         if (!p->alive)
             continue;
         st->live++;
+        if (p->byz)
+            continue;
+        honest++;
         wsum += p->weight;
         for (uint32_t e = 0; e < cnt; e++)
             mean[e] += p->weight * (double)p->values[e];
     }
     for (uint32_t e = 0; e < cnt; e++)
         mean[e] = wsum > 0 ? mean[e] / wsum : 0;
-    double sq = 0, dev = 0;
+    double sq = 0, dev = 0, esq = 0;
     for (uint32_t q = 0; q < s->np; q++) {
         const speer_t *p = &s->p[q];
-        if (!p->alive)
+        if (!p->alive || p->byz)
             continue;
         for (uint32_t e = 0; e < cnt; e++) {
             double d = (double)p->values[e] - mean[e];
             sq += d * d;
             dev = fmax(dev, fabs(d));
+            double t = (double)p->values[e] - s->target[e];
+            esq += t * t;
         }
     }
-    st->mse = st->live ? sq / ((double)st->live * cnt) : 0;
+    st->mse = honest ? sq / ((double)honest * cnt) : 0;
     st->maxdev = dev / s->scale;
+    st->err = honest ? sqrt(esq / ((double)honest * cnt)) : 0;
     free(mean);
 }
 
@@ -545,6 +595,10 @@ uint32_t moshsim_peers(const moshsim_t *s) {
 
 bool moshsim_alive(const moshsim_t *s, uint32_t peer) {
     return peer < s->np && s->p[peer].alive;
+}
+
+bool moshsim_byzantine(const moshsim_t *s, uint32_t peer) {
+    return peer < s->np && s->p[peer].byz;
 }
 
 const float *moshsim_values(const moshsim_t *s, uint32_t peer) {

@@ -54,6 +54,15 @@
  * [0.5, 1.5) with random_weights. Everything is a function of the seed:
  * the same configuration and calls give the same bytes.
  *
+ * Robust aggregation: agg is every peer's rule (its key suffix included).
+ * byzantine: that many of the initial peers, drawn at random, are
+ * Byzantine: they follow the protocol but set every value of their vector
+ * to 1e20 before each call (and announce byz_weight if nonzero; as
+ * reducers they apply the rule honestly to what they receive). They are
+ * left out of every statistic, and joiners never copy their vector. err
+ * measures how far the honest peers drift from the initial weighted mean
+ * of the honest peers.
+ *
  * Ownership: moshsim_new allocates everything, moshsim_free releases it.
  * Pointers returned stay valid until the next moshsim_round or free. Not
  * thread-safe. Out of memory aborts (test program).
@@ -65,6 +74,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/agg.h"
 #include "core/match.h"
 #include "sim/simnet.h"
 
@@ -97,6 +107,9 @@ typedef struct moshsim_cfg {
     uint32_t start_jitter_ms;   /* call start spread, 50 */
     uint32_t notice_ms;         /* crash reported after, 100 */
     uint32_t rto_ms;            /* first retransmission timeout, 200 */
+    mp_agg_t agg;               /* the groups' rule; zero = weighted mean */
+    uint32_t byzantine;         /* Byzantine peers among the initial ones */
+    double byz_weight;          /* weight they announce, 0 = the usual */
 } moshsim_cfg_t;
 
 /* One round (or, for round 0, the initial state). */
@@ -116,6 +129,8 @@ typedef struct moshsim_stats {
     uint64_t max_call_ms;
     double mse;    /* mean over live peers and elements of (x - mean)^2 */
     double maxdev; /* max |x - mean| / max |x| of the initial values */
+    double err;    /* rms over honest live peers and elements of
+                      (x - initial honest weighted mean) */
 } moshsim_stats_t;
 
 /* What a peer's last call did. */
@@ -155,6 +170,7 @@ void moshsim_measure(const moshsim_t *s, moshsim_stats_t *out);
 /* Peers are 0 .. moshsim_peers() - 1 (joiners are appended). */
 uint32_t moshsim_peers(const moshsim_t *s);
 bool moshsim_alive(const moshsim_t *s, uint32_t peer);
+bool moshsim_byzantine(const moshsim_t *s, uint32_t peer);
 const float *moshsim_values(const moshsim_t *s, uint32_t peer);
 double moshsim_weight(const moshsim_t *s, uint32_t peer);
 const moshsim_call_t *moshsim_last_call(const moshsim_t *s, uint32_t peer);

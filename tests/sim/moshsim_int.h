@@ -42,6 +42,7 @@ typedef struct mm_slot {
 typedef struct speer {
     uint8_t id[MP_ID_BYTES];
     bool alive, known_dead;
+    bool byz; /* Byzantine: poisons its vector before each call */
     float *values;
     double weight;
     mp_grid_t grid;
@@ -108,6 +109,7 @@ struct moshsim {
     uint64_t last_start, next_start;
     uint32_t left, joined, called, skipped;
     double scale;       /* max |x| of the initial values */
+    double *target;     /* initial weighted mean of the honest peers */
     mp_mm_out_t mm_out; /* scratch of poll_mm */
     mp_member_t roster[MP_GROUP_MAX];
 };

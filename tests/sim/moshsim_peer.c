@@ -292,6 +292,7 @@ static void start_group(moshsim_t *s, uint32_t q) {
         .now_ms = now,
         .deadline_ms = p->deadline,
         .peer_timeout_ms = s->c.peer_timeout_ms,
+        .agg = s->c.agg,
     };
     if (mp__group_new(&gc, &p->group) != MOSHPIT_OK) {
         fprintf(stderr, "moshsim: mp__group_new failed\n");
@@ -425,6 +426,12 @@ static void start_call(moshsim_t *s, uint32_t q) {
     p->last.start_ms = now;
     p->last.matchmaker = MOSHSIM_NONE;
     s->called++;
+    if (p->byz) { /* poisoned values, maybe an inflated weight */
+        for (uint32_t e = 0; e < s->c.count; e++)
+            p->values[e] = 1e20f;
+        if (s->c.byz_weight > 0)
+            p->weight = s->c.byz_weight;
+    }
 
     bool custom;
     size_t nview = moshsim__view(s, q, &custom);

@@ -2,9 +2,10 @@
 # Runs moshpit-sim (path in SIM) twice with the same seed and once with
 # another: the first two outputs must be identical byte for byte, the third
 # must differ, and every run must exit 0 (no call hung) and print its final
-# line. Usage: cmake -DSIM=path/to/moshpit-sim -P sim_repro.cmake
+# line. Usage: cmake -DSIM=path/to/moshpit-sim [-DEXTRA=arg;arg...]
+# -P sim_repro.cmake (EXTRA: more moshpit-sim arguments, a CMake list)
 set(args --peers 600 --group-size 8 --rounds 8 --fail-prob 0.02
-         --loss 0.01 --churn 3 --weights random --positions random)
+         --loss 0.01 --churn 3 --weights random --positions random ${EXTRA})
 foreach(run a b c)
   set(seed 11)
   if(run STREQUAL "c")

@@ -254,6 +254,10 @@ static void test_config_defaults(void) {
     CHECK(c.serve_state == 0 && c.state_clients_max == 4,
           "serve_state %u state_clients_max %u", c.serve_state,
           c.state_clients_max);
+    CHECK(c.aggregation == MOSHPIT_AGG_MEAN && c.trim == 1 && c.clip_tau == 0 &&
+              c.clip_iters == 5 && c.weight_cap == 0,
+          "aggregation %d trim %u tau %g iters %u cap %u", c.aggregation,
+          c.trim, (double)c.clip_tau, c.clip_iters, c.weight_cap);
     CHECK(c.listen != NULL, "listen is NULL");
     CHECK(c.log_level == MOSHPIT_LOG_WARN, "log_level %d", c.log_level);
     CHECK(c.swarm == NULL && c.bootstrap == NULL && c.advertise == NULL &&
@@ -331,6 +335,44 @@ static void test_open_invalid(void) {
     base_config(&c);
     c.state_clients_max = 65;
     EXPECT_EINVAL(&c, "state_clients_max 65");
+
+    /* robust aggregation: nonsense in any field is refused */
+    base_config(&c);
+    c.aggregation = 3;
+    EXPECT_EINVAL(&c, "aggregation 3");
+    c.aggregation = -1;
+    EXPECT_EINVAL(&c, "aggregation -1");
+    base_config(&c);
+    c.aggregation = MOSHPIT_AGG_TRIMMED_MEAN;
+    c.trim = 0;
+    EXPECT_EINVAL(&c, "trim 0");
+    c.trim = 4; /* group_size 8 */
+    EXPECT_EINVAL(&c, "2 * trim >= group_size");
+    c.trim = 3;
+    mp = NULL;
+    CHECK(moshpit_open(&c, &mp) == MOSHPIT_OK, "trimmed mean, trim 3 of 8");
+    moshpit_close(mp);
+    base_config(&c);
+    c.trim = 32;
+    EXPECT_EINVAL(&c, "trim 32");
+    base_config(&c);
+    c.aggregation = MOSHPIT_AGG_CENTERED_CLIP;
+    c.clip_tau = -1;
+    EXPECT_EINVAL(&c, "clip_tau -1");
+    c.clip_tau = NAN;
+    EXPECT_EINVAL(&c, "clip_tau NaN");
+    c.clip_tau = 0.5f;
+    c.clip_iters = 0;
+    EXPECT_EINVAL(&c, "clip_iters 0");
+    c.clip_iters = 101;
+    EXPECT_EINVAL(&c, "clip_iters 101");
+    c.clip_iters = 100;
+    c.weight_cap = 65536;
+    EXPECT_EINVAL(&c, "weight_cap 65536");
+    c.weight_cap = 65535;
+    mp = NULL;
+    CHECK(moshpit_open(&c, &mp) == MOSHPIT_OK, "CenteredClip config");
+    moshpit_close(mp);
 
     base_config(&c);
     c.grid_dims = 9;

@@ -565,7 +565,9 @@ static void spec_for(msg_fn make, spec_t *s) {
         add_end(s, "w", A_UINT | A_F32 | A_F64, 0);
         add_uint(s, "bw", m->u.join.bandwidth);
         add_uint(s, "win", m->u.join.window_ms);
-        add_bin(s, "key", m->u.join.key, m->u.join.key_len, A_BIN1, 0);
+        /* a key is any bin of 0 to MP_KEY_MAX (32) bytes */
+        add_bin(s, "key", m->u.join.key, m->u.join.key_len, A_BIN1 | A_BIN32,
+                0);
         break;
     case MP_MSG_JOIN_ACK:
         add_uint(s, "seq", m->u.ack.seq);
