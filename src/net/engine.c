@@ -289,6 +289,7 @@ static void housekeeping(moshpit_t *mp, uint64_t now) {
                     break;
                 }
         }
+        mp__expire_certs(mp);
         /* held frames of rounds that never came */
         for (size_t i = 0; i < mp->nearly;)
             if (now - mp->early[i].arrived_ms > mp->cfg.round_timeout_ms)
