@@ -146,8 +146,10 @@ typedef struct moshpit_config {
                                   (moshpit_cert_issue), presented to every
                                   peer it meets; all zero = none. With
                                   authority_key set it is required and
-                                  checked in full by moshpit_open; without,
-                                  only its format is checked */
+                                  checked in full by moshpit_open (so the
+                                  identity must be configured, not
+                                  ephemeral); without, only its format is
+                                  checked */
 } moshpit_config_t;
 
 /* What one moshpit_average() call did. */
