@@ -81,6 +81,19 @@ typedef enum {
 #define MOSHPIT_AGG_MEAN 0
 #define MOSHPIT_AGG_TRIMMED_MEAN 1
 #define MOSHPIT_AGG_CENTERED_CLIP 2
+/* A certificate (moshpit_cert_issue) in bytes, and as Z85 text without the
+ * terminating NUL. docs/PROTOCOL.md gives the format byte by byte. */
+#define MOSHPIT_CERT_BYTES 160
+#define MOSHPIT_CERT_TEXT_LEN 200
+/* An authority's Ed25519 secret key (seed and public key) in bytes, and as
+ * Z85 text without the terminating NUL. Its public key is 32 bytes, written
+ * as text like any other key (moshpit_key_to_text). */
+#define MOSHPIT_AUTHORITY_SECRET_BYTES 64
+#define MOSHPIT_AUTHORITY_SECRET_TEXT_LEN 80
+/* Clock skew allowed when a certificate's validity window is checked: a
+ * certificate is accepted from not_before - 300 s to not_after + 300 s of
+ * the checking peer's wall clock. */
+#define MOSHPIT_CERT_SKEW_S 300
 
 /* Log levels for moshpit_config_t.log_level (higher = more verbose). */
 #define MOSHPIT_LOG_ERROR 0
@@ -153,6 +166,21 @@ typedef struct moshpit_config {
                             lower median of the group's positive weights;
                             0 (default) = none with MOSHPIT_AGG_MEAN, 4 with
                             the robust modes; at most 65535 */
+    /* Added in 0.2 */
+    uint8_t authority_key[32]; /* Ed25519 public key of the swarm authority
+                                  (moshpit_authority_keypair). Non-zero:
+                                  certificate admission, every peer must
+                                  present a certificate from this authority
+                                  for its own key and this swarm, valid
+                                  now; all zero (default) = none required */
+    uint8_t cert[MOSHPIT_CERT_BYTES]; /* this peer's own certificate
+                                  (moshpit_cert_issue), presented to every
+                                  peer it meets; all zero = none. With
+                                  authority_key set it is required and
+                                  checked in full by moshpit_open (so the
+                                  identity must be configured, not
+                                  ephemeral); without, only its format is
+                                  checked */
 } moshpit_config_t;
 
 /* What one moshpit_average() call did. */
@@ -228,6 +256,89 @@ moshpit_key_to_text(const uint8_t key[32], char out[41]);
 MOSHPIT_EXPORT MOSHPIT_NODISCARD moshpit_err_t
 moshpit_key_from_text(const char *text, uint8_t key[32]);
 
+/*
+ * Certificates. A swarm authority (an Ed25519 keypair kept offline) signs
+ * a peer's identity for one swarm and a validity window; peers configured
+ * with the authority's public key (moshpit_config_t.authority_key) admit
+ * only peers presenting such a certificate, and check it offline. See
+ * docs/SECURITY.md for what this does and does not protect against.
+ */
+
+/* Why a certificate is not valid; the checks run in this order and the
+ * first failing one is reported. */
+typedef enum {
+    MOSHPIT_CERT_VALID = 0,
+    MOSHPIT_CERT_MISSING,       /* none presented (admission only) */
+    MOSHPIT_CERT_MALFORMED,     /* not a well-formed version-1 certificate */
+    MOSHPIT_CERT_FOREIGN,       /* issued by another authority */
+    MOSHPIT_CERT_OTHER_SWARM,   /* issued for another swarm */
+    MOSHPIT_CERT_OTHER_KEY,     /* issued for another identity */
+    MOSHPIT_CERT_NOT_YET_VALID, /* not_before is ahead (beyond the skew) */
+    MOSHPIT_CERT_EXPIRED,       /* not_after has passed (beyond the skew) */
+    MOSHPIT_CERT_FORGED         /* the authority's signature does not verify */
+} moshpit_cert_status_t;
+
+/* The fields of a certificate (moshpit_cert_inspect). */
+typedef struct moshpit_cert_info {
+    moshpit_cert_status_t status;
+    uint8_t version;         /* 1 */
+    uint8_t peer_key[32];    /* the identity (CURVE public key) it names */
+    uint8_t swarm_hash[32];  /* BLAKE2b-256 of "moshpit-swarm-v1" || swarm */
+    uint64_t not_before;     /* Unix seconds */
+    uint64_t not_after;      /* Unix seconds */
+    uint8_t authority_id[8]; /* which authority signed it (a key hash) */
+} moshpit_cert_info_t;
+
+/* Generates a swarm authority: an Ed25519 keypair. Keep sec offline; give
+ * pub to every peer as authority_key. Errors: EINVAL (NULL), ECRYPTO. */
+MOSHPIT_EXPORT MOSHPIT_NODISCARD moshpit_err_t
+moshpit_authority_keypair(uint8_t pub[32], uint8_t sec[64]);
+
+/* Authority secret key <-> Z85 text (80 characters + NUL). from_text also
+ * checks that the public half belongs to the seed. Errors: EINVAL. */
+MOSHPIT_EXPORT MOSHPIT_NODISCARD moshpit_err_t
+moshpit_authority_secret_to_text(const uint8_t sec[64], char out[81]);
+MOSHPIT_EXPORT MOSHPIT_NODISCARD moshpit_err_t
+moshpit_authority_secret_from_text(const char *text, uint8_t sec[64]);
+
+/*
+ * Issues a certificate: authority_sec signs peer_pub (a peer's identity,
+ * see moshpit_keypair) for the swarm named `swarm`, valid from now until
+ * not_after_unix (seconds since 1970, UTC). Pure computation on the
+ * caller's buffers; nothing is kept. Errors: EINVAL (NULL arguments, a
+ * zero peer key, an empty or over-long swarm name, not_after_unix not in
+ * the future or past the year 9999, a secret whose halves do not belong
+ * together), ESYS (the wall clock cannot be read), ECRYPTO.
+ */
+MOSHPIT_EXPORT MOSHPIT_NODISCARD moshpit_err_t
+moshpit_cert_issue(const uint8_t authority_sec[64], const uint8_t peer_pub[32],
+                   const char *swarm, uint64_t not_after_unix,
+                   uint8_t cert[MOSHPIT_CERT_BYTES]);
+
+/*
+ * Decodes a certificate and checks it offline against the authority's
+ * public key and the wall clock (with MOSHPIT_CERT_SKEW_S), and, when not
+ * NULL, against a swarm name and a peer identity. *info receives the
+ * fields (zero when malformed) and the status. Returns OK if the
+ * certificate is valid, EPEERAUTH if it is well-formed but not valid,
+ * EPROTO if it is malformed, EINVAL for NULL cert, authority_pub or info,
+ * an all-zero authority key, or an empty or over-long swarm name.
+ */
+MOSHPIT_EXPORT MOSHPIT_NODISCARD moshpit_err_t moshpit_cert_inspect(
+    const uint8_t cert[MOSHPIT_CERT_BYTES], const uint8_t authority_pub[32],
+    const char *swarm, const uint8_t peer_pub[32], moshpit_cert_info_t *info);
+
+/* Certificate <-> Z85 text (200 characters + NUL). from_text checks the
+ * text only (use moshpit_cert_inspect for the content). Errors: EINVAL. */
+MOSHPIT_EXPORT MOSHPIT_NODISCARD moshpit_err_t
+moshpit_cert_to_text(const uint8_t cert[MOSHPIT_CERT_BYTES], char out[201]);
+MOSHPIT_EXPORT MOSHPIT_NODISCARD moshpit_err_t
+moshpit_cert_from_text(const char *text, uint8_t cert[MOSHPIT_CERT_BYTES]);
+
+/* Short English description of a certificate status ("expired", ...);
+ * never NULL, also for unknown values. */
+MOSHPIT_EXPORT const char *moshpit_cert_strstatus(moshpit_cert_status_t s);
+
 /* Human-readable name of an error code; never NULL, also for unknown codes. */
 MOSHPIT_EXPORT const char *moshpit_strerror(moshpit_err_t e);
 
@@ -256,6 +367,7 @@ MOSHPIT_EXPORT const char *moshpit_version(void);
 
 /* Constants as functions, for bindings. */
 MOSHPIT_EXPORT size_t moshpit_key_bytes(void);
+MOSHPIT_EXPORT size_t moshpit_cert_bytes(void);
 
 #ifdef __cplusplus
 }

@@ -49,5 +49,10 @@ uint64_t mp_plat_clock_ms(void);
 /* Monotonic clock in microseconds. */
 uint64_t mp_plat_clock_us(void);
 void mp_plat_sleep_ms(uint32_t ms);
+/* Wall-clock time (CLOCK_REALTIME) in whole seconds since the Unix epoch;
+ * 0 if the clock cannot be read or is before 1970. Only for comparisons
+ * with absolute times from outside (certificate validity), never for
+ * deadlines. */
+uint64_t mp_plat_wallclock_s(void);
 
 #endif

@@ -36,7 +36,9 @@ static inline int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
                x->ciphers == y->ciphers &&
                strcmp(x->ctrl_addr, y->ctrl_addr) == 0 &&
                strcmp(x->data_addr, y->data_addr) == 0 &&
-               x->serves_state == y->serves_state;
+               x->serves_state == y->serves_state &&
+               x->has_cert == y->has_cert &&
+               memcmp(x->cert, y->cert, sizeof x->cert) == 0;
     }
     case MP_MSG_STATE_REQ:
         return a->u.state_req.seq == b->u.state_req.seq &&

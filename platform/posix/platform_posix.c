@@ -2,7 +2,7 @@
 /*
  * platform_posix.c - the OS contract of platform.h on POSIX systems:
  * pthread mutexes, condition variables waiting on CLOCK_MONOTONIC, threads,
- * the monotonic clock and sleeping.
+ * the monotonic clock, the wall clock (seconds) and sleeping.
  */
 #include "platform.h"
 
@@ -90,6 +90,13 @@ uint64_t mp_plat_clock_us(void) {
 
 uint64_t mp_plat_clock_ms(void) {
     return mp_plat_clock_us() / 1000u;
+}
+
+uint64_t mp_plat_wallclock_s(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0 || ts.tv_sec < 0)
+        return 0;
+    return (uint64_t)ts.tv_sec;
 }
 
 void mp_plat_sleep_ms(uint32_t ms) {

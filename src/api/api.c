@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * api.c - the public moshpit_* functions: configuration checks, peer setup
- * and teardown, handing work to the engine thread and waiting for it with a
- * deadline, keys as text, error strings.
+ * api.c - the public moshpit_* functions that concern a peer: configuration
+ * checks, peer setup and teardown, handing work to the engine thread and
+ * waiting for it with a deadline, error strings. (Keys, authorities and
+ * certificates, which need no peer, are in keys.c.)
  */
 #include <errno.h>
 #include <math.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "core/agg.h"
+#include "crypto/cert.h"
 #include "crypto/crypto.h"
 #include "net/engine.h"
 #include "net/net.h"
@@ -120,38 +122,6 @@ int moshpit_errno(moshpit_t *mp) {
     return e;
 }
 
-moshpit_err_t moshpit_keypair(uint8_t pub[32], uint8_t sec[32]) {
-    if (pub == NULL || sec == NULL)
-        return MOSHPIT_EINVAL;
-    return mp__crypto_keypair(pub, sec);
-}
-
-moshpit_err_t moshpit_key_to_text(const uint8_t key[32], char out[41]) {
-    if (key == NULL || out == NULL)
-        return MOSHPIT_EINVAL;
-    return mp__net_z85_encode(out, key) == 0 ? MOSHPIT_OK : MOSHPIT_EINVAL;
-}
-
-moshpit_err_t moshpit_key_from_text(const char *text, uint8_t key[32]) {
-    static const char z85[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJ"
-                              "KLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
-    if (text == NULL || key == NULL || strlen(text) != MOSHPIT_KEY_TEXT_LEN)
-        return MOSHPIT_EINVAL;
-    /* the Z85 decoder accepts some invalid input; check the alphabet and the
-     * value range ourselves */
-    for (const char *c = text; *c; c++)
-        if (strchr(z85, *c) == NULL)
-            return MOSHPIT_EINVAL;
-    uint8_t tmp[32];
-    if (mp__net_z85_decode(tmp, text) != 0)
-        return MOSHPIT_EINVAL;
-    char back[41];
-    if (mp__net_z85_encode(back, tmp) != 0 || strcmp(back, text) != 0)
-        return MOSHPIT_EINVAL; /* a 5-char group overflowed 32 bits */
-    memcpy(key, tmp, 32);
-    return MOSHPIT_OK;
-}
-
 moshpit_err_t mp__parse_endpoint(const char *ep, char *addr, size_t cap,
                                  uint8_t key[32]) {
     if (ep == NULL)
@@ -204,7 +174,30 @@ static moshpit_err_t check_config(const moshpit_config_t *c) {
     mp_agg_t agg;
     if (mp__agg_from_config(c, &agg) != MOSHPIT_OK)
         return MOSHPIT_EINVAL;
+    bool has_cert = !mp__crypto_is_zero(c->cert, MOSHPIT_CERT_BYTES);
+    if (!mp__crypto_is_zero(c->authority_key, 32)) {
+        /* certificate admission: a usable authority key and a certificate
+         * of our own (checked in full once the identity is known) */
+        if (!has_cert || !mp__cert_authority_key_ok(c->authority_key))
+            return MOSHPIT_EINVAL;
+    } else if (has_cert) {
+        mp_cert_t tmp; /* presented without checking it ourselves: format */
+        if (mp__cert_decode(c->cert, MOSHPIT_CERT_BYTES, &tmp) != MOSHPIT_OK)
+            return MOSHPIT_EINVAL;
+    }
     return MOSHPIT_OK;
+}
+
+/* With certificate admission, our own certificate must be one the other
+ * peers accept: from the authority, for our identity and swarm, valid now.
+ * Checked before anything is sent. */
+static moshpit_err_t check_own_cert(const moshpit_t *mp) {
+    if (mp__crypto_is_zero(mp->cfg.authority_key, 32))
+        return MOSHPIT_OK;
+    moshpit_cert_status_t s =
+        mp__cert_check(mp->cfg.cert, MOSHPIT_CERT_BYTES, mp->cfg.authority_key,
+                       mp->swarm_hash, mp->pub, mp_plat_wallclock_s(), NULL);
+    return s == MOSHPIT_CERT_VALID ? MOSHPIT_OK : MOSHPIT_EINVAL;
 }
 
 static void free_peer_struct(moshpit_t *mp) {
@@ -308,6 +301,10 @@ moshpit_err_t moshpit_open(const moshpit_config_t *cfg, moshpit_t **out) {
         }
     }
     mp__net_z85_encode(mp->pub_txt, mp->pub);
+    e = check_own_cert(mp);
+    if (e != MOSHPIT_OK)
+        goto fail;
+    e = MOSHPIT_ECRYPTO;
     if (mp__crypto_keypair(mp->eph_pub, mp->eph_sec) != MOSHPIT_OK)
         goto fail;
 

@@ -282,6 +282,7 @@ static void housekeeping(moshpit_t *mp, uint64_t now) {
     mp__swim_housekeeping(mp, now);
     if (now >= mp->next_gossip_ms) {
         mp->next_gossip_ms = now + GOSSIP_MS;
+        mp__expire_certs(mp);
         /* held frames of rounds that never came */
         for (size_t i = 0; i < mp->nearly;)
             if (now - mp->early[i].arrived_ms > mp->cfg.round_timeout_ms)

@@ -77,6 +77,8 @@ typedef struct mp_peer {
     mp_session_keys_t *keys;
     uint64_t tx_counter, rx_counter;
     uint64_t state_since_ms;
+    uint64_t refused_ms;     /* when we last refused its HELLO (0: never) */
+    uint64_t cert_not_after; /* its certificate's end (certificate mode) */
     uint64_t next_hello_ms;
     uint32_t hello_tries;
     /* data plane: one sealed frame waiting for the socket */

@@ -19,6 +19,8 @@ _Static_assert(sizeof(zmq_msg_t) <= 64, "zmq_msg_t storage in mp_peer_t");
 #define HELLO_RETRY_MS 1000u
 #define HELLO_TRIES_MAX 20u
 #define DEAD_RETRY_MS 10000u
+/* HELLOs of a peer we refused less than this ago are dropped unread */
+#define REFUSE_HOLD_MS 1000u
 #define ROUND_MARGIN_MS 100u
 #define POLL_MAX_MS 1000
 #define BATCH 64
@@ -38,6 +40,8 @@ void mp__on_shared_gather(moshpit_t *mp, zmq_msg_t *head, zmq_msg_t *body);
 void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
                   const mp_hello_t *h);
 void mp__on_join(moshpit_t *mp, mp_peer_t *p, const mp_join_t *j);
+/* Certificate mode: refuses live peers whose certificate has expired. */
+void mp__expire_certs(moshpit_t *mp);
 void mp__peer_learn(moshpit_t *mp, const uint8_t id[32], const char *addr);
 void mp__peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
                         const char *why);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * engine_peers.c - the engine's membership and sessions: the peer table,
- * dialling, HELLO handling with admission (swarm_secret proof, swarm name,
- * addresses, cipher choice), session keys, PEERS gossip and peer state
- * changes. Runs on the engine thread only.
+ * dialling, HELLO handling with admission (swarm name, swarm_secret proof,
+ * certificate, addresses, cipher choice), session keys, PEERS gossip and
+ * peer state changes. Runs on the engine thread only.
  */
 #include "engine_int.h"
 
@@ -15,6 +15,7 @@
 #include <zmq.h>
 
 #include "core/share.h"
+#include "crypto/cert.h"
 #include "net/net.h"
 
 /* ------------------------------------------------------------------ */
@@ -136,6 +137,10 @@ void mp__send_hello(moshpit_t *mp, mp_peer_t *p, bool reply) {
     h->tag = p->my_tag;
     h->bandwidth = mp->cfg.bandwidth_mbps;
     h->serves_state = mp->cfg.serve_state != 0;
+    if (!mp__crypto_is_zero(mp->cfg.cert, sizeof(h->cert))) {
+        memcpy(h->cert, mp->cfg.cert, sizeof(h->cert));
+        h->has_cert = 1;
+    }
     h->ciphers = mp->ciphers;
     snprintf(h->ctrl_addr, sizeof(h->ctrl_addr), "%s", mp->ctrl_ep);
     snprintf(h->data_addr, sizeof(h->data_addr), "%s", mp->data_ep);
@@ -258,6 +263,23 @@ void mp__peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
     mp__update_members(mp);
 }
 
+void mp__expire_certs(moshpit_t *mp) {
+    if (mp__crypto_is_zero(mp->cfg.authority_key, 32))
+        return;
+    uint64_t t = mp_plat_wallclock_s();
+    for (size_t i = 0; i < mp->npeers; i++) {
+        mp_peer_t *p = mp->peers[i];
+        if (p->state == MP_PEER_LIVE &&
+            t > p->cert_not_after + MOSHPIT_CERT_SKEW_S) {
+            mp__log(mp, MOSHPIT_LOG_WARN,
+                    "certificate of live peer %.8s expired, session ended",
+                    p->id_txt);
+            mp__peer_set_state(mp, p, MP_PEER_REFUSED, "expired");
+            p->refused_ms = mp__now_ms();
+        }
+    }
+}
+
 /* Learned of a peer (bootstrap or gossip): dial it and say hello. */
 void mp__peer_learn(moshpit_t *mp, const uint8_t id[32], const char *addr) {
     if (mp__is_self(mp, id) || !mp__authorized(mp, id) ||
@@ -312,6 +334,11 @@ void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
             mp__peer_set_state(mp, p, MP_PEER_REFUSED, "different swarm");
         return;
     }
+    uint64_t now = mp__now_ms();
+    if (p != NULL && p->state == MP_PEER_REFUSED && p->refused_ms != 0 &&
+        now - p->refused_ms < REFUSE_HOLD_MS)
+        return; /* refused a moment ago: a hammering peer costs no checks */
+    const char *mode = NULL, *why = NULL;
     if (mp->swarm_secret != NULL) {
         uint8_t want[32];
         mp__crypto_admit_proof(mp->swarm_secret, mp->swarm_hash, id, mp->pub,
@@ -319,26 +346,47 @@ void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
         bool ok = h->has_proof && mp__crypto_equal32(want, h->proof);
         mp__crypto_wipe(want, sizeof(want));
         if (!ok) {
-            char txt[41];
-            zmq_z85_encode(txt, id, 32);
-            mp__log(mp, MOSHPIT_LOG_WARN,
-                    "peer %.8s failed swarm_secret admission, refused", txt);
-            if (p == NULL)
-                p = peer_add(mp, id, "");
-            if (p != NULL) {
-                /* remember the refusal; tell it once if we can dial it */
-                if (p->ctrl == NULL && mp__net_addr_ok(h->ctrl_addr)) {
-                    snprintf(p->ctrl_addr, sizeof(p->ctrl_addr), "%s",
-                             h->ctrl_addr);
-                    if (peer_connect(mp, p) == MOSHPIT_OK)
-                        mp__send_simple(mp, p, MP_MSG_REFUSE,
-                                        MOSHPIT_EPEERAUTH);
-                }
-                mp__peer_set_state(mp, p, MP_PEER_REFUSED,
-                                   "bad admission proof");
-            }
-            return;
+            mode = "swarm_secret";
+            why = "bad admission proof";
         }
+    }
+    uint64_t cert_end = 0;
+    if (why == NULL && !mp__crypto_is_zero(mp->cfg.authority_key, 32)) {
+        mp_cert_t c;
+        moshpit_cert_status_t cs =
+            mp__cert_check(h->has_cert ? h->cert : NULL, sizeof(h->cert),
+                           mp->cfg.authority_key, mp->swarm_hash, id,
+                           mp_plat_wallclock_s(), &c);
+        if (cs != MOSHPIT_CERT_VALID) {
+            mode = "certificate";
+            why = mp__cert_status_text(cs);
+        }
+        cert_end = c.not_after;
+    }
+    if (why != NULL) {
+        char txt[41];
+        zmq_z85_encode(txt, id, 32);
+        mp__log(mp, MOSHPIT_LOG_WARN,
+                "peer %.8s failed %s admission (%s), refused", txt, mode, why);
+        /* a refused stranger gets a table entry only while the table is
+         * less than 3/4 full: identities cycled by a refused peer cannot
+         * take the last quarter from peers that pass admission */
+        if (p == NULL && mp->npeers < MP_PEERS_CAP / 4 * 3)
+            p = peer_add(mp, id, "");
+        if (p != NULL) {
+            /* remember the refusal, then tell it once if we can dial it
+             * (in this order: the state change closes the old sockets, and
+             * the new one must live long enough to deliver the REFUSE) */
+            mp__peer_set_state(mp, p, MP_PEER_REFUSED, why);
+            p->refused_ms = now;
+            if (p->ctrl == NULL && mp__net_addr_ok(h->ctrl_addr)) {
+                snprintf(p->ctrl_addr, sizeof(p->ctrl_addr), "%s",
+                         h->ctrl_addr);
+                if (peer_connect(mp, p) == MOSHPIT_OK)
+                    mp__send_simple(mp, p, MP_MSG_REFUSE, MOSHPIT_EPEERAUTH);
+            }
+        }
+        return;
     }
     if (!mp__net_addr_ok(h->ctrl_addr) || !mp__net_addr_ok(h->data_addr)) {
         mp__log(mp, MOSHPIT_LOG_WARN, "HELLO with unusable addresses dropped");
@@ -387,6 +435,7 @@ void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
         p->rx_counter = 0;
     }
     p->their_tag = h->tag;
+    p->cert_not_after = cert_end;
     p->bandwidth = h->bandwidth;
     p->serves_state = h->serves_state != 0;
     p->ciphers = h->ciphers;

@@ -173,7 +173,3 @@ int mp__net_read_event(void *mon, mp_net_event_t *ev) {
 int mp__net_z85_encode(char out[41], const uint8_t key[32]) {
     return zmq_z85_encode(out, key, 32) != NULL ? 0 : -1;
 }
-
-int mp__net_z85_decode(uint8_t key[32], const char *text) {
-    return zmq_z85_decode(key, text) != NULL ? 0 : -1;
-}

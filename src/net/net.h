@@ -37,8 +37,6 @@ void mp__net_close(void **sock);
 
 /* Z85 text of a 32-byte key (40 chars + NUL). Return 0, or -1. */
 int mp__net_z85_encode(char out[41], const uint8_t key[32]);
-/* Decodes 40 Z85 characters; no alphabet check (callers check). 0 or -1. */
-int mp__net_z85_decode(uint8_t key[32], const char *text);
 
 /* Monitor event kinds the engine cares about. */
 typedef enum {

@@ -55,6 +55,7 @@ enum {
     K_RND,
     K_CNT,
     K_DIG,
+    K_CT,
     K_COUNT
 };
 
@@ -65,7 +66,7 @@ static const char *const key_names[K_COUNT] = {
     [K_P] = "p",     [K_SEQ] = "seq",     [K_W] = "w",     [K_WIN] = "win",
     [K_KEY] = "key", [K_GID] = "gid",     [K_M] = "m",     [K_SS] = "ss",
     [K_VER] = "ver", [K_FIRST] = "first", [K_N] = "n",     [K_RND] = "rnd",
-    [K_CNT] = "cnt", [K_DIG] = "dig",
+    [K_CNT] = "cnt", [K_DIG] = "dig",     [K_CT] = "ct",
 };
 
 /* ------------------------------------------------------------------ */
@@ -151,6 +152,9 @@ static moshpit_err_t check_msg(const mp_msg_t *msg) {
             return MOSHPIT_EINVAL;
         if (!h->has_proof && !all_zero(h->proof, sizeof h->proof))
             return MOSHPIT_EINVAL;
+        if (h->has_cert > 1 ||
+            (!h->has_cert && !all_zero(h->cert, sizeof h->cert)))
+            return MOSHPIT_EINVAL;
         if (!str_ok(h->ctrl_addr) || !str_ok(h->data_addr) ||
             h->serves_state > 1)
             return MOSHPIT_EINVAL;
@@ -202,7 +206,8 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
     size_t entries;
     switch (msg->type) {
     case MP_MSG_HELLO:
-        entries = 10u + msg->u.hello.has_proof + msg->u.hello.serves_state;
+        entries = 10u + msg->u.hello.has_proof + msg->u.hello.serves_state +
+                  msg->u.hello.has_cert;
         break;
     case MP_MSG_STATE_REQ:
         entries = 6;
@@ -253,6 +258,10 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         if (h->serves_state) {
             put_key(pk, K_SS);
             msgpack_pack_true(pk);
+        }
+        if (h->has_cert) {
+            put_key(pk, K_CT);
+            put_bin(pk, h->cert, sizeof h->cert);
         }
         break;
     }
@@ -595,6 +604,14 @@ static int decode_hello(const msgpack_object *const *val, mp_hello_t *h) {
     }
     if (val[K_SS] && get_bool(val[K_SS], &h->serves_state) != 0)
         return -1;
+    if (val[K_CT]) {
+        /* a certificate has one fixed size; anything else is malformed */
+        const msgpack_object *c = val[K_CT];
+        if (c->type != MSGPACK_OBJECT_BIN || c->via.bin.size != sizeof h->cert)
+            return -1;
+        memcpy(h->cert, c->via.bin.ptr, sizeof h->cert);
+        h->has_cert = 1;
+    }
     return 0;
 }
 

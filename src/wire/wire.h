@@ -52,6 +52,9 @@ typedef struct mp_hello {
     char ctrl_addr[MP_ADDR_MAX]; /* sender's control endpoint */
     char data_addr[MP_ADDR_MAX]; /* sender's data endpoint */
     uint8_t serves_state;        /* 1 = answers STATE_REQ (optional key) */
+    uint8_t has_cert;            /* 1 = cert holds the sender's certificate */
+    uint8_t cert[MOSHPIT_CERT_BYTES]; /* optional key "ct"; its content is
+                                         checked by admission, not here */
 } mp_hello_t;
 
 typedef struct mp_refuse {

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +32,8 @@ enum {
     CMD_QUIT,
     CMD_WAIT_MEMBERS,
     CMD_FETCH,
-    CMD_WAIT_MEMBERS_MAX
+    CMD_WAIT_MEMBERS_MAX,
+    CMD_LOG_COUNT
 };
 
 typedef struct rec {
@@ -143,8 +145,55 @@ static int g_fd = -1;
 
 static const char *g_notify_log;
 
+/* the peer's log so far (the log callback runs on the engine thread) */
+#define LOG_KEEP_MAX ((size_t)4 << 20)
+static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *g_log;
+static size_t g_log_len, g_log_cap;
+
+static void log_keep(const char *msg) {
+    size_t n = strlen(msg);
+    pthread_mutex_lock(&g_log_lock);
+    if (g_log_len + n + 2 > g_log_cap && g_log_len + n + 2 <= LOG_KEEP_MAX) {
+        size_t cap = g_log_cap ? g_log_cap : 65536;
+        while (cap < g_log_len + n + 2)
+            cap *= 2;
+        char *nb = realloc(g_log, cap);
+        if (nb != NULL) {
+            g_log = nb;
+            g_log_cap = cap;
+        }
+    }
+    if (g_log_len + n + 2 <= g_log_cap) {
+        memcpy(g_log + g_log_len, msg, n);
+        g_log_len += n;
+        g_log[g_log_len++] = '\n';
+        g_log[g_log_len] = '\0';
+    }
+    pthread_mutex_unlock(&g_log_lock);
+}
+
+/* Lines of the kept log containing text. */
+static uint64_t log_count(const char *text) {
+    uint64_t n = 0;
+    pthread_mutex_lock(&g_log_lock);
+    const char *p = g_log;
+    while (p != NULL && *p != '\0') {
+        const char *hit = strstr(p, text);
+        if (hit == NULL)
+            break;
+        n++; /* then go on after the line holding the hit */
+        p = strchr(hit, '\n');
+        if (p != NULL)
+            p++;
+    }
+    pthread_mutex_unlock(&g_log_lock);
+    return n;
+}
+
 static void peer_log(void *user, int level, const char *msg) {
     int notify = *(int *)user;
+    log_keep(msg);
     if (getenv("MOSHPIT_TEST_LOG") != NULL)
         fprintf(stderr, "[%d] %d %s\n", (int)getpid(), level, msg);
     int hit = g_notify_log != NULL ? strstr(msg, g_notify_log) != NULL
@@ -178,6 +227,8 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
     if (pc->peer_timeout_ms)
         cfg.peer_timeout_ms = pc->peer_timeout_ms;
     cfg.grid_dims = pc->grid_dims;
+    memcpy(cfg.authority_key, pc->authority_key, sizeof(cfg.authority_key));
+    memcpy(cfg.cert, pc->cert, sizeof(cfg.cert));
     cfg.serve_state = (uint32_t)pc->serve_state;
     cfg.aggregation = pc->aggregation;
     if (pc->trim)
@@ -239,6 +290,15 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
                 break;
             continue;
         }
+        if (c.type == CMD_LOG_COUNT) {
+            c.text[sizeof(c.text) - 1] = '\0';
+            memset(&r, 0, sizeof(r));
+            r.type = EV_MEMBERS;
+            r.a = log_count(c.text);
+            if (send_all(fd, &r, sizeof(r)) != 0)
+                break;
+            continue;
+        }
         if (c.type == CMD_MEMBERS || c.type == CMD_WAIT_MEMBERS) {
             memset(&r, 0, sizeof(r));
             r.type = EV_MEMBERS;
@@ -294,6 +354,7 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
     }
     free(kept);
     moshpit_close(mp);
+    free(g_log);
     return 0;
 }
 
@@ -440,6 +501,32 @@ long it_members(it_peer_t *p, int timeout_ms) {
     if (recv_all(p->fd, &r, sizeof(r), timeout_ms) != 0 || r.type != EV_MEMBERS)
         return -1;
     return (long)r.a;
+}
+
+long it_log_count(it_peer_t *p, const char *text, int timeout_ms) {
+    rec_t c;
+    memset(&c, 0, sizeof(c));
+    c.type = CMD_LOG_COUNT;
+    if (strlen(text) >= sizeof(c.text))
+        return -1;
+    snprintf(c.text, sizeof(c.text), "%s", text);
+    if (send_all(p->fd, &c, sizeof(c)) != 0)
+        return -1;
+    rec_t r;
+    if (recv_all(p->fd, &r, sizeof(r), timeout_ms) != 0 || r.type != EV_MEMBERS)
+        return -1;
+    return (long)r.a;
+}
+
+long it_wait_log(it_peer_t *p, const char *text, int timeout_ms) {
+    uint64_t until = it_now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        long n = it_log_count(p, text, 5000);
+        if (n != 0 || it_now_ms() >= until)
+            return n;
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 void it_kill(it_peer_t *p) {

@@ -39,6 +39,8 @@ typedef struct it_peer_cfg {
     uint32_t trim;       /* config trim, 0 = default */
     float clip_tau;      /* config clip_tau */
     uint32_t weight_cap; /* config weight_cap */
+    uint8_t authority_key[32];        /* config authority_key (zero: none) */
+    uint8_t cert[MOSHPIT_CERT_BYTES]; /* config cert (zero: none) */
 } it_peer_cfg_t;
 
 typedef struct it_peer {
@@ -101,6 +103,14 @@ long it_wait_members_max(it_peer_t *p, size_t n, int timeout_ms,
 /* The peer waits (moshpit_wait_members) until it knows n members or
  * timeout_ms passes; returns the members it then knows, or -1. */
 long it_wait_members(it_peer_t *p, size_t n, int timeout_ms);
+
+/* Log lines (WARN and more severe, or everything with notify_group or
+ * MOSHPIT_TEST_LOG) the peer has logged so far that contain text (at most
+ * 199 characters); -1 on error. The peer keeps its first 4 MiB of log. */
+long it_log_count(it_peer_t *p, const char *text, int timeout_ms);
+/* Polls it_log_count every 50 ms until it is at least 1 or timeout_ms
+ * passes; returns the last count (or -1). */
+long it_wait_log(it_peer_t *p, const char *text, int timeout_ms);
 
 void it_kill(it_peer_t *p); /* SIGKILL + reap */
 void it_stop(it_peer_t *p); /* graceful: close + exit + reap */

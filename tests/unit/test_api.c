@@ -6,7 +6,10 @@
  * outside the alphabet, 5-character groups that overflow 32 bits), config
  * defaults, every configuration moshpit_open must refuse with EINVAL (run
  * under ASan/LSan in CI, so refused opens must not leak), endpoints, argument
- * checks of moshpit_average that must leave the buffer untouched, a lone
+ * checks of moshpit_average that must leave the buffer untouched,
+ * certificate configurations (moshpit_open refuses every certificate the
+ * other peers would refuse when authority_key is set, and a malformed one
+ * always), a lone
  * peer's round (OK, group of 1, values bit-identical, bounded time), and two
  * peers in one process that find each other and average exactly. Every failed
  * check prints file:line; the exit status is 1 if any check failed.
@@ -19,6 +22,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "crypto/cert.h"
+#include "crypto/crypto.h"
 #include "moshpit.h"
 #include "platform.h"
 
@@ -266,8 +271,13 @@ static void test_config_defaults(void) {
           "pointer fields not cleared");
     CHECK(memcmp(c.public_key, zero, 32) == 0 &&
               memcmp(c.secret_key, zero, 32) == 0 &&
-              memcmp(c.swarm_secret, zero, 32) == 0,
+              memcmp(c.swarm_secret, zero, 32) == 0 &&
+              memcmp(c.authority_key, zero, 32) == 0,
           "key fields not zero");
+    size_t cert_nonzero = 0;
+    for (size_t i = 0; i < sizeof(c.cert); i++)
+        cert_nonzero += c.cert[i] != 0;
+    CHECK(cert_nonzero == 0, "certificate not zero by default");
 }
 
 /* Opens cfg expecting EINVAL; *out must stay NULL. */
@@ -425,6 +435,102 @@ static void test_open_invalid(void) {
     base_config(&c);
     c.log_level = 7;
     EXPECT_EINVAL(&c, "log_level 7");
+}
+
+/* Certificate admission: moshpit_open refuses, before anything is sent,
+ * every own certificate the other peers would refuse. */
+static void test_open_cert(void) {
+    moshpit_config_t c;
+    moshpit_t *mp = NULL;
+    uint8_t apub[32], asec[64], opub[32], osec[64], pub[32], sec[32];
+    uint8_t pub2[32], sec2[32], h[32];
+    CHECK(moshpit_authority_keypair(apub, asec) == MOSHPIT_OK, "authority");
+    CHECK(moshpit_authority_keypair(opub, osec) == MOSHPIT_OK, "authority");
+    CHECK(moshpit_keypair(pub, sec) == MOSHPIT_OK, "keypair");
+    CHECK(moshpit_keypair(pub2, sec2) == MOSHPIT_OK, "keypair");
+    uint64_t now = mp_plat_wallclock_s();
+
+    /* this peer's identity, with its certificate */
+    base_config(&c);
+    memcpy(c.secret_key, sec, 32);
+    memcpy(c.authority_key, apub, 32);
+    CHECK(moshpit_cert_issue(asec, pub, c.swarm, now + 3600, c.cert) ==
+              MOSHPIT_OK,
+          "issue");
+    mp = NULL;
+    CHECK(moshpit_open(&c, &mp) == MOSHPIT_OK, "valid certificate refused");
+    moshpit_close(mp);
+    moshpit_config_t good = c;
+
+    c = good;
+    memset(c.cert, 0, sizeof(c.cert));
+    EXPECT_EINVAL(&c, "authority_key without a certificate");
+    c = good;
+    memset(c.authority_key, 0, 32);
+    c.authority_key[0] = 1; /* the identity point: small order */
+    EXPECT_EINVAL(&c, "authority_key of small order");
+    c = good;
+    memset(c.secret_key, 0, 32);
+    EXPECT_EINVAL(&c, "certificate with an ephemeral identity");
+    c = good;
+    memcpy(c.secret_key, sec2, 32);
+    EXPECT_EINVAL(&c, "certificate of another identity");
+    c = good;
+    c.swarm = "test-api-2";
+    EXPECT_EINVAL(&c, "certificate of another swarm");
+    c = good;
+    memcpy(c.authority_key, opub, 32);
+    EXPECT_EINVAL(&c, "certificate of another authority");
+    c = good;
+    c.cert[120] ^= 0x20;
+    EXPECT_EINVAL(&c, "certificate with a bad signature");
+    c = good;
+    c.cert[0] = 2;
+    EXPECT_EINVAL(&c, "certificate of version 2");
+    mp__crypto_swarm_hash(good.swarm, h);
+    c = good;
+    CHECK(mp__cert_sign(asec, pub, h, now - 7200, now - 3600, c.cert) ==
+              MOSHPIT_OK,
+          "sign");
+    EXPECT_EINVAL(&c, "expired certificate");
+    c = good;
+    CHECK(mp__cert_sign(asec, pub, h, now + 3600, now + 7200, c.cert) ==
+              MOSHPIT_OK,
+          "sign");
+    EXPECT_EINVAL(&c, "certificate not yet valid");
+    /* within the allowed skew either way: accepted */
+    c = good;
+    CHECK(mp__cert_sign(asec, pub, h, now - 7200, now - MOSHPIT_CERT_SKEW_S / 2,
+                        c.cert) == MOSHPIT_OK,
+          "sign");
+    mp = NULL;
+    CHECK(moshpit_open(&c, &mp) == MOSHPIT_OK, "expired within the skew");
+    moshpit_close(mp);
+    c = good;
+    CHECK(mp__cert_sign(asec, pub, h, now + MOSHPIT_CERT_SKEW_S / 2, now + 7200,
+                        c.cert) == MOSHPIT_OK,
+          "sign");
+    mp = NULL;
+    CHECK(moshpit_open(&c, &mp) == MOSHPIT_OK, "early within the skew");
+    moshpit_close(mp);
+
+    /* without an authority the certificate is presented as it is; only
+     * its format is checked */
+    c = good;
+    memset(c.authority_key, 0, 32);
+    memcpy(c.secret_key, sec2, 32);
+    mp = NULL;
+    CHECK(moshpit_open(&c, &mp) == MOSHPIT_OK,
+          "another key's certificate, no authority");
+    moshpit_close(mp);
+    c.cert[3] = 1;
+    EXPECT_EINVAL(&c, "malformed certificate without authority");
+    memset(c.cert + 8, 0, 32);
+    c.cert[3] = 0;
+    EXPECT_EINVAL(&c, "certificate with a zero identity");
+
+    mp__crypto_wipe(asec, sizeof(asec));
+    mp__crypto_wipe(osec, sizeof(osec));
 }
 
 /* ---------------------------------------------------------------------- */
@@ -738,6 +844,7 @@ int main(void) {
     test_key_text_reject();
     test_config_defaults();
     test_open_invalid();
+    test_open_cert();
     test_open_endpoint();
     test_lone_peer();
     test_two_peers();

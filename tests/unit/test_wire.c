@@ -64,6 +64,15 @@ static void msg_hello(mp_msg_t *m) {
     strcpy(m->u.hello.data_addr, "tcp://10.0.0.1:7401");
 }
 
+/* HELLO with every optional key: serves state, and a certificate (the
+ * codec only carries its 160 bytes; admission checks the content). */
+static void msg_hello_cert(mp_msg_t *m) {
+    msg_hello(m);
+    m->u.hello.serves_state = 1;
+    m->u.hello.has_cert = 1;
+    fill(m->u.hello.cert, sizeof m->u.hello.cert, 0x80);
+}
+
 static void msg_refuse(mp_msg_t *m) {
     memset(m, 0, sizeof *m);
     m->type = MP_MSG_REFUSE;
@@ -159,11 +168,17 @@ static const struct {
     const char *name;
     msg_fn make;
 } fixed[] = {
-    {"hello", msg_hello},         {"refuse", msg_refuse},
-    {"peers", msg_peers},         {"join", msg_join},
-    {"join_ack", msg_join_ack},   {"group", msg_group},
-    {"alone", msg_alone},         {"bye", msg_bye},
-    {"state_req", msg_state_req}, {"state_info", msg_state_info},
+    {"hello", msg_hello},
+    {"hello_cert", msg_hello_cert},
+    {"refuse", msg_refuse},
+    {"peers", msg_peers},
+    {"join", msg_join},
+    {"join_ack", msg_join_ack},
+    {"group", msg_group},
+    {"alone", msg_alone},
+    {"bye", msg_bye},
+    {"state_req", msg_state_req},
+    {"state_info", msg_state_info},
 };
 #define NFIXED (sizeof fixed / sizeof fixed[0])
 
@@ -230,6 +245,9 @@ static void test_roundtrips(void) {
     m->u.hello.ciphers = UINT32_MAX;
     set_str(m->u.hello.ctrl_addr, MP_ADDR_MAX - 1, 'c');
     set_str(m->u.hello.data_addr, MP_ADDR_MAX - 1, 'd');
+    m->u.hello.serves_state = 1;
+    m->u.hello.has_cert = 1;
+    memset(m->u.hello.cert, 0xff, sizeof m->u.hello.cert);
     roundtrip("hello max", m);
 
     memset(m, 0, sizeof *m);
@@ -475,7 +493,7 @@ typedef struct field {
 
 typedef struct spec {
     mp_msg_t expect;
-    field_t f[12];
+    field_t f[16];
     size_t nf;
 } spec_t;
 
@@ -489,6 +507,8 @@ static void add_begin(void) {
 }
 
 static void add_end(spec_t *s, const char *key, unsigned accept, int optional) {
+    if (s->nf >= sizeof s->f / sizeof s->f[0])
+        abort(); /* test bug */
     field_t *f = &s->f[s->nf++];
     f->key = key;
     if (fbb.n > sizeof f->val)
@@ -541,6 +561,13 @@ static void spec_for(msg_fn make, spec_t *s) {
         add_uint(s, "ci", m->u.hello.ciphers);
         add_str(s, "ca", m->u.hello.ctrl_addr);
         add_str(s, "da", m->u.hello.data_addr);
+        if (m->u.hello.serves_state) {
+            add_begin();
+            msgpack_pack_true(&fpk);
+            add_end(s, "ss", A_BOOL, 1);
+        }
+        if (m->u.hello.has_cert) /* no sample is 160 bytes long */
+            add_bin(s, "ct", m->u.hello.cert, sizeof m->u.hello.cert, 0, 1);
         break;
     case MP_MSG_REFUSE:
         add_uint(s, "why", m->u.refuse.reason);
@@ -813,6 +840,32 @@ static void test_values(void) {
                               : e == MOSHPIT_EPROTO,
               "join key of %u bytes -> %d", n, (int)e);
     }
+    /* A certificate is exactly MOSHPIT_CERT_BYTES, in any bin form. */
+    static uint8_t cb[MOSHPIT_CERT_BYTES + 64];
+    memset(cb, 9, sizeof cb);
+    for (size_t n = 0; n <= MOSHPIT_CERT_BYTES + 40; n++) {
+        cb[0] = 0xc4;
+        cb[1] = (uint8_t)n;
+        moshpit_err_t e = dec_with(msg_hello_cert, "ct", cb, 2u + n);
+        CHECK(n == MOSHPIT_CERT_BYTES
+                  ? e == MOSHPIT_OK && dm.u.hello.has_cert == 1 &&
+                        dm.u.hello.cert[0] == 9
+                  : e == MOSHPIT_EPROTO,
+              "hello ct bin of %zu bytes -> %d", n, (int)e);
+    }
+    cb[0] = 0xc5; /* bin 16 */
+    cb[1] = 0;
+    cb[2] = MOSHPIT_CERT_BYTES;
+    CHECK(dec_with(msg_hello_cert, "ct", cb, 3u + MOSHPIT_CERT_BYTES) ==
+                  MOSHPIT_OK &&
+              dm.u.hello.has_cert == 1,
+          "hello ct as bin 16");
+    cb[0] = 0xd9; /* str 8 of the right length */
+    cb[1] = MOSHPIT_CERT_BYTES;
+    CHECK(dec_with(msg_hello_cert, "ct", cb, 2u + MOSHPIT_CERT_BYTES) ==
+              MOSHPIT_EPROTO,
+          "hello ct as str");
+
     /* A str is not a bin, even of the right length. */
     uint8_t s32b[34] = {0xd9, 32};
     memset(s32b + 2, 'a', 32);
@@ -1114,6 +1167,9 @@ static void test_encode_rejects(void) {
     REJECT((msg_hello(&m), m.u.hello.has_proof = 2), "has_proof 2");
     REJECT((msg_hello(&m), m.u.hello.reply = 2), "reply 2");
     REJECT((msg_hello(&m), m.u.hello.has_proof = 0), "proof without flag");
+    REJECT((msg_hello_cert(&m), m.u.hello.has_cert = 2), "has_cert 2");
+    REJECT((msg_hello_cert(&m), m.u.hello.has_cert = 0),
+           "certificate without flag");
     REJECT((msg_hello(&m), memset(m.u.hello.ctrl_addr, 'a', MP_ADDR_MAX)),
            "unterminated ctrl_addr");
     REJECT((msg_hello(&m), memset(m.u.hello.data_addr, 'a', MP_ADDR_MAX)),
