@@ -35,10 +35,10 @@ typedef struct it_peer_cfg {
                                   first_position + i for peer i */
     int64_t grid_position;
     int64_t first_position;
-    int aggregation;     /* config aggregation (0 = the mean) */
-    uint32_t trim;       /* config trim, 0 = default */
-    float clip_tau;      /* config clip_tau */
-    uint32_t weight_cap; /* config weight_cap */
+    int aggregation;                  /* config aggregation (0 = the mean) */
+    uint32_t trim;                    /* config trim, 0 = default */
+    float clip_tau;                   /* config clip_tau */
+    uint32_t weight_cap;              /* config weight_cap */
     uint8_t authority_key[32];        /* config authority_key (zero: none) */
     uint8_t cert[MOSHPIT_CERT_BYTES]; /* config cert (zero: none) */
 } it_peer_cfg_t;
