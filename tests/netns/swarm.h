@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * swarm.h - drives the peers of a netns test through rounds: which peers
+ * take part, what they average (a fresh vector from a seed, or again the
+ * vector their last round left them, weighted by group_weight /
+ * group_size of that round, which keeps the swarm's total weight and
+ * weighted sum constant), and checks that apply to every round: each call
+ * of a peer that is alive returns MOSHPIT_OK within round_timeout_ms plus
+ * the library's slack of 1 s.
+ */
+#ifndef MP_NN_SWARM_H
+#define MP_NN_SWARM_H
+
+#include "netns.h"
+
+typedef struct nn_swarm {
+    it_peer_t peer[NN_MAX_PEERS];
+    it_peer_cfg_t cfg;           /* template; nn_swarm_start sets index etc. */
+    size_t n;                    /* slots 0..n-1 */
+    size_t count;                /* vector length */
+    uint32_t bound_ms;           /* the longest a call may take */
+    float *v[NN_MAX_PEERS];      /* what peer i holds after its last round */
+    double w[NN_MAX_PEERS];      /* weight of its next "again" call */
+    uint64_t seed[NN_MAX_PEERS]; /* its last fresh vector's seed */
+    double w0[NN_MAX_PEERS];     /* and that vector's weight */
+    it_result_t res[NN_MAX_PEERS]; /* its last report */
+    int got[NN_MAX_PEERS];         /* the last round gave a result */
+    uint64_t gid[NN_MAX_PEERS];    /* last round id, 0 if alone or none */
+    uint64_t worst_call_ms;        /* longest call so far */
+    uint64_t rounds_alone, rounds_grouped;
+} nn_swarm_t;
+
+/* Sets up s for n slots and vectors of count floats; cfg is the peers'
+ * template (nn_use is applied to it). bound_ms = round_timeout_ms + 1000.
+ * Returns 0 or -1 (out of memory). */
+int nn_swarm_init(nn_swarm_t *s, const it_peer_cfg_t *cfg, size_t n,
+                  size_t count);
+/* Starts peers 0..n-1 (peer 0 starts the swarm) and waits until each sees
+ * all n. Returns the number that did. */
+size_t nn_swarm_start(nn_swarm_t *s);
+/* Starts (or restarts) slot i bootstrapping from `from`, with the
+ * identity pub/sec if not NULL; waits until it sees expect members.
+ * Returns 0 or -1. */
+int nn_swarm_start_one(nn_swarm_t *s, size_t i, size_t from, const uint8_t *pub,
+                       const uint8_t *sec, size_t expect);
+/* Stops all live peers and frees what s holds. */
+void nn_swarm_free(nn_swarm_t *s);
+
+/* Sends the round's command to live peer i: fresh (seed, weight w) if
+ * seed != 0, else again with s->w[i]. Returns 0 or -1. */
+int nn_send(nn_swarm_t *s, size_t i, uint64_t seed, double w);
+/* Collects peer i's result, checks it (OK, within bound_ms) and updates
+ * v, w, res, got, gid. Returns 0, or -1 if no result came (hung or dead:
+ * counted as a failure unless allow_dead). */
+int nn_collect(nn_swarm_t *s, size_t i, int allow_dead);
+
+/* One round of every live peer with in[i] != 0 (in NULL: all live ones):
+ * fresh from seed_base + i when seed_base != 0 (weights it_weight), else
+ * again. Returns the longest call in ms. */
+uint64_t nn_round(nn_swarm_t *s, const int *in, uint64_t seed_base);
+
+/* Largest relative spread over elements of the vectors of live peers
+ * with in[i] != 0 (in NULL: all live): max_k (max_i v_i[k] - min_i v_i[k])
+ * / max_k |v_0[k]|. */
+double nn_spread(const nn_swarm_t *s, const int *in);
+/* Largest relative deviation of any live peer with in[i] != 0 from the
+ * weighted mean of the fresh vectors (seed, w0) of the peers with
+ * from[i] != 0 (NULL: all live ones). */
+double nn_dev_from_mean(const nn_swarm_t *s, const int *in, const int *from);
+
+/* Printing helper: "name: k/n in groups, worst call X ms". */
+void nn_print_round(const nn_swarm_t *s, const char *name, int round);
+
+#endif
