@@ -122,6 +122,7 @@ static void on_ctrl(moshpit_t *mp) {
                 mp__mm_on_leave(mp->mms[i].mm, p->id);
         break;
     case MP_MSG_BYE:
+        p->left = true;
         mp__peer_set_state(mp, p, MP_PEER_DEAD, "left");
         break;
     default:
@@ -260,7 +261,45 @@ static void on_command(moshpit_t *mp) {
 /* ------------------------------------------------------------------ */
 /* the loop                                                            */
 
+/* Dials one random dead peer again (SWIM and serf do the same): a peer
+ * declared dead because the network between us failed (a partition, a
+ * cable) comes back once the network does; otherwise the two sides of a
+ * healed partition would never learn of each other again, since gossip
+ * only carries live peers. Peers that said BYE, and peers dead for longer
+ * than RECONNECT_GIVEUP_MS, are not dialled; a restarted peer that said
+ * BYE dials us itself. One peer per RECONNECT_MS keeps the cost
+ * independent of the swarm's size. */
+static void redial_one(moshpit_t *mp, uint64_t now) {
+    size_t n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        size_t pick = pass ? (size_t)(mp__rng_next(mp) % n) : 0;
+        for (size_t i = 0; i < mp->npeers; i++) {
+            mp_peer_t *p = mp->peers[i];
+            if (p->state != MP_PEER_DEAD || p->left ||
+                now - p->state_since_ms < DEAD_RETRY_MS ||
+                now - p->last_live_ms > RECONNECT_GIVEUP_MS)
+                continue;
+            if (pass == 0) {
+                n++;
+            } else if (pick-- == 0) {
+                mp__log(mp, MOSHPIT_LOG_DEBUG, "dialling dead peer %.8s again",
+                        p->id_txt);
+                char addr[MP_ADDR_MAX];
+                snprintf(addr, sizeof(addr), "%s", p->ctrl_addr);
+                mp__peer_learn(mp, p->id, addr);
+                return;
+            }
+        }
+        if (n == 0)
+            return;
+    }
+}
+
 static void housekeeping(moshpit_t *mp, uint64_t now) {
+    if (now >= mp->next_reconnect_ms) {
+        mp->next_reconnect_ms = now + RECONNECT_MS;
+        redial_one(mp, now);
+    }
     if (now >= mp->next_gossip_ms) {
         mp->next_gossip_ms = now + GOSSIP_MS;
         size_t live = 0;

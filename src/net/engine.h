@@ -66,6 +66,8 @@ typedef struct mp_peer {
     mp_session_keys_t *keys;
     uint64_t tx_counter, rx_counter;
     uint64_t state_since_ms;
+    uint64_t last_live_ms; /* when it was last seen live (or learned) */
+    bool left;             /* it said BYE: not dialled again unasked */
     uint64_t next_hello_ms;
     uint32_t hello_tries;
     /* data plane: one sealed frame waiting for the socket */
@@ -174,6 +176,7 @@ struct moshpit {
     uint64_t recent_gids[16];
     uint32_t recent_pos;
     uint64_t next_gossip_ms;
+    uint64_t next_reconnect_ms;
     uint64_t rng;
     mp_grid_t grid;      /* this peer's grid key */
     float *scratch;      /* MP_DATA_MAX_COUNT floats */
