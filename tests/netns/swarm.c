@@ -154,6 +154,75 @@ double nn_dev_from_mean(const nn_swarm_t *s, const int *in, const int *from) {
     return worst;
 }
 
+static int popcount(unsigned x) {
+    int c = 0;
+    for (; x; x &= x - 1)
+        c++;
+    return c;
+}
+
+/* Weighted mean of element k over the subset mask of the fresh vectors x
+ * (weights w) of the candidates. */
+static double subset_mean(float *const *x, const double *w, unsigned mask,
+                          size_t k) {
+    double acc = 0, ws = 0;
+    for (unsigned c = 0; mask >> c; c++)
+        if (mask >> c & 1u) {
+            acc += w[c] * x[c][k];
+            ws += w[c];
+        }
+    return acc / ws;
+}
+
+size_t nn_unexplained(const nn_swarm_t *s, const int *in, size_t i,
+                      size_t *counted) {
+    size_t who[NN_MAX_PEERS], nc = 0, me = 0, bad = 0;
+    float *x[12];
+    double w[12], scale = 0;
+    unsigned group = 0;
+    for (size_t j = 0; j < s->n && nc < 12; j++)
+        if (j == i || (in[j] && s->seed[j] != 0)) {
+            if (j == i)
+                me = nc;
+            x[nc] = malloc(s->count * sizeof(float));
+            if (x[nc] == NULL)
+                return s->count;
+            it_fill(x[nc], s->count, s->seed[j]);
+            w[nc] = s->w0[j];
+            if (j == i || (s->gid[i] != 0 && s->gid[j] == s->gid[i]))
+                group |= 1u << nc;
+            who[nc++] = j;
+        }
+    /* every subset containing me, largest first */
+    unsigned masks[1u << 12], nm = 0;
+    for (int size = (int)nc; size >= 2; size--)
+        for (unsigned m = 0; m < 1u << nc; m++)
+            if ((m >> me & 1u) && popcount(m) == size && m != group)
+                masks[nm++] = m;
+    for (size_t k = 0; k < s->count; k++)
+        scale = fmax(scale, fabs(x[me][k]));
+    const double tol = 1e-5 * (scale > 0 ? scale : 1);
+    for (size_t k = 0; k < s->count; k++) {
+        double v = s->v[i][k];
+        if (v == x[me][k])
+            continue;
+        unsigned hit = 0;
+        if (popcount(group) > 1 && fabs(v - subset_mean(x, w, group, k)) <= tol)
+            hit = group;
+        for (unsigned t = 0; t < nm && hit == 0; t++)
+            if (fabs(v - subset_mean(x, w, masks[t], k)) <= tol)
+                hit = masks[t];
+        if (hit == 0)
+            bad++;
+        else if (counted != NULL)
+            for (size_t c = 0; c < nc; c++)
+                counted[who[c]] += hit >> c & 1u;
+    }
+    for (size_t c = 0; c < nc; c++)
+        free(x[c]);
+    return bad;
+}
+
 void nn_print_round(const nn_swarm_t *s, const char *name, int round) {
     size_t grouped = 0, got = 0;
     uint64_t worst = 0;

@@ -68,6 +68,16 @@ double nn_spread(const nn_swarm_t *s, const int *in);
  * from[i] != 0 (NULL: all live ones). */
 double nn_dev_from_mean(const nn_swarm_t *s, const int *in, const int *from);
 
+/* After a round where the peers with in[j] != 0 started from fresh
+ * vectors: counts the elements of peer i's vector that are neither its own
+ * value nor the weighted mean (1e-5 relative) of the fresh vectors of some
+ * subset of those peers that contains i (larger subsets tried first, its
+ * round's group first of all). For each element explained by a mean over
+ * two or more peers, counted[j] (if not NULL) is incremented for every j
+ * in that subset. */
+size_t nn_unexplained(const nn_swarm_t *s, const int *in, size_t i,
+                      size_t *counted);
+
 /* Printing helper: "name: k/n in groups, worst call X ms". */
 void nn_print_round(const nn_swarm_t *s, const char *name, int round);
 
