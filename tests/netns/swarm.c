@@ -40,12 +40,28 @@ int nn_swarm_start_one(nn_swarm_t *s, size_t i, size_t from, const uint8_t *pub,
     it_peer_cfg_t c = s->cfg;
     c.index = i;
     c.expect_members = expect;
-    snprintf(c.bootstrap, sizeof(c.bootstrap), "%s", s->peer[from].endpoint);
+    snprintf(c.bootstrap, sizeof(c.bootstrap), "%s",
+             from == i ? "" : s->peer[from].endpoint);
     if (pub != NULL) {
         memcpy(c.public_key, pub, 32);
         memcpy(c.secret_key, sec, 32);
     }
     return it_start(&s->peer[i], &c);
+}
+
+size_t nn_wait_all(nn_swarm_t *s, size_t n, int timeout_ms) {
+    uint64_t end = it_now_ms() + (uint64_t)timeout_ms;
+    size_t ok = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (!s->peer[i].alive)
+            continue;
+        uint64_t now = it_now_ms();
+        long m =
+            it_wait_members(&s->peer[i], n, now < end ? (int)(end - now) : 1);
+        IT_CHECK(m == (long)n, "peer %zu sees %ld members, not %zu", i, m, n);
+        ok += m == (long)n;
+    }
+    return ok;
 }
 
 void nn_swarm_free(nn_swarm_t *s) {
@@ -102,7 +118,8 @@ uint64_t nn_round(nn_swarm_t *s, const int *in, uint64_t seed_base) {
         s->got[i] = 0;
         if (!s->peer[i].alive || (in != NULL && !in[i]))
             continue;
-        uint64_t seed = seed_base ? seed_base + i : 0;
+        uint64_t seed = seed_base ? seed_base + i : s->next_seed[i];
+        s->next_seed[i] = 0;
         IT_CHECK(nn_send(s, i, seed, seed ? it_weight(seed) : 0) == 0,
                  "cannot reach peer %zu", i);
     }

@@ -22,11 +22,13 @@ typedef struct nn_swarm {
     float *v[NN_MAX_PEERS];      /* what peer i holds after its last round */
     double w[NN_MAX_PEERS];      /* weight of its next "again" call */
     uint64_t seed[NN_MAX_PEERS]; /* its last fresh vector's seed */
-    double w0[NN_MAX_PEERS];     /* and that vector's weight */
-    it_result_t res[NN_MAX_PEERS]; /* its last report */
-    int got[NN_MAX_PEERS];         /* the last round gave a result */
-    uint64_t gid[NN_MAX_PEERS];    /* last round id, 0 if alone or none */
-    uint64_t worst_call_ms;        /* longest call so far */
+    uint64_t next_seed[NN_MAX_PEERS]; /* nonzero: nn_round starts it fresh
+                                         from this seed (then cleared) */
+    double w0[NN_MAX_PEERS];          /* and that vector's weight */
+    it_result_t res[NN_MAX_PEERS];    /* its last report */
+    int got[NN_MAX_PEERS];            /* the last round gave a result */
+    uint64_t gid[NN_MAX_PEERS];       /* last round id, 0 if alone or none */
+    uint64_t worst_call_ms;           /* longest call so far */
     uint64_t rounds_alone, rounds_grouped;
 } nn_swarm_t;
 
@@ -38,11 +40,14 @@ int nn_swarm_init(nn_swarm_t *s, const it_peer_cfg_t *cfg, size_t n,
 /* Starts peers 0..n-1 (peer 0 starts the swarm) and waits until each sees
  * all n. Returns the number that did. */
 size_t nn_swarm_start(nn_swarm_t *s);
-/* Starts (or restarts) slot i bootstrapping from `from`, with the
- * identity pub/sec if not NULL; waits until it sees expect members.
- * Returns 0 or -1. */
+/* Starts (or restarts) slot i bootstrapping from `from` (from == i: it
+ * starts the swarm), with the identity pub/sec if not NULL; waits until it
+ * sees expect members. Returns 0 or -1. */
 int nn_swarm_start_one(nn_swarm_t *s, size_t i, size_t from, const uint8_t *pub,
                        const uint8_t *sec, size_t expect);
+/* Waits until every live peer sees n members or timeout_ms passes (one
+ * deadline for all). Returns how many see n. */
+size_t nn_wait_all(nn_swarm_t *s, size_t n, int timeout_ms);
 /* Stops all live peers and frees what s holds. */
 void nn_swarm_free(nn_swarm_t *s);
 
@@ -56,7 +61,8 @@ int nn_collect(nn_swarm_t *s, size_t i, int allow_dead);
 
 /* One round of every live peer with in[i] != 0 (in NULL: all live ones):
  * fresh from seed_base + i when seed_base != 0 (weights it_weight), else
- * again. Returns the longest call in ms. */
+ * fresh from next_seed[i] if set, else again. Returns the longest call in
+ * ms. */
 uint64_t nn_round(nn_swarm_t *s, const int *in, uint64_t seed_base);
 
 /* Largest relative spread over elements of the vectors of live peers
