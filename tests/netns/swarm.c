@@ -112,22 +112,30 @@ int nn_collect(nn_swarm_t *s, size_t i, int allow_dead) {
     return 0;
 }
 
-uint64_t nn_round(nn_swarm_t *s, const int *in, uint64_t seed_base) {
-    uint64_t worst = 0;
+void nn_round_send(nn_swarm_t *s, const int *in, uint64_t seed_base) {
     for (size_t i = 0; i < s->n; i++) {
         s->got[i] = 0;
         if (!s->peer[i].alive || (in != NULL && !in[i]))
             continue;
         uint64_t seed = seed_base ? seed_base + i : s->next_seed[i];
+        double w = seed_base ? it_weight(seed) : s->next_weight[i];
         s->next_seed[i] = 0;
-        IT_CHECK(nn_send(s, i, seed, seed ? it_weight(seed) : 0) == 0,
-                 "cannot reach peer %zu", i);
+        IT_CHECK(nn_send(s, i, seed, w) == 0, "cannot reach peer %zu", i);
     }
+}
+
+uint64_t nn_round_collect(nn_swarm_t *s, const int *in) {
+    uint64_t worst = 0;
     for (size_t i = 0; i < s->n; i++)
         if (s->peer[i].alive && (in == NULL || in[i]) &&
             nn_collect(s, i, 0) == 0 && s->res[i].call_ms > worst)
             worst = s->res[i].call_ms;
     return worst;
+}
+
+uint64_t nn_round(nn_swarm_t *s, const int *in, uint64_t seed_base) {
+    nn_round_send(s, in, seed_base);
+    return nn_round_collect(s, in);
 }
 
 static int member(const nn_swarm_t *s, const int *in, size_t i) {

@@ -24,6 +24,7 @@ typedef struct nn_swarm {
     uint64_t seed[NN_MAX_PEERS]; /* its last fresh vector's seed */
     uint64_t next_seed[NN_MAX_PEERS]; /* nonzero: nn_round starts it fresh
                                          from this seed (then cleared) */
+    double next_weight[NN_MAX_PEERS]; /* with that weight */
     double w0[NN_MAX_PEERS];          /* and that vector's weight */
     it_result_t res[NN_MAX_PEERS];    /* its last report */
     int got[NN_MAX_PEERS];            /* the last round gave a result */
@@ -64,6 +65,10 @@ int nn_collect(nn_swarm_t *s, size_t i, int allow_dead);
  * fresh from next_seed[i] if set, else again. Returns the longest call in
  * ms. */
 uint64_t nn_round(nn_swarm_t *s, const int *in, uint64_t seed_base);
+/* nn_round in two halves, for tests that act while the round runs:
+ * sending, and collecting from the peers still alive. */
+void nn_round_send(nn_swarm_t *s, const int *in, uint64_t seed_base);
+uint64_t nn_round_collect(nn_swarm_t *s, const int *in);
 
 /* Largest relative spread over elements of the vectors of live peers
  * with in[i] != 0 (in NULL: all live): max_k (max_i v_i[k] - min_i v_i[k])

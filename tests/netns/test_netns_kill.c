@@ -134,7 +134,9 @@ int main(void) {
     printf("newcomer and restarted peer: %zu of 8 see 8 after %llu ms\n", seen,
            (unsigned long long)(it_now_ms() - t1));
     s.next_seed[NEWCOMER] = 3100;
+    s.next_weight[NEWCOMER] = it_weight(3100);
     s.next_seed[VICTIM_A] = 3200;
+    s.next_weight[VICTIM_A] = it_weight(3200);
     spread = 1;
     for (int r = 3; r <= 6 && spread > 1e-5; r++) {
         nn_round(&s, NULL, 0);
