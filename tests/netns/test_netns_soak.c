@@ -24,7 +24,9 @@
  * - the swarm's spread (largest per-element range over the peers that
  *   have averaged, relative to the largest value) never grows between
  *   checkpoints every 30 s (beyond 1e-6 of float rounding), and ends below
- *   1e-4: every result is a convex combination of such peers' values.
+ *   1e-4: every result is a convex combination of such peers' values;
+ * - churn does not strand anyone: every restarted peer that stays alive
+ *   for 8 rounds has had a complete group round by then.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -38,6 +40,7 @@
 #define IMMORTAL 4
 #define COUNT 65536
 #define MIN_ALIVE 10
+#define MIX_ROUNDS 8
 
 static uint64_t g_rng;
 
@@ -91,6 +94,7 @@ int main(void) {
         IT_CHECK(nn_loss(i, 20, 20) == 0, "loss rules on %zu", i);
 
     int mixed[N];
+    unsigned age[N] = {0}, joined = 0, join_rounds = 0;
     for (size_t i = 0; i < N; i++)
         mixed[i] = 1; /* the initial vectors define the swarm */
     uint64_t t0 = it_now_ms(), next_check = t0 + 30000;
@@ -115,9 +119,17 @@ int main(void) {
             if (!s.got[i])
                 continue;
             const moshpit_round_t *in = &s.res[i].info;
+            age[i]++;
             if (!mixed[i] && in->group_size > 1 && in->group_weight > 0 &&
-                in->fraction_averaged >= 1.0)
+                in->fraction_averaged >= 1.0) {
                 mixed[i] = 1;
+                joined++;
+                join_rounds += age[i];
+            }
+            IT_CHECK(mixed[i] || age[i] < MIX_ROUNDS,
+                     "restarted peer %zu not in a complete group after %u "
+                     "rounds",
+                     i, age[i]);
             if (!mixed[i])
                 s.w[i] = 0; /* not yet part of the swarm's mean */
         }
@@ -138,6 +150,7 @@ int main(void) {
                                         1) == 0,
                      "restart of slot %zu failed", dead);
             mixed[dead] = 0;
+            age[dead] = 0;
             s.next_seed[dead] = ++seed;
             s.next_weight[dead] = 0;
             restarts++;
@@ -171,6 +184,9 @@ int main(void) {
            (unsigned long long)s.worst_call_ms, s.bound_ms,
            (unsigned long long)s.rounds_grouped,
            (unsigned long long)s.rounds_alone);
+    printf("restarted peers: %u reached the swarm, after %.1f rounds on "
+           "average\n",
+           joined, joined ? (double)join_rounds / joined : 0.0);
     IT_CHECK(last_spread < 0 || sp <= last_spread + 1e-6,
              "spread grew from %.3g to %.3g", last_spread, sp);
     IT_CHECK(sp <= 1e-4, "spread %.3g at the end", sp);
