@@ -164,6 +164,23 @@ static void on_signal(int sig) {
     raise(sig);
 }
 
+/* Whether process pid is gone: no such process, or a zombie nobody has
+ * reaped yet (a test killed with SIGKILL whose parent exited). */
+static int pid_gone(int pid) {
+    char path[64], buf[256];
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return 1;
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *paren = strrchr(buf, ')');
+    return paren != NULL && paren[1] == ' ' && paren[2] == 'Z';
+}
+
 /* Removes mpt<pid>-* namespaces whose pid no longer exists. */
 static void remove_leftovers(void) {
     DIR *d = opendir(NETNS_DIR);
@@ -175,7 +192,7 @@ static void remove_leftovers(void) {
         if (sscanf(e->d_name, "mpt%d-%n", &pid, &used) != 1 || used == 0 ||
             pid <= 0 || strlen(e->d_name) >= NAME_MAX_LEN)
             continue;
-        if (kill(pid, 0) != 0 && errno == ESRCH) {
+        if (pid_gone(pid)) {
             fprintf(stderr, "netns: removing leftover namespace %s\n",
                     e->d_name);
             remove_ns(e->d_name);
