@@ -6,9 +6,14 @@
  *
  * Config: group_size 8, grid_dims 1 (all eight average together, so every
  * peer's round depends on the lossy two), matchmaking_ms 2000,
- * peer_timeout_ms 4000, round_timeout_ms 12000; vectors of 2^18 floats;
+ * peer_timeout_ms 1000, round_timeout_ms 12000; vectors of 2^16 floats;
  * every round starts from fresh vectors, so the test knows whose data
- * each result contains. 3 rounds without loss, then 6 with it.
+ * each result contains. 3 rounds without loss, then 6 with it. With 10%
+ * drop TCP's retransmission timeouts (200 ms, doubling) stall a lossy
+ * peer's streams for a second now and then, so the short peer timeout
+ * drops a lossy member in some rounds (measured: 2-5 drops in 2-4 of the
+ * 6 rounds) and both paths, data in time and data too late, are
+ * exercised.
  *
  * Pass rule:
  * - every call of every peer returns MOSHPIT_OK within round_timeout_ms
@@ -31,7 +36,7 @@
 #include "swarm.h"
 
 #define N 8
-#define COUNT (1u << 18)
+#define COUNT (1u << 16)
 #define CLEAN_ROUNDS 3
 #define LOSSY_ROUNDS 6
 
@@ -89,7 +94,7 @@ int main(void) {
     cfg.group_size = N;
     cfg.grid_dims = 1;
     cfg.matchmaking_ms = 2000;
-    cfg.peer_timeout_ms = 4000;
+    cfg.peer_timeout_ms = 1000;
     cfg.round_timeout_ms = 12000;
     cfg.ready_timeout_ms = 60000;
     nn_swarm_t s;
