@@ -34,6 +34,9 @@ static volatile sig_atomic_t g_count;
 static size_t g_peers;
 static char g_switch[NAME_MAX_LEN];
 static pid_t g_owner;
+/* the signals whose default action would leave the bed behind */
+static const int g_sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGABRT};
+#define NSIGS (sizeof(g_sigs) / sizeof(g_sigs[0]))
 
 static void peer_ns(size_t i, char *buf, size_t len) {
     snprintf(buf, len, "mpt%d-p%zu", (int)g_owner, i);
@@ -260,13 +263,12 @@ void nn_open(size_t n) {
     g_owner = getpid();
     remove_leftovers();
     atexit(nn_close);
-    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGABRT};
-    for (size_t k = 0; k < sizeof(sigs) / sizeof(sigs[0]); k++) {
+    for (size_t k = 0; k < NSIGS; k++) {
         struct sigaction sa;
         memset(&sa, 0, sizeof(sa));
         sa.sa_handler = on_signal;
         sigemptyset(&sa.sa_mask);
-        sigaction(sigs[k], &sa, NULL);
+        sigaction(g_sigs[k], &sa, NULL);
     }
     snprintf(g_switch, sizeof(g_switch), "mpt%d-sw", (int)g_owner);
     if (add_ns(g_switch) != 0)
@@ -301,9 +303,8 @@ static int child_init(void *arg, size_t index, moshpit_config_t *cfg) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != g_owner)
         return -1;
-    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGABRT};
-    for (size_t k = 0; k < sizeof(sigs) / sizeof(sigs[0]); k++)
-        signal(sigs[k], SIG_DFL);
+    for (size_t k = 0; k < NSIGS; k++)
+        signal(g_sigs[k], SIG_DFL);
     peer_ns(index, ns, sizeof(ns));
     snprintf(path, sizeof(path), NETNS_DIR "%s", ns);
     int fd = open(path, O_RDONLY | O_CLOEXEC);

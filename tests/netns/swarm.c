@@ -13,6 +13,20 @@
 
 #define CALL_SLACK_MS 1000u
 
+it_peer_cfg_t nn_config(const char *swarm, uint32_t group_size,
+                        uint32_t matchmaking_ms, uint32_t peer_timeout_ms,
+                        uint32_t round_timeout_ms) {
+    it_peer_cfg_t c;
+    memset(&c, 0, sizeof(c));
+    c.swarm = swarm;
+    c.group_size = group_size;
+    c.matchmaking_ms = matchmaking_ms;
+    c.peer_timeout_ms = peer_timeout_ms;
+    c.round_timeout_ms = round_timeout_ms;
+    c.ready_timeout_ms = 60000; /* 16 peers dialling over lossy links */
+    return c;
+}
+
 int nn_swarm_init(nn_swarm_t *s, const it_peer_cfg_t *cfg, size_t n,
                   size_t count) {
     memset(s, 0, sizeof(*s));
@@ -31,8 +45,10 @@ int nn_swarm_init(nn_swarm_t *s, const it_peer_cfg_t *cfg, size_t n,
     return 0;
 }
 
-size_t nn_swarm_start(nn_swarm_t *s) {
-    return it_start_swarm(s->peer, s->n, &s->cfg);
+int nn_swarm_start(nn_swarm_t *s) {
+    size_t up = it_start_swarm(s->peer, s->n, &s->cfg);
+    IT_CHECK(up == s->n, "%zu of %zu peers started and saw everyone", up, s->n);
+    return up == s->n ? 0 : -1;
 }
 
 int nn_swarm_start_one(nn_swarm_t *s, size_t i, size_t from, const uint8_t *pub,
@@ -47,6 +63,12 @@ int nn_swarm_start_one(nn_swarm_t *s, size_t i, size_t from, const uint8_t *pub,
         memcpy(c.secret_key, sec, 32);
     }
     return it_start(&s->peer[i], &c);
+}
+
+int nn_swarm_end(nn_swarm_t *s) {
+    nn_swarm_free(s);
+    printf("%s\n", it_failures ? "FAILED" : "ok");
+    return it_failures ? 1 : 0;
 }
 
 size_t nn_wait_all(nn_swarm_t *s, size_t n, int timeout_ms) {

@@ -33,14 +33,19 @@ typedef struct nn_swarm {
     uint64_t rounds_alone, rounds_grouped;
 } nn_swarm_t;
 
+/* A peers' template: swarm name, group size and the three timeouts; the
+ * rest zero (random grid keys, d from the swarm size); ready wait 60 s. */
+it_peer_cfg_t nn_config(const char *swarm, uint32_t group_size,
+                        uint32_t matchmaking_ms, uint32_t peer_timeout_ms,
+                        uint32_t round_timeout_ms);
 /* Sets up s for n slots and vectors of count floats; cfg is the peers'
  * template (nn_use is applied to it). bound_ms = round_timeout_ms + 1000.
  * Returns 0 or -1 (out of memory). */
 int nn_swarm_init(nn_swarm_t *s, const it_peer_cfg_t *cfg, size_t n,
                   size_t count);
 /* Starts peers 0..n-1 (peer 0 starts the swarm) and waits until each sees
- * all n. Returns the number that did. */
-size_t nn_swarm_start(nn_swarm_t *s);
+ * all n. Returns 0, or reports a failure and returns -1. */
+int nn_swarm_start(nn_swarm_t *s);
 /* Starts (or restarts) slot i bootstrapping from `from` (from == i: it
  * starts the swarm), with the identity pub/sec if not NULL; waits until it
  * sees expect members. Returns 0 or -1. */
@@ -51,6 +56,9 @@ int nn_swarm_start_one(nn_swarm_t *s, size_t i, size_t from, const uint8_t *pub,
 size_t nn_wait_all(nn_swarm_t *s, size_t n, int timeout_ms);
 /* Stops all live peers and frees what s holds. */
 void nn_swarm_free(nn_swarm_t *s);
+/* The end of a test: nn_swarm_free, prints "ok" or "FAILED", and returns
+ * the exit code. */
+int nn_swarm_end(nn_swarm_t *s);
 
 /* Sends the round's command to live peer i: fresh (seed, weight w) if
  * seed != 0, else again with s->w[i]. Returns 0 or -1. */

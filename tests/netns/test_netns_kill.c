@@ -58,14 +58,8 @@ static size_t disagreements(const nn_swarm_t *s, size_t i, size_t j) {
 
 int main(void) {
     nn_open(N + 1);
-    it_peer_cfg_t cfg = {0};
-    cfg.swarm = "nn-kill";
-    cfg.group_size = N;
+    it_peer_cfg_t cfg = nn_config("nn-kill", N, 3000, 2000, 15000);
     cfg.grid_dims = 1;
-    cfg.matchmaking_ms = 3000;
-    cfg.peer_timeout_ms = 2000;
-    cfg.round_timeout_ms = 15000;
-    cfg.ready_timeout_ms = 60000;
     nn_swarm_t s;
     uint8_t pub[N + 1][32], sec[N + 1][32];
     if (nn_swarm_init(&s, &cfg, N + 1, COUNT) != 0)
@@ -145,7 +139,5 @@ int main(void) {
         printf("  spread among all 8 %.3g\n", spread);
     }
     IT_CHECK(spread <= 1e-5, "the 8 do not agree: spread %.3g", spread);
-    nn_swarm_free(&s);
-    printf("%s\n", it_failures ? "FAILED" : "ok");
-    return it_failures ? 1 : 0;
+    return nn_swarm_end(&s);
 }

@@ -43,14 +43,8 @@ static int cmp_u32(const void *a, const void *b) {
 /* One phase; returns its round time in ms (0 if the swarm did not form). */
 static uint32_t phase(const char *name, unsigned slow_mbit,
                       uint32_t slow_announce, uint64_t seed0) {
-    it_peer_cfg_t cfg = {0};
-    cfg.swarm = "nn-straggler";
-    cfg.group_size = N;
+    it_peer_cfg_t cfg = nn_config("nn-straggler", N, 3000, 5000, 20000);
     cfg.grid_dims = 1;
-    cfg.matchmaking_ms = 3000;
-    cfg.peer_timeout_ms = 5000;
-    cfg.round_timeout_ms = 20000;
-    cfg.ready_timeout_ms = 60000;
     nn_swarm_t s;
     if (nn_swarm_init(&s, &cfg, N, COUNT) != 0)
         return 0;
