@@ -269,29 +269,29 @@ static void on_command(moshpit_t *mp) {
  * than RECONNECT_GIVEUP_MS, are not dialled; a restarted peer that said
  * BYE dials us itself. One peer per RECONNECT_MS keeps the cost
  * independent of the swarm's size. */
+static bool redial_candidate(const mp_peer_t *p, uint64_t now) {
+    return p->state == MP_PEER_DEAD && !p->left &&
+           now - p->state_since_ms >= DEAD_RETRY_MS &&
+           now - p->last_live_ms <= RECONNECT_GIVEUP_MS;
+}
+
 static void redial_one(moshpit_t *mp, uint64_t now) {
     size_t n = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        size_t pick = pass ? (size_t)(mp__rng_next(mp) % n) : 0;
-        for (size_t i = 0; i < mp->npeers; i++) {
-            mp_peer_t *p = mp->peers[i];
-            if (p->state != MP_PEER_DEAD || p->left ||
-                now - p->state_since_ms < DEAD_RETRY_MS ||
-                now - p->last_live_ms > RECONNECT_GIVEUP_MS)
-                continue;
-            if (pass == 0) {
-                n++;
-            } else if (pick-- == 0) {
-                mp__log(mp, MOSHPIT_LOG_DEBUG, "dialling dead peer %.8s again",
-                        p->id_txt);
-                char addr[MP_ADDR_MAX];
-                snprintf(addr, sizeof(addr), "%s", p->ctrl_addr);
-                mp__peer_learn(mp, p->id, addr);
-                return;
-            }
-        }
-        if (n == 0)
-            return;
+    for (size_t i = 0; i < mp->npeers; i++)
+        n += redial_candidate(mp->peers[i], now);
+    if (n == 0)
+        return;
+    size_t pick = (size_t)(mp__rng_next(mp) % n);
+    for (size_t i = 0; i < mp->npeers; i++) {
+        mp_peer_t *p = mp->peers[i];
+        if (!redial_candidate(p, now) || pick-- > 0)
+            continue;
+        mp__log(mp, MOSHPIT_LOG_DEBUG, "dialling dead peer %.8s again",
+                p->id_txt);
+        char addr[MP_ADDR_MAX]; /* peer_learn writes p->ctrl_addr */
+        snprintf(addr, sizeof(addr), "%s", p->ctrl_addr);
+        mp__peer_learn(mp, p->id, addr);
+        return;
     }
 }
 
