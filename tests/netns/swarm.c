@@ -271,16 +271,25 @@ size_t nn_unexplained(const nn_swarm_t *s, const int *in, size_t i,
 }
 
 void nn_print_round(const nn_swarm_t *s, const char *name, int round) {
-    size_t grouped = 0, got = 0;
+    size_t grouped = 0, got = 0, dropped = 0;
     uint64_t worst = 0;
+    double least = 1;
     for (size_t i = 0; i < s->n; i++)
         if (s->got[i]) {
+            const moshpit_round_t *in = &s->res[i].info;
             got++;
-            grouped += s->res[i].info.group_size > 1;
+            if (in->group_size > 1) {
+                grouped++;
+                least = in->fraction_averaged < least ? in->fraction_averaged
+                                                      : least;
+            }
+            dropped += in->peers_failed;
             if (s->res[i].call_ms > worst)
                 worst = s->res[i].call_ms;
         }
-    printf("%s round %d: %zu/%zu in groups, longest call %llu ms\n", name,
-           round, grouped, got, (unsigned long long)worst);
+    printf("%s round %d: %zu/%zu in groups, %zu members dropped, least "
+           "fraction averaged %.3f, longest call %llu ms\n",
+           name, round, grouped, got, dropped, least,
+           (unsigned long long)worst);
     fflush(stdout);
 }

@@ -97,7 +97,8 @@ double nn_dev_from_mean(const nn_swarm_t *s, const int *in, const int *from);
 size_t nn_unexplained(const nn_swarm_t *s, const int *in, size_t i,
                       size_t *counted);
 
-/* Printing helper: "name: k/n in groups, worst call X ms". */
+/* Prints the last round: peers in groups, members dropped (summed over
+ * the peers that saw it), the least fraction averaged, the longest call. */
 void nn_print_round(const nn_swarm_t *s, const char *name, int round);
 
 #endif

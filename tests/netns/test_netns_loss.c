@@ -7,13 +7,24 @@
  *
  * Config: group_size 2 on a balanced grid (grid_position 0..7, grid_dims
  * 3: without faults every peer holds the exact mean after 3 rounds),
- * matchmaking_ms 3000, peer_timeout_ms 5000, round_timeout_ms 20000;
- * vectors of 2^18 floats (1 MiB, 2 parts per share).
+ * matchmaking_ms 5000, peer_timeout_ms 15000, round_timeout_ms 40000;
+ * vectors of 2^18 floats (1 MiB, 2 parts per share). About 10% of the
+ * packets between two peers are lost, and TCP's retransmission timeout
+ * (200 ms, doubling while the same segment keeps getting lost) stalls a
+ * stream for seconds now and then: on a loaded machine rounds took up to
+ * 12 s with peer_timeout_ms 5000, and a member dropped mid-round leaves a
+ * partial result, after which the swarm agrees on a mean that is no
+ * longer exactly that of the initial vectors. The generous timeouts keep
+ * every round complete, which is what this pass rule needs; half the
+ * matchmaking window (when a joiner gives up on a silent matchmaker) is
+ * longer than three lost JOINs in a row.
  *
  * Pass rule: every round every peer's call returns MOSHPIT_OK within
- * round_timeout_ms + 1 s; within 10 rounds (each averaging again what the
+ * round_timeout_ms + 1 s; within 20 rounds (each averaging again what the
  * last left, weighted by group_weight / group_size) every peer is within
- * 1e-5 relative of the global weighted mean of the initial vectors.
+ * 1e-5 relative of the global weighted mean of the initial vectors
+ * (without faults it takes 3; a peer left alone once by a late JOIN
+ * leaves the balanced grid and costs more).
  */
 #include <stdio.h>
 
@@ -21,11 +32,11 @@
 
 #define N 8
 #define COUNT (1u << 18)
-#define MAX_ROUNDS 10
+#define MAX_ROUNDS 20
 
 int main(void) {
     nn_open(N);
-    it_peer_cfg_t cfg = nn_config("nn-loss", 2, 3000, 5000, 20000);
+    it_peer_cfg_t cfg = nn_config("nn-loss", 2, 5000, 15000, 40000);
     cfg.grid = 1;
     cfg.grid_dims = 3;
     nn_swarm_t s;
