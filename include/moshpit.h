@@ -142,8 +142,9 @@ typedef struct moshpit_config {
                                    all-reduce are proportional to it;
                                    0 = default 1000 */
     uint32_t grid_dims;         /* d of the Moshpit grid (M^d peers), 1..8;
-                                   0 (default) = from the swarm size
-                                   this peer knows, floor(log_M N) */
+                                   0 (default) = from the swarm size N
+                                   this peer knows: the largest d with
+                                   N >= 3/4 M^d */
     uint32_t serve_state;       /* nonzero: keep the last averaged result and
                                    serve it to moshpit_fetch_state() of other
                                    peers; costs up to 2 x count x 4 bytes */

@@ -58,21 +58,17 @@ moshpit_err_t mp__grid_init(mp_grid_t *g, uint32_t m, uint32_t dims,
     return MOSHPIT_OK;
 }
 
+uint32_t mp__grid_dims_auto(uint32_t m, uint64_t n) {
+    /* n >= 3/4 m^d  <=>  floor(4n / 3) >= m^d, m^d being an integer */
+    return mp__grid_dims_for(m, n > UINT64_MAX / 4 ? n : n * 4 / 3);
+}
+
 void mp__grid_set_estimate(mp_grid_t *g, uint64_t n) {
     if (g->dims_cfg != 0 || g->m < 2)
         return;
-    uint32_t want = mp__grid_dims_for(g->m, n);
-    if (want > g->dims) {
-        g->dims = want; /* n >= m^(want) >= m^(dims+1) */
-        return;
-    }
-    /* shrink only once n is clearly below m^dims */
-    while (g->dims > 1) {
-        uint64_t floor_n = grid_pow(g->m, g->dims);
-        if (floor_n == UINT64_MAX || n >= floor_n - floor_n / 4)
-            break;
-        g->dims--;
-    }
+    /* from n alone, never from this peer's history: peers that joined at
+     * different times must agree on d, or they never share a key */
+    g->dims = mp__grid_dims_auto(g->m, n);
 }
 
 size_t mp__grid_key(const mp_grid_t *g, uint8_t out[MP_GRID_KEY_MAX]) {

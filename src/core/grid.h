@@ -17,9 +17,14 @@
  * digit 0 is the coordinate that varies inside the first group.
  *
  * d: fixed from the config, or (0) chosen from the estimated swarm size N as
- * floor(log_M N), clamped to [1, MP_GRID_DIMS_MAX], with hysteresis: d grows
- * when N >= M^(d+1) and shrinks when N < 3/4 M^d, so estimates that wobble
- * around a boundary do not flip keys.
+ * the largest d with N >= 3/4 M^d, clamped to [1, MP_GRID_DIMS_MAX]: a full
+ * grid of M^d peers keeps its d while a few members are momentarily
+ * unseen. It depends on N only, not on earlier estimates: with hysteresis
+ * (grow at M^(d+1), keep d until N < 3/4 M^d), a swarm of 12 to 15 peers
+ * with M = 4 kept d = 2 on its old members while every newcomer chose
+ * d = 1, and the newcomers never shared a key with the others (found by
+ * the tests/netns soak). Views that differ at a boundary cost a smaller
+ * group for a round, never a lasting split.
  *
  * No I/O, no clock; randomness only from the seed given. Not thread-safe.
  */
@@ -50,8 +55,12 @@ moshpit_err_t mp__grid_init(mp_grid_t *g, uint32_t m, uint32_t dims,
 /* floor(log_m n) clamped to [1, MP_GRID_DIMS_MAX] (m < 2 gives 1). */
 uint32_t mp__grid_dims_for(uint32_t m, uint64_t n);
 
-/* New swarm size estimate (itself included); only moves d when automatic,
- * with the hysteresis above. */
+/* The automatic d for n peers: the largest d with n >= 3/4 m^d, that is
+ * mp__grid_dims_for(m, floor(4n / 3)). */
+uint32_t mp__grid_dims_auto(uint32_t m, uint64_t n);
+
+/* New swarm size estimate (itself included); when d is automatic it
+ * becomes mp__grid_dims_auto(m, n). */
 void mp__grid_set_estimate(mp_grid_t *g, uint64_t n);
 
 /* Writes the key (1 + d-1 bytes) into out[MP_GRID_KEY_MAX]; returns its

@@ -124,6 +124,7 @@ static void on_ctrl(moshpit_t *mp) {
                 mp__mm_on_leave(mp->mms[i].mm, p->id);
         break;
     case MP_MSG_BYE:
+        p->left = true;
         mp__peer_set_state(mp, p, MP_PEER_DEAD, "left");
         break;
     case MP_MSG_STATE_REQ: {
@@ -278,8 +279,46 @@ static void on_command(moshpit_t *mp) {
 /* ------------------------------------------------------------------ */
 /* the loop                                                            */
 
+/* Dials one random dead peer again (SWIM and serf do the same): a peer
+ * declared dead because the network between us failed (a partition, a
+ * cable) comes back once the network does; otherwise the two sides of a
+ * healed partition would never learn of each other again, since gossip
+ * only carries live peers. Peers that said BYE, and peers dead for longer
+ * than RECONNECT_GIVEUP_MS, are not dialled; a restarted peer that said
+ * BYE dials us itself. One peer per RECONNECT_MS keeps the cost
+ * independent of the swarm's size. */
+static bool redial_candidate(const mp_peer_t *p, uint64_t now) {
+    return p->state == MP_PEER_DEAD && !p->left &&
+           now - p->state_since_ms >= DEAD_RETRY_MS &&
+           now - p->last_live_ms <= RECONNECT_GIVEUP_MS;
+}
+
+static void redial_one(moshpit_t *mp, uint64_t now) {
+    size_t n = 0;
+    for (size_t i = 0; i < mp->npeers; i++)
+        n += redial_candidate(mp->peers[i], now);
+    if (n == 0)
+        return;
+    size_t pick = (size_t)(mp__rng_next(mp) % n);
+    for (size_t i = 0; i < mp->npeers; i++) {
+        mp_peer_t *p = mp->peers[i];
+        if (!redial_candidate(p, now) || pick-- > 0)
+            continue;
+        mp__log(mp, MOSHPIT_LOG_DEBUG, "dialling dead peer %.8s again",
+                p->id_txt);
+        char addr[MP_ADDR_MAX]; /* peer_learn writes p->ctrl_addr */
+        snprintf(addr, sizeof(addr), "%s", p->ctrl_addr);
+        mp__peer_learn(mp, p->id, addr);
+        return;
+    }
+}
+
 static void housekeeping(moshpit_t *mp, uint64_t now) {
     mp__swim_housekeeping(mp, now);
+    if (now >= mp->next_reconnect_ms) {
+        mp->next_reconnect_ms = now + RECONNECT_MS;
+        redial_one(mp, now);
+    }
     if (now >= mp->next_gossip_ms) {
         mp->next_gossip_ms = now + GOSSIP_MS;
         mp__expire_certs(mp);

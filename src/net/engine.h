@@ -79,6 +79,8 @@ typedef struct mp_peer {
     uint64_t state_since_ms;
     uint64_t refused_ms;     /* when we last refused its HELLO (0: never) */
     uint64_t cert_not_after; /* its certificate's end (certificate mode) */
+    uint64_t last_live_ms;   /* when it was last seen live (or learned) */
+    bool left;               /* it said BYE: not dialled again unasked */
     uint64_t next_hello_ms;
     uint32_t hello_tries;
     /* data plane: one sealed frame waiting for the socket */
@@ -205,6 +207,7 @@ struct moshpit {
     uint64_t recent_gids[16];
     uint32_t recent_pos;
     uint64_t next_gossip_ms;
+    uint64_t next_reconnect_ms;
     uint64_t rng;
     mp_grid_t grid;    /* this peer's grid key */
     mp_state_srv_t st; /* state served (config serve_state) */

@@ -21,6 +21,11 @@ _Static_assert(sizeof(zmq_msg_t) <= 64, "zmq_msg_t storage in mp_peer_t");
 #define DEAD_RETRY_MS 10000u
 /* HELLOs of a peer we refused less than this ago are dropped unread */
 #define REFUSE_HOLD_MS 1000u
+/* Every RECONNECT_MS one peer that is dead (not one that said BYE) is
+ * dialled again, so the two sides of a healed partition find each other;
+ * peers dead for RECONNECT_GIVEUP_MS are left alone. */
+#define RECONNECT_MS 5000u
+#define RECONNECT_GIVEUP_MS 3600000u
 #define ROUND_MARGIN_MS 100u
 #define POLL_MAX_MS 1000
 #define BATCH 64

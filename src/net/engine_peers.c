@@ -230,6 +230,7 @@ static mp_peer_t *peer_add(moshpit_t *mp, const uint8_t id[32],
     while (p->my_tag == 0);
     p->state = MP_PEER_NEW;
     p->state_since_ms = mp__now_ms();
+    p->last_live_ms = p->state_since_ms;
     mp->peers[mp->npeers++] = p;
     return p;
 }
@@ -241,6 +242,10 @@ void mp__peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
     mp_peer_state_t old = p->state;
     p->state = s;
     p->state_since_ms = mp__now_ms();
+    if (s == MP_PEER_LIVE) {
+        p->last_live_ms = p->state_since_ms;
+        p->left = false;
+    }
     /* a graceful leave is news, not a problem */
     bool calm = s == MP_PEER_LIVE || strcmp(why, "left") == 0;
     mp__log(mp, calm ? MOSHPIT_LOG_INFO : MOSHPIT_LOG_WARN,

@@ -101,6 +101,20 @@ double it_dev_from_mean(const float *v, size_t count, const uint64_t *seeds,
     return maxabs > 0 ? dev / maxabs : dev;
 }
 
+double it_dev_from_group(const float *v, size_t count, size_t i,
+                         const uint64_t *gid, const uint64_t *seeds,
+                         const double *weights, size_t n) {
+    uint64_t gs[IT_MAX_PEERS];
+    double gw[IT_MAX_PEERS];
+    size_t k = 0;
+    for (size_t j = 0; j < n && k < IT_MAX_PEERS; j++)
+        if (j == i || (gid[i] != 0 && gid[j] == gid[i])) {
+            gs[k] = seeds[j];
+            gw[k++] = weights[j];
+        }
+    return it_dev_from_mean(v, count, gs, gw, k);
+}
+
 static int send_all(int fd, const void *buf, size_t len) {
     const char *p = buf;
     while (len > 0) {
@@ -226,6 +240,8 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
         cfg.round_timeout_ms = pc->round_timeout_ms;
     if (pc->peer_timeout_ms)
         cfg.peer_timeout_ms = pc->peer_timeout_ms;
+    if (pc->bandwidth_mbps)
+        cfg.bandwidth_mbps = pc->bandwidth_mbps;
     cfg.grid_dims = pc->grid_dims;
     memcpy(cfg.authority_key, pc->authority_key, sizeof(cfg.authority_key));
     memcpy(cfg.cert, pc->cert, sizeof(cfg.cert));
@@ -252,7 +268,11 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
     memset(&r, 0, sizeof(r));
     moshpit_t *mp = NULL;
     r.type = EV_ENDPOINT;
-    r.err = (int32_t)moshpit_open(&cfg, &mp);
+    if (pc->child_init != NULL &&
+        pc->child_init(pc->child_arg, pc->index, &cfg) != 0)
+        r.err = MOSHPIT_ESYS;
+    else
+        r.err = (int32_t)moshpit_open(&cfg, &mp);
     if (r.err == MOSHPIT_OK &&
         moshpit_endpoint(mp, r.text, sizeof(r.text)) != MOSHPIT_OK)
         r.err = MOSHPIT_EINVAL;
@@ -419,6 +439,7 @@ size_t it_start_swarm(it_peer_t *peers, size_t n, it_peer_cfg_t *cfg) {
     cfg->expect_members = n;
     cfg->bootstrap[0] = '\0';
     for (size_t i = 0; i < n; i++) {
+        cfg->index = i;
         if (cfg->grid)
             cfg->grid_position = cfg->first_position + (int64_t)i;
         if (start(&peers[i], cfg) != 0)
@@ -438,6 +459,7 @@ size_t it_start_more(it_peer_t *peers, size_t from, size_t to, size_t expect,
     cfg->expect_members = expect;
     snprintf(cfg->bootstrap, sizeof(cfg->bootstrap), "%s", peers[0].endpoint);
     for (size_t i = from; i < to; i++) {
+        cfg->index = i;
         if (cfg->grid)
             cfg->grid_position = cfg->first_position + (int64_t)i;
         if (start(&peers[i], cfg) != 0)

@@ -41,6 +41,13 @@ typedef struct it_peer_cfg {
     uint32_t weight_cap;              /* config weight_cap */
     uint8_t authority_key[32];        /* config authority_key (zero: none) */
     uint8_t cert[MOSHPIT_CERT_BYTES]; /* config cert (zero: none) */
+    uint32_t bandwidth_mbps; /* config bandwidth_mbps (0 = library default) */
+    size_t index; /* peer number; it_start_swarm/it_start_more set it to i */
+    /* Runs in the peer process after its config is filled and before
+     * moshpit_open, e.g. to enter a network namespace and set cfg->listen
+     * (tests/netns). Nonzero: the peer reports a failed start. NULL: none. */
+    int (*child_init)(void *arg, size_t index, moshpit_config_t *cfg);
+    void *child_arg;
 } it_peer_cfg_t;
 
 typedef struct it_peer {
@@ -137,6 +144,12 @@ extern int it_failures;
  * and weights (relative to max |mean|). */
 double it_dev_from_mean(const float *v, size_t count, const uint64_t *seeds,
                         const double *weights, size_t n);
+/* Max relative deviation of peer i's vector v from the weighted mean of
+ * the peers j whose round id gid[j] equals gid[i] (gid 0: i alone), with
+ * seeds and weights of peers 0..n-1. */
+double it_dev_from_group(const float *v, size_t count, size_t i,
+                         const uint64_t *gid, const uint64_t *seeds,
+                         const double *weights, size_t n);
 uint64_t it_now_ms(void);
 
 #endif

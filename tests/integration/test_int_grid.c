@@ -120,15 +120,7 @@ static void round_by_groups(it_peer_t *peers, size_t n, uint64_t seed0,
     for (size_t i = 0; i < n; i++) {
         if (!ok[i])
             continue;
-        uint64_t gs[IT_MAX_PEERS];
-        double gw[IT_MAX_PEERS];
-        size_t k = 0;
-        for (size_t j = 0; j < n; j++)
-            if (j == i || (gid[i] != 0 && gid[j] == gid[i])) {
-                gs[k] = seeds[j];
-                gw[k++] = w[j];
-            }
-        double d = it_dev_from_mean(v[i], count, gs, gw, k);
+        double d = it_dev_from_group(v[i], count, i, gid, seeds, w, n);
         IT_CHECK(d <= 1e-5, "peer %zu deviates %g from its group's mean", i, d);
     }
     for (size_t i = 0; i < n; i++)

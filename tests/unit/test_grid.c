@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_grid.c - tests of the grid keys (core/grid.c): d from the swarm size
- * (floor log, clamps, hysteresis), key bytes (d first, then the first d-1
- * register entries), balanced positions as base-M digits, shifting, and the
- * property the grid exists for: N = M^d peers on balanced positions, grouped
- * by equal keys with slots assigned in any order, hold the exact mean after
- * d rounds (checked with a shuffled slot order, not the tidy one), while one
- * round less does not. Deterministic.
+ * (floor log, 3/4 margin, clamps, no history), key bytes (d first, then the
+ * first d-1 register entries), balanced positions as base-M digits, shifting,
+ * and the property the grid exists for: N = M^d peers on balanced positions,
+ * grouped by equal keys with slots assigned in any order, hold the exact mean
+ * after d rounds (checked with a shuffled slot order, not the tidy one), while
+ * one round less does not. Deterministic.
  */
 #include "core/grid.h"
 
@@ -45,18 +45,36 @@ static void test_init_args(void) {
     CHECK(mp__grid_init(&g, 4, 3, 0, 1) == MOSHPIT_OK, "ok");
 }
 
-static void test_hysteresis(void) {
-    mp_grid_t g;
+/* d follows the estimate both ways and never depends on earlier ones, so
+ * an old member and a newcomer that see the same swarm agree on d. */
+static void test_dims_follow_estimate(void) {
+    mp_grid_t g, fresh;
     CHECK(mp__grid_init(&g, 4, 0, -1, 7) == MOSHPIT_OK, "init");
     CHECK(g.dims == 1, "starts at 1");
-    mp__grid_set_estimate(&g, 16);
-    CHECK(g.dims == 2, "grows at 16: %u", g.dims);
-    mp__grid_set_estimate(&g, 15);
-    CHECK(g.dims == 2, "keeps 2 at 15 (hysteresis)");
-    mp__grid_set_estimate(&g, 12);
-    CHECK(g.dims == 2, "keeps 2 at 12");
     mp__grid_set_estimate(&g, 11);
-    CHECK(g.dims == 1, "shrinks below 12: %u", g.dims);
+    CHECK(g.dims == 1, "1 at 11: %u", g.dims);
+    mp__grid_set_estimate(&g, 12);
+    CHECK(g.dims == 2, "grows at 12 = 3/4 16: %u", g.dims);
+    mp__grid_set_estimate(&g, 11);
+    CHECK(g.dims == 1, "back to 1 at 11: %u", g.dims);
+    /* a full grid keeps its d with a quarter of it unseen */
+    mp__grid_set_estimate(&g, 64);
+    CHECK(g.dims == 3, "64 = 4^3: %u", g.dims);
+    mp__grid_set_estimate(&g, 48);
+    CHECK(g.dims == 3, "48: %u", g.dims);
+    mp__grid_set_estimate(&g, 47);
+    CHECK(g.dims == 2, "47: %u", g.dims);
+    CHECK(mp__grid_dims_auto(8, 63) == 2 && mp__grid_dims_auto(8, 47) == 1,
+          "8^2 grid");
+    for (uint64_t n = 1; n <= 300; n++) {
+        CHECK(mp__grid_init(&fresh, 4, 0, -1, 9) == MOSHPIT_OK, "init");
+        mp__grid_set_estimate(&g, n + 40);
+        mp__grid_set_estimate(&g, n);
+        mp__grid_set_estimate(&fresh, n);
+        CHECK(g.dims == fresh.dims && g.dims == mp__grid_dims_auto(4, n),
+              "n=%u: old member d=%u, newcomer d=%u", (unsigned)n, g.dims,
+              fresh.dims);
+    }
     mp__grid_set_estimate(&g, 70);
     CHECK(g.dims == 3, "jumps to 3");
     mp__grid_set_estimate(&g, 2);
@@ -206,7 +224,7 @@ static void test_exact_on_full_grid(void) {
 int main(void) {
     test_dims_for();
     test_init_args();
-    test_hysteresis();
+    test_dims_follow_estimate();
     test_key_and_shift();
     test_exact_on_full_grid();
     return test_summary("test_grid");
