@@ -55,31 +55,48 @@ static uint64_t id_hash(const mp_swim_t *sw, const uint8_t *id) {
     return h;
 }
 
+static uint16_t tag_of(uint64_t h) {
+    return (uint16_t)(h >> 48);
+}
+
 static uint32_t hix_home(const mp_swim_t *sw, uint32_t slot) {
     return (uint32_t)id_hash(sw, sw->mem[slot].id) & (sw->hcap - 1);
 }
 
 static void hix_put(mp_swim_t *sw, uint32_t slot) {
-    uint32_t mask = sw->hcap - 1, i = hix_home(sw, slot);
+    uint64_t h = id_hash(sw, sw->mem[slot].id);
+    uint32_t mask = sw->hcap - 1, i = (uint32_t)h & mask;
     while (sw->hix[i] != SW_NONE)
         i = (i + 1) & mask;
     sw->hix[i] = slot;
+    sw->htag[i] = tag_of(h);
+}
+
+/* Load factor at most 3/4: with the keyed hash, linear probing stays
+ * short, and a 10,000-member view needs only 64 KiB of index. */
+static bool hix_full(uint64_t need, uint64_t cap) {
+    return need * 4 > cap * 3;
 }
 
 static bool hix_grow(mp_swim_t *sw, uint32_t need) {
-    /* Load factor at most 1/2 keeps linear probing short. */
-    if ((uint64_t)need * 2 <= sw->hcap)
+    if (!hix_full(need, sw->hcap))
         return true;
     uint64_t cap = sw->hcap ? sw->hcap : 64;
-    while ((uint64_t)need * 2 > cap)
+    while (hix_full(need, cap))
         cap *= 2;
     if (cap > UINT32_MAX / 2 + 1)
         return false;
     uint32_t *n = malloc((size_t)cap * sizeof *n);
-    if (n == NULL)
+    uint16_t *t = malloc((size_t)cap * sizeof *t);
+    if (n == NULL || t == NULL) {
+        free(n);
+        free(t);
         return false;
+    }
     free(sw->hix);
+    free(sw->htag);
     sw->hix = n;
+    sw->htag = t;
     sw->hcap = (uint32_t)cap;
     memset(n, 0xff, (size_t)cap * sizeof *n);
     for (uint32_t s = 0; s < sw->nslots; s++)
@@ -91,13 +108,15 @@ static bool hix_grow(mp_swim_t *sw, uint32_t need) {
 uint32_t mp__sw_find(const mp_swim_t *sw, const uint8_t id[MP_SWIM_ID_BYTES]) {
     if (sw->hcap == 0)
         return SW_NONE;
-    uint32_t mask = sw->hcap - 1;
-    uint32_t i = (uint32_t)id_hash(sw, id) & mask;
+    uint64_t h = id_hash(sw, id);
+    uint32_t mask = sw->hcap - 1, i = (uint32_t)h & mask;
+    uint16_t tag = tag_of(h);
     for (;;) {
         uint32_t s = sw->hix[i];
         if (s == SW_NONE)
             return SW_NONE;
-        if (memcmp(sw->mem[s].id, id, MP_SWIM_ID_BYTES) == 0)
+        if (sw->htag[i] == tag &&
+            memcmp(sw->mem[s].id, id, MP_SWIM_ID_BYTES) == 0)
             return s;
         i = (i + 1) & mask;
     }
@@ -116,6 +135,7 @@ static void hix_del(mp_swim_t *sw, uint32_t slot) {
         if (stays)
             continue;
         sw->hix[i] = sw->hix[j];
+        sw->htag[i] = sw->htag[j];
         sw->hix[j] = SW_NONE;
         i = j;
     }
@@ -138,9 +158,11 @@ uint32_t mp__sw_store(mp_swim_t *sw, const char *s) {
     if (sw->arena != NULL && s >= sw->arena && s < sw->arena + sw->acap)
         inside = (size_t)(s - sw->arena);
     if (n + 1 > (size_t)sw->acap - sw->alen) {
-        uint64_t cap = sw->acap ? sw->acap : 4096;
+        /* Grows by a quarter: views of thousands of members are kept by
+         * every peer, so slack costs more than the copies. */
+        uint64_t cap = sw->acap ? sw->acap : 1024;
         while (cap - sw->alen < n + 1)
-            cap *= 2;
+            cap += cap / 4;
         if (cap > UINT32_MAX)
             return 0;
         char *a = realloc(sw->arena, (size_t)cap);
@@ -224,13 +246,14 @@ moshpit_err_t mp__sw_table_init(mp_swim_t *sw) {
 void mp__sw_table_free(mp_swim_t *sw) {
     free(sw->mem);
     free(sw->hix);
+    free(sw->htag);
     free(sw->arena);
     free(sw->order);
     free(sw->q);
 }
 
 static bool slots_grow(mp_swim_t *sw) {
-    uint64_t cap = sw->capslots ? (uint64_t)sw->capslots * 2 : 16;
+    uint64_t cap = (uint64_t)sw->capslots + sw->capslots / 4 + 16;
     if (cap > sw->cfg.max_members)
         cap = sw->cfg.max_members;
     if (cap <= sw->capslots)

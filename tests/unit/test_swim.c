@@ -1112,8 +1112,212 @@ static void test_correction(void) {
     mp__swim_free(sw);
 }
 
+/* Helpers for machines driven by hand. */
+static mp_swim_t *hand_new(const mp_swim_config_t *c, int self) {
+    uint8_t id[MP_SWIM_ID_BYTES];
+    make_id(self, id);
+    mp_swim_t *sw = NULL;
+    CHECK(mp__swim_new(c, id, "self", 3, 0, &sw) == MOSHPIT_OK, "new");
+    return sw;
+}
+
+static void hand_upd(mp_swim_update_t *u, int who, uint8_t state,
+                     uint32_t inc) {
+    memset(u, 0, sizeof *u);
+    make_id(who, u->id);
+    u->state = state;
+    u->inc = inc;
+    if (state == MP_SWIM_ALIVE) {
+        u->has_addr = 1;
+        snprintf(u->addr, sizeof u->addr, "a%d", who);
+    }
+}
+
+/* Feeds the machine a PING from `who` (so it counts as heard from). */
+static void hand_ping_from(mp_swim_t *sw, uint64_t now, int who) {
+    memset(&dec_msg, 0, sizeof dec_msg);
+    dec_msg.type = MP_SWIM_MSG_PING;
+    snprintf(dec_msg.addr, sizeof dec_msg.addr, "a%d", who);
+    uint8_t id[MP_SWIM_ID_BYTES];
+    make_id(who, id);
+    mp__swim_on_message(sw, now, id, &dec_msg);
+}
+
+static void hand_drain(mp_swim_t *sw) {
+    mp_swim_update_t out[MP_SWIM_PB_MAX];
+    mp_swim_event_t ev;
+    while (mp__swim_take_updates(sw, NULL, 100000, out, MP_SWIM_PB_MAX) > 0)
+        ;
+    while (mp__swim_poll_send(sw, &out_msg))
+        ;
+    while (mp__swim_poll_event(sw, &ev))
+        ;
+}
+
+/* Gossip classes: alive news first, then doubt, then new members,
+ * whatever the order they were queued in. */
+static void test_priorities(void) {
+    mp_swim_t *sw = hand_new(NULL, 0);
+    uint8_t from[MP_SWIM_ID_BYTES];
+    make_id(9, from);
+    mp_swim_update_t u[3], out[MP_SWIM_PB_MAX];
+    hand_upd(&u[0], 1, MP_SWIM_ALIVE, 0);
+    hand_upd(&u[1], 2, MP_SWIM_ALIVE, 0);
+    mp__swim_absorb(sw, 0, from, u, 2);
+    hand_drain(sw);
+    hand_upd(&u[0], 3, MP_SWIM_ALIVE, 0);   /* new member */
+    hand_upd(&u[1], 2, MP_SWIM_SUSPECT, 0); /* doubt */
+    hand_upd(&u[2], 1, MP_SWIM_ALIVE, 4);   /* alive news */
+    mp__swim_absorb(sw, 0, from, u, 3);
+    size_t n = mp__swim_take_updates(sw, from, 1000, out, 3);
+    CHECK(n == 3 && out[0].id[0] == 2 && out[1].id[0] == 3 && out[2].id[0] == 4,
+          "order of classes: %zu updates", n);
+    /* Strict: while the alive news has transmissions left, a one-update
+     * budget is all its. */
+    n = mp__swim_take_updates(sw, from, 1000, out, 1);
+    CHECK(n == 1 && out[0].id[0] == 2, "alive news first again");
+    mp__swim_free(sw);
+}
+
+/* Someone else's suspicion makes the suspect the next probe, members we
+ * have heard from first; the PING carries the suspicion; a message to a
+ * member in doubt carries nothing but its own record. */
+static void test_urgent_probe(void) {
+    mp_swim_config_t c;
+    mp__swim_config_default(&c);
+    mp_swim_t *sw = hand_new(&c, 0);
+    uint8_t third[MP_SWIM_ID_BYTES];
+    make_id(9, third);
+    mp_swim_update_t u[6];
+    for (int i = 0; i < 6; i++)
+        hand_upd(&u[i], 1 + i, MP_SWIM_ALIVE, 0);
+    mp__swim_absorb(sw, 0, third, u, 6);
+    hand_ping_from(sw, 1, 2); /* heard from member 2 */
+    hand_drain(sw);
+    hand_upd(&u[0], 1, MP_SWIM_SUSPECT, 0); /* never heard from */
+    hand_upd(&u[1], 2, MP_SWIM_LEFT, 0);    /* heard from */
+    mp__swim_absorb(sw, 2, third, u, 2);
+    /* Something else to gossip, so we can see it is withheld. */
+    hand_upd(&u[2], 7, MP_SWIM_ALIVE, 0);
+    mp__swim_absorb(sw, 2, third, &u[2], 1);
+    int order[2] = {-1, -1}, got = 0;
+    for (uint64_t now = 2; now < 2000 && got < 2; now += 10) {
+        mp__swim_tick(sw, now);
+        while (mp__swim_poll_send(sw, &out_msg)) {
+            if (out_msg.msg.type != MP_SWIM_MSG_PING || got >= 2)
+                continue;
+            int to = out_msg.to[0] - 1;
+            order[got++] = to;
+            CHECK(out_msg.msg.n_updates == 1 &&
+                      out_msg.msg.updates[0].id[0] == (uint8_t)(to + 1) &&
+                      out_msg.msg.updates[0].state != MP_SWIM_ALIVE,
+                  "PING to suspect %d: %u updates, first about %d", to,
+                  out_msg.msg.n_updates,
+                  out_msg.msg.n_updates ? out_msg.msg.updates[0].id[0] - 1
+                                        : -1);
+        }
+    }
+    CHECK(order[0] == 2 && order[1] == 1,
+          "urgent probes went to %d then %d, want 2 (heard) then 1", order[0],
+          order[1]);
+    /* Anything sent to a member in doubt: its own record only. */
+    mp_swim_update_t out[MP_SWIM_PB_MAX];
+    uint8_t one[MP_SWIM_ID_BYTES];
+    make_id(1, one);
+    size_t n = mp__swim_take_updates(sw, one, 100000, out, MP_SWIM_PB_MAX);
+    CHECK(n == 0, "gossip to a suspect: %zu updates", n);
+    mp__swim_free(sw);
+}
+
+/* The joiner pulls the list a second time, from another member, once;
+ * only the first pull reports SYNCED. */
+static void test_resync(void) {
+    mp_swim_config_t c;
+    mp__swim_config_default(&c);
+    mp_swim_t *sw = hand_new(&c, 0);
+    uint8_t boot[MP_SWIM_ID_BYTES], other[MP_SWIM_ID_BYTES];
+    make_id(1, boot);
+    make_id(2, other);
+    CHECK(mp__swim_join(sw, 0, boot, "a1") == MOSHPIT_OK, "join");
+    CHECK(mp__swim_syncing(sw), "syncing");
+    while (mp__swim_poll_send(sw, &out_msg))
+        ; /* the first SYNC_REQ */
+    mp_swim_msg_t *m = &dec_msg;
+    memset(m, 0, sizeof *m);
+    m->type = MP_SWIM_MSG_SYNC;
+    m->n_entries = 1;
+    hand_upd(&m->entries[0], 2, MP_SWIM_ALIVE, 0);
+    mp__swim_on_message(sw, 5, boot, m);
+    CHECK(mp__swim_synced(sw) && mp__swim_syncing(sw),
+          "synced, follow-up pending");
+    int synced_events = 0, reqs_other = 0, reqs_boot = 0;
+    mp_swim_event_t ev;
+    for (uint64_t now = 5; now < 5 + c.resync_ms + 500; now += 50) {
+        mp__swim_tick(sw, now);
+        while (mp__swim_poll_send(sw, &out_msg)) {
+            if (out_msg.msg.type == MP_SWIM_MSG_PING) {
+                /* Members answer: they must stay alive meanwhile. */
+                static mp_swim_msg_t ack;
+                uint8_t to[MP_SWIM_ID_BYTES];
+                memcpy(to, out_msg.to, MP_SWIM_ID_BYTES);
+                memset(&ack, 0, sizeof ack);
+                ack.type = MP_SWIM_MSG_ACK;
+                ack.seq = out_msg.msg.seq;
+                mp__swim_on_message(sw, now, to, &ack);
+                continue;
+            }
+            if (out_msg.msg.type != MP_SWIM_MSG_SYNC_REQ)
+                continue;
+            CHECK(now >= 5 + c.resync_ms, "follow-up pull too early");
+            reqs_other += memcmp(out_msg.to, other, MP_SWIM_ID_BYTES) == 0;
+            reqs_boot += memcmp(out_msg.to, boot, MP_SWIM_ID_BYTES) == 0;
+        }
+        while (mp__swim_poll_event(sw, &ev))
+            synced_events += ev.type == MP_SWIM_EV_SYNCED;
+    }
+    CHECK(reqs_other == 1 && reqs_boot == 0,
+          "follow-up pull: %d to another member, %d to the bootstrap",
+          reqs_other, reqs_boot);
+    mp__swim_on_message(sw, 20000, other, m);
+    while (mp__swim_poll_event(sw, &ev))
+        synced_events += ev.type == MP_SWIM_EV_SYNCED;
+    CHECK(synced_events == 1 && !mp__swim_syncing(sw),
+          "SYNCED events %d, syncing %d", synced_events, mp__swim_syncing(sw));
+    mp__swim_free(sw);
+}
+
+/* PINGs from strangers share the SYNC_REQ token bucket. */
+static void test_admission(void) {
+    mp_swim_config_t c;
+    mp__swim_config_default(&c);
+    c.sync_rate = 1;
+    c.sync_burst = 3;
+    mp_swim_t *sw = hand_new(&c, 0);
+    for (int i = 0; i < 10; i++)
+        hand_ping_from(sw, 100, 1 + i);
+    mp_swim_stats_t st;
+    mp__swim_get_stats(sw, &st);
+    CHECK(mp__swim_live_count(sw) == 4 && st.joins_refused == 7,
+          "strangers admitted: %zu members, %llu refused",
+          mp__swim_live_count(sw), (unsigned long long)st.joins_refused);
+    /* Known members' PINGs are never limited. */
+    for (int i = 0; i < 10; i++)
+        hand_ping_from(sw, 100, 1);
+    mp__swim_get_stats(sw, &st);
+    CHECK(st.joins_refused == 7, "a member's PING was refused");
+    int acks = 0;
+    while (mp__swim_poll_send(sw, &out_msg))
+        acks += out_msg.msg.type == MP_SWIM_MSG_ACK;
+    CHECK(acks == 3 + 10, "ACKs %d", acks);
+    mp__swim_free(sw);
+}
+
 int main(void) {
     test_config();
+    test_priorities();
+    test_urgent_probe();
+    test_resync();
+    test_admission();
     test_probe_protocol();
     test_correction();
     test_join_and_probe();
