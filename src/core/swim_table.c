@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * swim_table.c - storage of the SWIM machine (swim.c has the protocol):
- * member slots with a free list, the id -> slot index (open addressing,
- * keyed hash so that chosen ids cannot pile up in one chain), the arena of
- * address strings, the randomized round-robin probe order, and the gossip
- * queue (lists per transmission count, so "fewest sent first" is O(1)).
- * Every structure grows on demand up to the caps of the configuration and
- * is freed in one place. The internal random generator (splitmix64) lives
- * here too.
+ * swim_table.c - storage of the SWIM machine (swim.c has the protocol,
+ * swim_member.c the record rules): member slots with a free list, the
+ * id -> slot index (open addressing, keyed hash so that chosen ids cannot
+ * pile up in one chain, 16-bit tags), the arena of address strings, the
+ * randomized round-robin probe order, the gossip queue (lists per class
+ * and transmission count, so "most important, fewest sent first" is O(1)),
+ * and the event and outgoing-message rings. Every structure grows on
+ * demand up to the caps of the configuration and is freed in one place.
+ * The internal random generator (splitmix64) lives here too.
  */
 #include "core/swim_int.h"
 
@@ -571,4 +572,58 @@ walked:;
             q_push(sw, e, sw->q[e].cls, tx);
     }
     return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* rings: events and outgoing messages                                 */
+
+/* Grows a ring buffer (and makes it start at index 0); false if it is at
+ * max entries already or memory ran out. */
+bool mp__sw_ring_grow(void **buf, uint32_t *cap, uint32_t *head, uint32_t n,
+                      size_t esz, uint32_t max) {
+    uint64_t nc = *cap ? (uint64_t)*cap * 2 : 16;
+    if (nc > max)
+        nc = max;
+    if (nc <= *cap)
+        return false;
+    char *nb = malloc((size_t)nc * esz);
+    if (nb == NULL)
+        return false;
+    for (uint32_t i = 0; i < n; i++)
+        memcpy(nb + (size_t)i * esz,
+               (char *)*buf + (size_t)((*head + i) % *cap) * esz, esz);
+    free(*buf);
+    *buf = nb;
+    *cap = (uint32_t)nc;
+    *head = 0;
+    return true;
+}
+
+void mp__sw_event(mp_swim_t *sw, mp_swim_event_type_t type, uint32_t slot) {
+    if (sw->nev == sw->capev &&
+        !mp__sw_ring_grow((void **)&sw->ev, &sw->capev, &sw->ev_head, sw->nev,
+                          sizeof *sw->ev, sw->cfg.events_max)) {
+        sw->stats.events_dropped++;
+        return;
+    }
+    mp_swim_event_t *e = &sw->ev[(sw->ev_head + sw->nev++) % sw->capev];
+    const sw_mem_t *m = &sw->mem[slot];
+    e->type = type;
+    memcpy(e->id, m->id, MP_SWIM_ID_BYTES);
+    e->state = m->state;
+    e->inc = m->inc;
+}
+
+sw_out_t *mp__sw_out(mp_swim_t *sw, uint8_t type, const uint8_t *to) {
+    if (sw->nout == sw->capout &&
+        !mp__sw_ring_grow((void **)&sw->out, &sw->capout, &sw->out_head,
+                          sw->nout, sizeof *sw->out, sw->cfg.out_max)) {
+        sw->stats.out_dropped++;
+        return NULL;
+    }
+    sw_out_t *o = &sw->out[(sw->out_head + sw->nout++) % sw->capout];
+    memset(o, 0, sizeof *o);
+    o->type = type;
+    memcpy(o->to, to, MP_SWIM_ID_BYTES);
+    return o;
 }
