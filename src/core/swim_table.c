@@ -185,10 +185,17 @@ uint32_t mp__sw_store(mp_swim_t *sw, const char *s) {
     return off;
 }
 
-/* Rewrites the arena with only the strings still referenced. */
+/* Rewrites the arena with only the strings still referenced. The size is
+ * measured, not taken from the garbage count, so a bookkeeping slip could
+ * only waste memory, never overflow. */
 static void arena_compact(mp_swim_t *sw) {
-    uint32_t live = sw->alen - sw->agarbage;
-    char *a = malloc(live);
+    uint64_t live = 1;
+    for (uint32_t s = 0; s < sw->nslots; s++)
+        if (sw->mem[s].state != SW_FREE && sw->mem[s].addr != 0)
+            live += strlen(sw->arena + sw->mem[s].addr) + 1;
+    for (uint32_t h = 0; h < sw->nhints; h++)
+        live += strlen(sw->arena + sw->hints[h].off) + 1;
+    char *a = malloc((size_t)live);
     if (a == NULL)
         return; /* keep the garbage; correctness does not depend on it */
     uint32_t len = 1;
@@ -210,7 +217,7 @@ static void arena_compact(mp_swim_t *sw) {
     }
     free(sw->arena);
     sw->arena = a;
-    sw->acap = live;
+    sw->acap = (uint32_t)live;
     sw->alen = len;
     sw->agarbage = 0;
 }
@@ -302,16 +309,20 @@ uint32_t mp__sw_add(mp_swim_t *sw, const uint8_t id[MP_SWIM_ID_BYTES]) {
 void mp__sw_remove(mp_swim_t *sw, uint32_t slot) {
     sw_mem_t *m = &sw->mem[slot];
     mp__sw_dequeue(sw, slot);
+    /* Strings are unreferenced before they are released: a release may
+     * compact the arena, which keeps what is still referenced. */
     for (uint32_t h = 0; h < sw->nhints; h++) {
         if (sw->hints[h].slot == slot) {
-            mp__sw_release(sw, sw->hints[h].off);
+            uint32_t off = sw->hints[h].off;
             sw->hints[h] = sw->hints[--sw->nhints];
+            mp__sw_release(sw, off);
             break;
         }
     }
     hix_del(sw, slot);
-    mp__sw_release(sw, m->addr);
+    uint32_t addr = m->addr;
     m->addr = 0;
+    mp__sw_release(sw, addr);
     m->state = SW_FREE;
     m->flags = 0;
     m->inc = sw->free_head;

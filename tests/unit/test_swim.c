@@ -1187,11 +1187,13 @@ static void test_urgent_probe(void) {
     mp__swim_config_default(&c);
     mp_swim_t *sw = hand_new(&c, 0);
     uint8_t third[MP_SWIM_ID_BYTES];
-    make_id(9, third);
-    mp_swim_update_t u[6];
-    for (int i = 0; i < 6; i++)
+    make_id(99, third);
+    /* Enough members that the round robin, which goes on alongside, does
+     * not reach the two suspects first. */
+    mp_swim_update_t u[60];
+    for (int i = 0; i < 60; i++)
         hand_upd(&u[i], 1 + i, MP_SWIM_ALIVE, 0);
-    mp__swim_absorb(sw, 0, third, u, 6);
+    mp__swim_absorb(sw, 0, third, u, 60);
     hand_ping_from(sw, 1, 2); /* heard from member 2 */
     hand_drain(sw);
     hand_upd(&u[0], 1, MP_SWIM_SUSPECT, 0); /* never heard from */
@@ -1204,8 +1206,11 @@ static void test_urgent_probe(void) {
     for (uint64_t now = 2; now < 2000 && got < 2; now += 10) {
         mp__swim_tick(sw, now);
         while (mp__swim_poll_send(sw, &out_msg)) {
-            if (out_msg.msg.type != MP_SWIM_MSG_PING || got >= 2)
-                continue;
+            mp_swim_member_t tm;
+            if (out_msg.msg.type != MP_SWIM_MSG_PING || got >= 2 ||
+                !mp__swim_lookup(sw, out_msg.to, &tm) ||
+                tm.state == MP_SWIM_ALIVE)
+                continue; /* the round-robin probes go on alongside */
             int to = out_msg.to[0] - 1;
             order[got++] = to;
             CHECK(out_msg.msg.n_updates == 1 &&
@@ -1312,7 +1317,90 @@ static void test_admission(void) {
     mp__swim_free(sw);
 }
 
+/* Regression (found by fuzz_swim_wire): removing records releases their
+ * address strings, and a release may compact the arena; the compaction
+ * must only keep, and have room for, strings still referenced. Many long
+ * addresses, most of them forgotten, the rest (and their hints) intact. */
+static void test_arena(void) {
+    mp_swim_config_t c;
+    mp__swim_config_default(&c);
+    c.suspicion_min_ms = 10;
+    c.suspicion_mult = 1;
+    c.dead_retain_ms = 10;
+    mp_swim_t *sw = hand_new(&c, 0);
+    enum { N = 600, KEEP = 150 };
+    static mp_swim_update_t u[N];
+    uint8_t third[MP_SWIM_ID_BYTES];
+    make_id(9999, third);
+    for (int i = 0; i < N; i++) {
+        memset(&u[i], 0, sizeof u[i]);
+        make_id(1000 + i, u[i].id);
+        u[i].id[1] = (uint8_t)(i >> 8); /* make_id only varies byte 0 */
+        u[i].has_addr = 1;
+        snprintf(u[i].addr, sizeof u[i].addr, "tcp://%d/%0200d", i, i);
+    }
+    mp__swim_absorb(sw, 0, third, u, N);
+    /* Confirmed addresses (direct claims), then third-party hints. */
+    for (int i = 0; i < N; i++)
+        mp__swim_absorb(sw, 0, u[i].id, &u[i], 1);
+    /* Backwards: the hint table holds 64 and evicts at random, so the last
+     * ones set (kept members) are the ones likely to survive. */
+    for (int i = N - 1; i >= 0; i--) {
+        mp_swim_update_t h = u[i];
+        h.inc = 1;
+        snprintf(h.addr, sizeof h.addr, "hint://%d/%0150d", i, i);
+        mp__swim_absorb(sw, 0, third, &h, 1);
+    }
+    for (int i = KEEP; i < N; i++) {
+        mp_swim_update_t d = u[i];
+        d.state = MP_SWIM_DEAD;
+        d.inc = 1;
+        d.has_addr = 0;
+        mp__swim_absorb(sw, 1, third, &d, 1);
+    }
+    for (uint64_t now = 2; now < 5000; now += 7) {
+        mp__swim_tick(sw, now);
+        while (mp__swim_poll_send(sw, &out_msg)) {
+            /* The kept members answer their probes. */
+            int i = out_msg.to[1] * 256 + ((out_msg.to[0] - 1001) & 0xff);
+            if (out_msg.msg.type != MP_SWIM_MSG_PING || i < 0 || i >= KEEP ||
+                memcmp(out_msg.to, u[i].id, MP_SWIM_ID_BYTES) != 0)
+                continue;
+            static mp_swim_msg_t ack;
+            memset(&ack, 0, sizeof ack);
+            ack.type = MP_SWIM_MSG_ACK;
+            ack.seq = out_msg.msg.seq;
+            ack.inc = 1;
+            mp__swim_on_message(sw, now, u[i].id, &ack);
+        }
+        hand_drain(sw);
+    }
+    int bad = 0, hints = 0;
+    for (int i = 0; i < N; i++) {
+        mp_swim_member_t m;
+        bool known = mp__swim_lookup(sw, u[i].id, &m);
+        if (i >= KEEP) {
+            bad += known;
+            continue;
+        }
+        if (!known || strcmp(m.addr, u[i].addr) != 0) {
+            bad++;
+            continue;
+        }
+        if (m.hint != NULL) {
+            char want[MP_SWIM_ADDR_MAX];
+            snprintf(want, sizeof want, "hint://%d/%0150d", i, i);
+            bad += strcmp(m.hint, want) != 0;
+            hints++;
+        }
+    }
+    CHECK(bad == 0, "arena: %d wrong records after compaction", bad);
+    CHECK(hints > 0, "no hint survived to be checked");
+    mp__swim_free(sw);
+}
+
 int main(void) {
+    test_arena();
     test_config();
     test_priorities();
     test_urgent_probe();
