@@ -420,18 +420,15 @@ moshpit_err_t mp__swim_on_message(mp_swim_t *sw, uint64_t now_ms,
 /* ------------------------------------------------------------------ */
 /* time                                                                */
 
-static void start_probe(mp_swim_t *sw, uint64_t now) {
+/* Probes slot's member: PING now, PING_REQs if it stays silent. */
+static void start_probe(mp_swim_t *sw, uint64_t now, uint32_t s) {
     if (sw->nprobes >= sw->cfg.max_pending_probes) {
         sw->stats.probes_skipped++;
         return;
     }
-    uint32_t s = mp__sw_urgent_pop(sw);
-    if (s != SW_NONE)
-        sw->mem[s].flags |= MF_CORRECT; /* the PING carries the doubt */
-    else
-        s = mp__sw_next_probe(sw);
-    if (s == SW_NONE)
-        return;
+    /* A suspect must hear it is one: the PING carries its record. */
+    if (sw->mem[s].state != MP_SWIM_ALIVE)
+        sw->mem[s].flags |= MF_CORRECT;
     sw_probe_t *p = &sw->probes[sw->nprobes++];
     memset(p, 0, sizeof *p);
     memcpy(p->id, sw->mem[s].id, MP_SWIM_ID_BYTES);
@@ -534,7 +531,17 @@ void mp__swim_tick(mp_swim_t *sw, uint64_t now_ms) {
             sync_start(sw, now, s, true);
     }
     if (now >= sw->next_probe) {
-        start_probe(sw, now);
+        /* One probe per period in round-robin order, and, on top, at most
+         * one urgent probe of a member someone else doubts, with the doubt
+         * on its PING. It does not replace the round robin: when several
+         * peers fail at once, that is what finds the ones nobody has
+         * suspected yet. */
+        uint32_t s = mp__sw_next_probe(sw);
+        if (s != SW_NONE)
+            start_probe(sw, now, s);
+        s = mp__sw_urgent_pop(sw);
+        if (s != SW_NONE)
+            start_probe(sw, now, s);
         sw->next_probe += sw->cfg.period_ms;
         if (sw->next_probe <= now)
             sw->next_probe = now + sw->cfg.period_ms;

@@ -26,10 +26,11 @@
  *   the suspicion timeout (suspicion_mult * period_ms * ceil(log2(n+1)),
  *   at least suspicion_min_ms, n = live members), it is DEAD. Every peer
  *   runs this timer itself from the moment it hears of the suspicion, and
- *   a peer that hears of it from someone else probes the suspect next
- *   (instead of the round-robin choice), with the suspicion on that PING:
- *   a live suspect learns of it within about a period and refutes, even
- *   when gossip is congested. No extra messages.
+ *   a peer that hears of it from someone else also probes the suspect in
+ *   its next period (at most one such urgent probe per period, on top of
+ *   the round-robin one), with the suspicion on that PING: a live suspect
+ *   learns of it within about a period and refutes, even when gossip is
+ *   congested.
  * - Incarnations. Each member owns a 32-bit incarnation number that only it
  *   raises. For the same member, ALIVE@i beats anything @j < i; SUSPECT@i
  *   beats ALIVE@j <= i; DEAD/LEFT@i beat both @j <= i. A member that hears
