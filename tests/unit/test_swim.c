@@ -1399,7 +1399,93 @@ static void test_arena(void) {
     mp__swim_free(sw);
 }
 
+/* 30,000 random (well-formed) messages from random senders, self among
+ * them, with random updates about a small pool of members (self too) in
+ * every state, at extreme incarnations, with odd addresses, and random
+ * pages: nothing breaks, every answer encodes, the caps hold, and the
+ * machine's own incarnation never goes down. */
+static void test_random_input(void) {
+    mp_swim_config_t c;
+    mp__swim_config_default(&c);
+    c.max_members = 24;
+    c.queue_max = 16;
+    c.events_max = 32;
+    c.out_max = 16;
+    c.max_relays = 4;
+    c.max_pending_probes = 3;
+    c.dead_retain_ms = 3000;
+    mp_swim_t *sw = hand_new(&c, 0);
+    uint64_t rng = 12345, now = 0;
+    uint32_t last_inc = 0;
+    int encode_failures = 0, over_cap = 0, inc_down = 0;
+    static const uint32_t incs[] = {
+        0, 1, 2, 3, 100, UINT32_MAX - 2, UINT32_MAX - 1, UINT32_MAX};
+    for (int it = 0; it < 30000; it++) {
+        mp_swim_msg_t *m = &dec_msg;
+        memset(m, 0, sizeof *m);
+        m->type = (mp_swim_msg_type_t)(16 + test_splitmix64(&rng) % 6);
+        m->inc = incs[test_splitmix64(&rng) % 8];
+        m->seq = test_splitmix64(&rng) % 4; /* sometimes a pending one */
+        m->has_target = test_splitmix64(&rng) % 2;
+        make_id((int)(test_splitmix64(&rng) % 40), m->target);
+        snprintf(m->addr, sizeof m->addr, "r%d",
+                 (int)(test_splitmix64(&rng) % 5));
+        m->cursor = (uint32_t)(test_splitmix64(&rng) % 3);
+        m->next = (uint32_t)(test_splitmix64(&rng) % 4);
+        m->n_updates = (uint32_t)(test_splitmix64(&rng) % 6);
+        m->n_entries = (uint32_t)(test_splitmix64(&rng) % 6);
+        for (uint32_t k = 0; k < 12; k++) {
+            mp_swim_update_t *u = k < 6 ? &m->updates[k] : &m->entries[k - 6];
+            make_id((int)(test_splitmix64(&rng) % 40), u->id);
+            u->state = (uint8_t)(test_splitmix64(&rng) % 5); /* 4: bad */
+            u->inc = incs[test_splitmix64(&rng) % 8];
+            u->has_addr = (uint8_t)(test_splitmix64(&rng) % 2);
+            size_t len = test_splitmix64(&rng) % 4 == 0 ? 255 : 4;
+            memset(u->addr, 'a' + (int)(test_splitmix64(&rng) % 3), len);
+            u->addr[len] = '\0';
+        }
+        uint8_t from[MP_SWIM_ID_BYTES];
+        make_id((int)(test_splitmix64(&rng) % 40), from);
+        now += test_splitmix64(&rng) % 400;
+        if (test_splitmix64(&rng) % 50 == 0) {
+            uint8_t boot[MP_SWIM_ID_BYTES];
+            make_id(1 + (int)(test_splitmix64(&rng) % 30), boot);
+            (void)mp__swim_join(sw, now, boot, "boot");
+        }
+        mp__swim_on_message(sw, now, from, m);
+        mp__swim_tick(sw, now);
+        size_t len;
+        while (mp__swim_poll_send(sw, &out_msg))
+            encode_failures +=
+                mp__swim_msg_encode(&out_msg.msg, enc, sizeof enc, &len) !=
+                MOSHPIT_OK;
+        mp_swim_event_t ev;
+        while (mp__swim_poll_event(sw, &ev))
+            ;
+        size_t cur = 0, count = 0;
+        mp_swim_member_t mi;
+        while (mp__swim_member_next(sw, &cur, &mi))
+            count++;
+        over_cap += count > c.max_members || mp__swim_live_count(sw) > count ||
+                    mp__swim_pending_updates(sw) > c.queue_max;
+        inc_down += mp__swim_self_inc(sw) < last_inc;
+        last_inc = mp__swim_self_inc(sw);
+    }
+    CHECK(encode_failures == 0, "%d answers did not encode", encode_failures);
+    CHECK(over_cap == 0, "caps exceeded %d times", over_cap);
+    CHECK(inc_down == 0, "own incarnation went down %d times", inc_down);
+    mp_swim_stats_t st;
+    mp__swim_get_stats(sw, &st);
+    CHECK(st.rejected > 0 && st.refused_cap > 0 && st.refutes > 0,
+          "random input reached too little: rejected %llu, refused %llu, "
+          "refutes %llu",
+          (unsigned long long)st.rejected, (unsigned long long)st.refused_cap,
+          (unsigned long long)st.refutes);
+    mp__swim_free(sw);
+}
+
 int main(void) {
+    test_random_input();
     test_arena();
     test_config();
     test_priorities();
