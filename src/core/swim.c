@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * swim.c - the SWIM membership protocol as a sans-IO state machine (see
- * swim.h for the rules): what a received update does to a member record,
- * self refutation, probing with direct and indirect pings, suspicion timers,
- * graceful leave, the paged member-list transfer of a join, the SYNC_REQ
- * rate limit, and the event and outgoing-message queues the driver drains.
- * Storage (slots, index, arena, probe order, gossip queue) is in
- * swim_table.c. Time and randomness come from the caller only.
+ * swim.c - the SWIM membership protocol around the member records (see
+ * swim.h for the rules): configuration and lifecycle, join (the paged
+ * member-list pull and its follow-up) and leave, the messages (PING, ACK,
+ * PING_REQ relays, SYNC_REQ with its rate limit, SYNC, GOSSIP), probing
+ * with direct and indirect pings, the tick, and what the driver polls.
+ * What updates do to a record is in swim_member.c; storage (slots, index,
+ * arena, probe order, gossip queue, rings) in swim_table.c. Time and
+ * randomness come from the caller only.
  */
 #include "core/swim_int.h"
 
@@ -61,541 +62,10 @@ static bool cfg_ok(const mp_swim_config_t *c) {
            c->events_max >= 1 && c->out_max >= 1;
 }
 
-static bool addr_ok(const char *s) {
-    return s != NULL && strnlen(s, MP_SWIM_ADDR_MAX) < MP_SWIM_ADDR_MAX;
-}
-
-static bool is_live(uint8_t st) {
-    return st == MP_SWIM_ALIVE || st == MP_SWIM_SUSPECT;
-}
-
-static bool is_self(const mp_swim_t *sw, const uint8_t *id) {
-    return memcmp(sw->mem[sw->self].id, id, MP_SWIM_ID_BYTES) == 0;
-}
-
-static uint64_t add_sat(uint64_t a, uint64_t b) {
-    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
 /* ------------------------------------------------------------------ */
-/* rings: events and outgoing messages                                 */
-
-/* Grows a ring buffer (and makes it start at index 0); false if it is at
- * max entries already or memory ran out. */
-static bool ring_grow(void **buf, uint32_t *cap, uint32_t *head, uint32_t n,
-                      size_t esz, uint32_t max) {
-    uint64_t nc = *cap ? (uint64_t)*cap * 2 : 16;
-    if (nc > max)
-        nc = max;
-    if (nc <= *cap)
-        return false;
-    char *nb = malloc((size_t)nc * esz);
-    if (nb == NULL)
-        return false;
-    for (uint32_t i = 0; i < n; i++)
-        memcpy(nb + (size_t)i * esz,
-               (char *)*buf + (size_t)((*head + i) % *cap) * esz, esz);
-    free(*buf);
-    *buf = nb;
-    *cap = (uint32_t)nc;
-    *head = 0;
-    return true;
-}
-
-static void ev_push(mp_swim_t *sw, mp_swim_event_type_t type, uint32_t slot) {
-    if (sw->nev == sw->capev &&
-        !ring_grow((void **)&sw->ev, &sw->capev, &sw->ev_head, sw->nev,
-                   sizeof *sw->ev, sw->cfg.events_max)) {
-        sw->stats.events_dropped++;
-        return;
-    }
-    mp_swim_event_t *e = &sw->ev[(sw->ev_head + sw->nev++) % sw->capev];
-    const sw_mem_t *m = &sw->mem[slot];
-    e->type = type;
-    memcpy(e->id, m->id, MP_SWIM_ID_BYTES);
-    e->state = m->state;
-    e->inc = m->inc;
-}
-
-static sw_out_t *out_push(mp_swim_t *sw, uint8_t type, const uint8_t *to) {
-    if (sw->nout == sw->capout &&
-        !ring_grow((void **)&sw->out, &sw->capout, &sw->out_head, sw->nout,
-                   sizeof *sw->out, sw->cfg.out_max)) {
-        sw->stats.out_dropped++;
-        return NULL;
-    }
-    sw_out_t *o = &sw->out[(sw->out_head + sw->nout++) % sw->capout];
-    memset(o, 0, sizeof *o);
-    o->type = type;
-    memcpy(o->to, to, MP_SWIM_ID_BYTES);
-    return o;
-}
-
-static void send_ping(mp_swim_t *sw, const uint8_t *to, uint64_t seq) {
-    sw_out_t *o = out_push(sw, MP_SWIM_MSG_PING, to);
-    if (o != NULL)
-        o->seq = seq;
-}
-
 /* ------------------------------------------------------------------ */
-/* member state                                                        */
-
-static void set_state(mp_swim_t *sw, uint32_t slot, uint8_t st) {
-    sw_mem_t *m = &sw->mem[slot];
-    if (is_live(m->state) && !is_live(st))
-        sw->nlive--;
-    else if (!is_live(m->state) && is_live(st))
-        sw->nlive++;
-    m->state = st;
-}
-
-uint64_t mp__swim_suspicion_ms(const mp_swim_t *sw) {
-    if (sw == NULL)
-        return 0;
-    uint64_t n = sw->nlive > 0 ? sw->nlive : 1;
-    uint64_t t = (uint64_t)sw->cfg.suspicion_mult * sw->cfg.period_ms *
-                 mp__sw_ceil_log2(n + 1);
-    return t < sw->cfg.suspicion_min_ms ? sw->cfg.suspicion_min_ms : t;
-}
-
-uint32_t mp__swim_retransmits(const mp_swim_t *sw) {
-    return sw == NULL ? 0 : mp__sw_retransmits(sw);
-}
-
-static uint32_t sus_find(const mp_swim_t *sw, uint32_t slot) {
-    for (uint32_t i = 0; i < sw->nsus; i++)
-        if (sw->sus[i].slot == slot)
-            return i;
-    return SW_NONE;
-}
-
-static void sus_del(mp_swim_t *sw, uint32_t slot) {
-    uint32_t i = sus_find(sw, slot);
-    if (i != SW_NONE)
-        sw->sus[i] = sw->sus[--sw->nsus];
-}
-
-/* Sets (or moves) the suspicion deadline of slot; false only when a new
- * entry is needed and memory ran out. */
-static bool sus_set(mp_swim_t *sw, uint32_t slot, uint64_t deadline) {
-    uint32_t i = sus_find(sw, slot);
-    if (i == SW_NONE) {
-        if (sw->nsus == sw->capsus) {
-            /* At most one entry per member, so this stays bounded. */
-            uint64_t cap = sw->capsus ? (uint64_t)sw->capsus * 2 : 16;
-            sw_suspect_t *n = realloc(sw->sus, (size_t)cap * sizeof *n);
-            if (n == NULL)
-                return false;
-            sw->sus = n;
-            sw->capsus = (uint32_t)cap;
-        }
-        i = sw->nsus++;
-        sw->sus[i].slot = slot;
-    }
-    sw->sus[i].deadline = deadline;
-    return true;
-}
-
-static void start_suspect(mp_swim_t *sw, uint64_t now, uint32_t slot,
-                          uint32_t inc, uint8_t intent, bool spread) {
-    sw_mem_t *m = &sw->mem[slot];
-    uint8_t prev = m->state;
-    /* Without a timer a suspect would linger forever: out of memory, the
-     * record stays as it was. */
-    if (!sus_set(sw, slot, add_sat(now, mp__swim_suspicion_ms(sw))))
-        return;
-    m->inc = inc;
-    m->intent = intent;
-    set_state(sw, slot, MP_SWIM_SUSPECT);
-    if (prev != MP_SWIM_SUSPECT)
-        ev_push(sw, MP_SWIM_EV_SUSPECT, slot);
-    if (spread)
-        mp__sw_enqueue(sw, slot, SW_Q_DOUBT);
-}
-
-/* Someone else says slot is in doubt: probe it next, with the suspicion
- * on the PING (a correction), so a live suspect hears of it directly.
- * Members that have talked to us come first: a flood of made-up members
- * (which never do) cannot push a real one out of the queue. */
-static void urgent_probe(mp_swim_t *sw, uint32_t slot) {
-    bool heard = (sw->mem[slot].flags & MF_HEARD) != 0;
-    for (uint32_t i = 0; i < sw->nurgent; i++)
-        if (sw->urgent[i] == slot)
-            return;
-    if (sw->nurgent == SW_URGENT_MAX && heard) {
-        for (uint32_t i = SW_URGENT_MAX; i-- > 0;) {
-            if (!(sw->mem[sw->urgent[i]].flags & MF_HEARD)) {
-                memmove(sw->urgent + i, sw->urgent + i + 1,
-                        (--sw->nurgent - i) * sizeof sw->urgent[0]);
-                break;
-            }
-        }
-    }
-    if (sw->nurgent < SW_URGENT_MAX)
-        sw->urgent[sw->nurgent++] = slot;
-}
-
-/* Next urgent probe: the oldest one we have heard from, else the oldest;
- * SW_NONE if none is still in doubt. */
-static uint32_t urgent_pop(mp_swim_t *sw) {
-    while (sw->nurgent > 0) {
-        uint32_t pick = 0;
-        for (uint32_t i = 0; i < sw->nurgent; i++) {
-            if (sw->mem[sw->urgent[i]].flags & MF_HEARD) {
-                pick = i;
-                break;
-            }
-        }
-        uint32_t s = sw->urgent[pick];
-        memmove(sw->urgent + pick, sw->urgent + pick + 1,
-                (--sw->nurgent - pick) * sizeof sw->urgent[0]);
-        if (sw->mem[s].state == MP_SWIM_SUSPECT && s != sw->self)
-            return s;
-    }
-    return SW_NONE;
-}
-
-static bool tomb_reap_one(mp_swim_t *sw);
-
-static void tomb_push(mp_swim_t *sw, uint32_t slot, uint64_t now) {
-    /* Entries of records that came back stay until their turn, so the FIFO
-     * may outgrow the table; then the oldest record goes early. */
-    if (sw->ntomb == sw->captomb &&
-        !ring_grow((void **)&sw->tomb, &sw->captomb, &sw->tomb_head, sw->ntomb,
-                   sizeof *sw->tomb, 2 * sw->cfg.max_members)) {
-        if (sw->ntomb == 0)
-            return; /* out of memory: kept until the table needs room */
-        tomb_reap_one(sw);
-    }
-    sw_tomb_t *t = &sw->tomb[(sw->tomb_head + sw->ntomb++) % sw->captomb];
-    t->slot = slot;
-    t->inc = sw->mem[slot].inc;
-    t->since = now;
-}
-
-/* Whether the FIFO entry still describes the record (it did not come back
- * and die again, and the slot was not reused). */
-static bool tomb_valid(const mp_swim_t *sw, const sw_tomb_t *t) {
-    const sw_mem_t *m = &sw->mem[t->slot];
-    return (m->state == MP_SWIM_DEAD || m->state == MP_SWIM_LEFT) &&
-           m->inc == t->inc;
-}
-
-/* Forgets the oldest DEAD/LEFT record; false if there is none. */
-static bool tomb_reap_one(mp_swim_t *sw) {
-    while (sw->ntomb > 0) {
-        sw_tomb_t t = sw->tomb[sw->tomb_head];
-        sw->tomb_head = (sw->tomb_head + 1) % sw->captomb;
-        sw->ntomb--;
-        if (tomb_valid(sw, &t)) {
-            ev_push(sw, MP_SWIM_EV_REMOVED, t.slot);
-            mp__sw_remove(sw, t.slot);
-            return true;
-        }
-    }
-    return false;
-}
-
-static void make_final(mp_swim_t *sw, uint64_t now, uint32_t slot, uint8_t st,
-                       bool spread) {
-    uint8_t prev = sw->mem[slot].state;
-    if (prev == MP_SWIM_SUSPECT)
-        sus_del(sw, slot);
-    sw->mem[slot].intent = 0;
-    set_state(sw, slot, st);
-    /* DEAD -> LEFT at the same incarnation keeps its FIFO entry: one
-     * entry per record, or a later reuse of the slot could be reaped. */
-    if (is_live(prev))
-        tomb_push(sw, slot, now);
-    ev_push(sw, st == MP_SWIM_LEFT ? MP_SWIM_EV_LEFT : MP_SWIM_EV_DEAD, slot);
-    if (spread)
-        mp__sw_enqueue(sw, slot, SW_Q_DOUBT);
-}
-
-static uint32_t add_member(mp_swim_t *sw, const uint8_t *id) {
-    /* A full table makes room by forgetting its oldest DEAD/LEFT record:
-     * a flood of made-up members cannot keep real ones out for longer than
-     * it takes to declare the made-up ones dead. */
-    if (sw->nused >= sw->cfg.max_members && !tomb_reap_one(sw)) {
-        sw->stats.refused_cap++;
-        return SW_NONE;
-    }
-    uint32_t s = mp__sw_add(sw, id);
-    if (s == SW_NONE) {
-        sw->stats.refused_cap++;
-        return SW_NONE;
-    }
-    sw->nlive++; /* mp__sw_add makes it ALIVE */
-    return s;
-}
-
 /* ------------------------------------------------------------------ */
-/* addresses                                                           */
-
-static uint32_t hint_find(const mp_swim_t *sw, uint32_t slot) {
-    for (uint32_t h = 0; h < sw->nhints; h++)
-        if (sw->hints[h].slot == slot)
-            return h;
-    return SW_NONE;
-}
-
-static void hint_drop(mp_swim_t *sw, uint32_t slot) {
-    uint32_t h = hint_find(sw, slot);
-    if (h != SW_NONE) {
-        uint32_t off = sw->hints[h].off;
-        sw->hints[h] = sw->hints[--sw->nhints];
-        mp__sw_release(sw, off);
-    }
-}
-
-static void hint_set(mp_swim_t *sw, uint32_t slot, const char *addr) {
-    uint32_t h = hint_find(sw, slot);
-    if (h != SW_NONE && strcmp(mp__sw_str(sw, sw->hints[h].off), addr) == 0)
-        return;
-    hint_drop(sw, slot);
-    if (sw->nhints == SW_HINTS_MAX)
-        hint_drop(sw, sw->hints[mp__sw_rand_below(sw, SW_HINTS_MAX)].slot);
-    uint32_t off = mp__sw_store(sw, addr);
-    if (off == 0)
-        return;
-    sw->hints[sw->nhints].slot = slot;
-    sw->hints[sw->nhints].off = off;
-    sw->nhints++;
-}
-
-/* Applies an address claim; true if the address in use changed. Only the
- * member itself (direct) sets a confirmed address. A third party may fill
- * in an address we only have by hearsay, or that of a DEAD/LEFT record (a
- * restart may have moved it); anything else is only a hint. */
-static bool take_addr(mp_swim_t *sw, uint32_t slot, const char *addr,
-                      bool direct, uint8_t prev_state) {
-    sw_mem_t *m = &sw->mem[slot];
-    if (addr[0] == '\0')
-        return false;
-    if (strcmp(mp__sw_str(sw, m->addr), addr) == 0) {
-        if (direct) {
-            m->flags |= MF_CONFIRMED;
-            hint_drop(sw, slot);
-        }
-        return false;
-    }
-    if (direct || !(m->flags & MF_CONFIRMED) || prev_state == MP_SWIM_DEAD ||
-        prev_state == MP_SWIM_LEFT) {
-        mp__sw_set_addr(sw, slot, addr);
-        if (direct)
-            m->flags |= MF_CONFIRMED;
-        else
-            m->flags &= (uint8_t)~MF_CONFIRMED;
-        hint_drop(sw, slot);
-        ev_push(sw, MP_SWIM_EV_ADDR, slot);
-        return true;
-    }
-    hint_set(sw, slot, addr);
-    sw->stats.addr_hints++;
-    ev_push(sw, MP_SWIM_EV_HINT, slot);
-    return false;
-}
-
 /* ------------------------------------------------------------------ */
-/* updates                                                             */
-
-enum {
-    AB_GOSSIP, /* piggyback: learn, and pass on what was news */
-    AB_SYNC,   /* page of a join: learn silently, it is old news */
-    AB_HEADER  /* a message's sender: known members only (no address) */
-};
-
-static bool update_valid(const mp_swim_update_t *u) {
-    if (u->state > MP_SWIM_LEFT || u->has_addr > 1)
-        return false;
-    if (u->state != MP_SWIM_ALIVE && u->inc > MP_SWIM_INC_CLAIM_MAX)
-        return false;
-    return !u->has_addr || addr_ok(u->addr);
-}
-
-/* Someone says something about this peer. Whatever claims it is suspect,
- * dead or left at our incarnation or later (or alive later, or alive at
- * our incarnation somewhere else) is refuted by taking a newer one. */
-static void self_claim(mp_swim_t *sw, const mp_swim_update_t *u) {
-    sw_mem_t *me = &sw->mem[sw->self];
-    uint64_t want = 0;
-    if (sw->left)
-        return;
-    if (u->state == MP_SWIM_ALIVE) {
-        if (u->inc > me->inc)
-            want = (uint64_t)u->inc + 1;
-        else if (u->inc == me->inc && u->has_addr &&
-                 strcmp(u->addr, mp__sw_str(sw, me->addr)) != 0)
-            want = (uint64_t)me->inc + 1;
-    } else if (u->inc >= me->inc) {
-        want = (uint64_t)u->inc + 1;
-    }
-    if (want == 0)
-        return;
-    if (want > UINT32_MAX)
-        want = UINT32_MAX;
-    if (want <= me->inc) {
-        sw->stats.inc_exhausted++;
-        return;
-    }
-    me->inc = (uint32_t)want;
-    sw->stats.refutes++;
-    ev_push(sw, MP_SWIM_EV_REFUTED, sw->self);
-    mp__sw_enqueue(sw, sw->self, SW_Q_ALIVE);
-}
-
-static void absorb_one(mp_swim_t *sw, uint64_t now, const uint8_t *from,
-                       const mp_swim_update_t *u, int mode) {
-    if (!update_valid(u)) {
-        sw->stats.rejected++;
-        return;
-    }
-    if (is_self(sw, u->id)) {
-        self_claim(sw, u);
-        return;
-    }
-    if (sw->left)
-        return;
-    bool direct = from != NULL && memcmp(from, u->id, MP_SWIM_ID_BYTES) == 0;
-    bool spread = mode != AB_SYNC;
-    const char *addr = u->has_addr ? u->addr : "";
-    uint32_t s = mp__sw_find(sw, u->id);
-
-    if (s == SW_NONE) {
-        /* Nothing to remove; and a sender we know only from a header has
-         * no address to reach it by yet. */
-        if (u->state == MP_SWIM_DEAD || u->state == MP_SWIM_LEFT ||
-            mode == AB_HEADER)
-            return;
-        s = add_member(sw, u->id);
-        if (s == SW_NONE)
-            return;
-        sw->mem[s].inc = u->inc;
-        if (addr[0] != '\0') {
-            mp__sw_set_addr(sw, s, addr);
-            if (direct)
-                sw->mem[s].flags |= MF_CONFIRMED;
-        }
-        ev_push(sw, MP_SWIM_EV_JOINED, s);
-        if (u->state == MP_SWIM_SUSPECT)
-            start_suspect(sw, now, s, u->inc, MP_SWIM_SUSPECT, false);
-        if (spread)
-            mp__sw_enqueue(sw, s, SW_Q_NEW);
-        return;
-    }
-
-    sw_mem_t *m = &sw->mem[s];
-    uint8_t prev = m->state;
-    switch (u->state) {
-    case MP_SWIM_ALIVE:
-        if (u->inc > m->inc) {
-            if (prev == MP_SWIM_SUSPECT)
-                sus_del(sw, s);
-            m->inc = u->inc;
-            m->intent = 0;
-            set_state(sw, s, MP_SWIM_ALIVE);
-            take_addr(sw, s, addr, direct, prev);
-            if (prev != MP_SWIM_ALIVE)
-                ev_push(sw, MP_SWIM_EV_ALIVE, s);
-            if (spread)
-                mp__sw_enqueue(sw, s, SW_Q_ALIVE);
-        } else if (direct) {
-            /* It is talking to us, so it is alive; but our record of it is
-             * newer than what it says: it must hear that record (a
-             * restart, or a suspicion it has not refuted yet). */
-            if (u->inc < m->inc || prev != MP_SWIM_ALIVE) {
-                m->flags |= MF_CORRECT;
-                if (prev == MP_SWIM_SUSPECT)
-                    sus_set(sw, s, add_sat(now, mp__swim_suspicion_ms(sw)));
-            } else if (take_addr(sw, s, addr, true, prev) && spread) {
-                mp__sw_enqueue(sw, s, SW_Q_ALIVE);
-            }
-        }
-        return;
-    case MP_SWIM_LEFT:
-        if (direct) {
-            if (u->inc >= m->inc && prev != MP_SWIM_LEFT) {
-                m->inc = u->inc;
-                make_final(sw, now, s, MP_SWIM_LEFT, spread);
-            }
-            return;
-        }
-        break;
-    default:
-        break;
-    }
-
-    /* SUSPECT, or DEAD/LEFT from a third party: a suspicion this peer
-     * times itself, ending as what the update says. */
-    uint8_t intent = u->state;
-    bool doubt = false;
-    if (prev == MP_SWIM_ALIVE) {
-        doubt = u->inc >= m->inc;
-    } else if (prev == MP_SWIM_SUSPECT) {
-        doubt = u->inc > m->inc;
-        if (u->inc == m->inc && intent == MP_SWIM_LEFT)
-            m->intent = MP_SWIM_LEFT;
-    } else {
-        /* A DEAD/LEFT record, and a later incarnation is suspected: it came
-         * back (we missed that) and is in doubt again. */
-        doubt = u->inc > m->inc;
-    }
-    if (doubt) {
-        sw->stats.downgraded += intent != MP_SWIM_SUSPECT;
-        start_suspect(sw, now, s, u->inc, intent, spread);
-        if (sw->mem[s].state == MP_SWIM_SUSPECT)
-            urgent_probe(sw, s);
-    }
-}
-
-void mp__swim_absorb(mp_swim_t *sw, uint64_t now_ms,
-                     const uint8_t from[MP_SWIM_ID_BYTES],
-                     const mp_swim_update_t *updates, size_t n) {
-    if (sw == NULL || (updates == NULL && n > 0))
-        return;
-    for (size_t i = 0; i < n; i++)
-        absorb_one(sw, now_ms, from, &updates[i], AB_GOSSIP);
-}
-
-size_t mp__swim_take_updates(mp_swim_t *sw, const uint8_t to[MP_SWIM_ID_BYTES],
-                             size_t max_bytes, mp_swim_update_t *out,
-                             size_t max_n) {
-    if (sw == NULL || out == NULL || max_n == 0)
-        return 0;
-    size_t n = 0, used = 0;
-    uint32_t first = SW_NONE, corr = SW_NONE;
-    /* After a leave, the LEFT record goes first on everything. */
-    if (sw->left) {
-        mp__sw_member_update(sw, sw->self, false, &out[n]);
-        size_t sz = mp__swim_update_bytes(&out[n]);
-        if (sz <= max_bytes) {
-            used += sz;
-            n++;
-            first = sw->self;
-        }
-    }
-    uint32_t s = to != NULL ? mp__sw_find(sw, to) : SW_NONE;
-    if (n < max_n && s != SW_NONE && s != sw->self &&
-        (sw->mem[s].flags & MF_CORRECT)) {
-        mp__sw_member_update(sw, s, false, &out[n]);
-        size_t sz = mp__swim_update_bytes(&out[n]);
-        if (sz <= max_bytes - used && (out[n].state == MP_SWIM_ALIVE ||
-                                       out[n].inc <= MP_SWIM_INC_CLAIM_MAX)) {
-            used += sz;
-            n++;
-            corr = s;
-            sw->mem[s].flags &= (uint8_t)~MF_CORRECT;
-        }
-    }
-    /* A member we doubt gets its own record only: gossip sent to a peer
-     * that is probably gone would use up retransmissions for nothing. */
-    if (s != SW_NONE && s != sw->self && sw->mem[s].state != MP_SWIM_ALIVE)
-        return n;
-    if (n < max_n)
-        n += mp__sw_take(sw, first, corr, max_bytes - used, out + n, max_n - n);
-    return n;
-}
-
 /* ------------------------------------------------------------------ */
 /* lifecycle                                                           */
 
@@ -611,7 +81,7 @@ moshpit_err_t mp__swim_new(const mp_swim_config_t *cfg,
         mp__swim_config_default(&def);
         cfg = &def;
     }
-    if (self_id == NULL || !addr_ok(self_addr) || !cfg_ok(cfg))
+    if (self_id == NULL || !sw_addr_ok(self_addr) || !cfg_ok(cfg))
         return MOSHPIT_EINVAL;
     mp_swim_t *sw = calloc(1, sizeof *sw);
     if (sw == NULL)
@@ -674,8 +144,8 @@ static void sync_start(mp_swim_t *sw, uint64_t now, uint32_t slot,
     sw->sync_cursor = 0;
     sw->sync_tries = 0;
     sw->sync_pages = 0;
-    sw->sync_deadline = add_sat(now, sw->cfg.sync_timeout_ms);
-    sw_out_t *o = out_push(sw, MP_SWIM_MSG_SYNC_REQ, sw->sync_boot);
+    sw->sync_deadline = sw_add_sat(now, sw->cfg.sync_timeout_ms);
+    sw_out_t *o = mp__sw_out(sw, MP_SWIM_MSG_SYNC_REQ, sw->sync_boot);
     if (o != NULL)
         o->cursor = 0;
 }
@@ -690,24 +160,24 @@ static void sync_end(mp_swim_t *sw, uint64_t now, bool ok) {
     if (ok) {
         sw->synced = true;
         if (sw->cfg.resync_ms > 0)
-            sw->resync_at = add_sat(now, sw->cfg.resync_ms);
+            sw->resync_at = sw_add_sat(now, sw->cfg.resync_ms);
     }
     if (boot != SW_NONE)
-        ev_push(sw, ok ? MP_SWIM_EV_SYNCED : MP_SWIM_EV_SYNC_FAILED, boot);
+        mp__sw_event(sw, ok ? MP_SWIM_EV_SYNCED : MP_SWIM_EV_SYNC_FAILED, boot);
 }
 
 moshpit_err_t mp__swim_join(mp_swim_t *sw, uint64_t now_ms,
                             const uint8_t boot_id[MP_SWIM_ID_BYTES],
                             const char *boot_addr) {
-    if (sw == NULL || boot_id == NULL || !addr_ok(boot_addr) || sw->left ||
-        is_self(sw, boot_id))
+    if (sw == NULL || boot_id == NULL || !sw_addr_ok(boot_addr) || sw->left ||
+        sw_is_self(sw, boot_id))
         return MOSHPIT_EINVAL;
     uint32_t s = mp__sw_find(sw, boot_id);
     if (s == SW_NONE) {
-        s = add_member(sw, boot_id);
+        s = mp__sw_add_member(sw, boot_id);
         if (s == SW_NONE)
             return MOSHPIT_ENOMEM;
-        ev_push(sw, MP_SWIM_EV_JOINED, s);
+        mp__sw_event(sw, MP_SWIM_EV_JOINED, s);
     }
     /* The bootstrap address comes from our own configuration. */
     if (boot_addr[0] != '\0') {
@@ -724,7 +194,7 @@ void mp__swim_leave(mp_swim_t *sw, uint64_t now_ms) {
     if (sw == NULL || sw->left)
         return;
     sw->left = true;
-    set_state(sw, sw->self, MP_SWIM_LEFT);
+    mp__sw_set_state(sw, sw->self, MP_SWIM_LEFT);
     mp__sw_enqueue(sw, sw->self, SW_Q_ALIVE);
     sw->nprobes = 0;
     sw->nrelays = 0;
@@ -745,12 +215,18 @@ void mp__swim_leave(mp_swim_t *sw, uint64_t now_ms) {
         if (dup)
             continue;
         chosen[nc++] = s;
-        out_push(sw, MP_SWIM_MSG_GOSSIP, sw->mem[s].id);
+        mp__sw_out(sw, MP_SWIM_MSG_GOSSIP, sw->mem[s].id);
     }
 }
 
 /* ------------------------------------------------------------------ */
 /* messages                                                            */
+
+static void send_ping(mp_swim_t *sw, const uint8_t *to, uint64_t seq) {
+    sw_out_t *o = mp__sw_out(sw, MP_SWIM_MSG_PING, to);
+    if (o != NULL)
+        o->seq = seq;
+}
 
 static void on_ack(mp_swim_t *sw, const uint8_t *from,
                    const mp_swim_msg_t *msg) {
@@ -778,7 +254,7 @@ static void on_ack(mp_swim_t *sw, const uint8_t *from,
         if (r->our_seq != msg->seq || msg->has_target ||
             memcmp(from, r->target, MP_SWIM_ID_BYTES) != 0)
             continue;
-        sw_out_t *o = out_push(sw, MP_SWIM_MSG_ACK, r->req);
+        sw_out_t *o = mp__sw_out(sw, MP_SWIM_MSG_ACK, r->req);
         if (o != NULL) {
             o->seq = r->req_seq;
             o->has_target = 1;
@@ -792,11 +268,11 @@ static void on_ack(mp_swim_t *sw, const uint8_t *from,
 
 static void on_ping_req(mp_swim_t *sw, uint64_t now, const uint8_t *from,
                         const mp_swim_msg_t *msg) {
-    if (!msg->has_target || is_self(sw, msg->target) ||
+    if (!msg->has_target || sw_is_self(sw, msg->target) ||
         memcmp(msg->target, from, MP_SWIM_ID_BYTES) == 0)
         return;
     uint32_t s = mp__sw_find(sw, msg->target);
-    if (s == SW_NONE || !is_live(sw->mem[s].state))
+    if (s == SW_NONE || !sw_is_live(sw->mem[s].state))
         return;
     if (sw->nrelays >= sw->cfg.max_relays) {
         sw->stats.relays_refused++;
@@ -805,7 +281,7 @@ static void on_ping_req(mp_swim_t *sw, uint64_t now, const uint8_t *from,
     sw_relay_t *r = &sw->relays[sw->nrelays++];
     r->our_seq = mp__sw_rand(sw);
     r->req_seq = msg->seq;
-    r->deadline = add_sat(now, sw->cfg.ping_req_timeout_ms);
+    r->deadline = sw_add_sat(now, sw->cfg.ping_req_timeout_ms);
     memcpy(r->req, from, MP_SWIM_ID_BYTES);
     memcpy(r->target, msg->target, MP_SWIM_ID_BYTES);
     send_ping(sw, r->target, r->our_seq);
@@ -830,7 +306,7 @@ static bool take_token(mp_swim_t *sw, uint64_t now) {
 
 static void on_sync_req(mp_swim_t *sw, const uint8_t *from,
                         const mp_swim_msg_t *msg) {
-    sw_out_t *o = out_push(sw, MP_SWIM_MSG_SYNC, from);
+    sw_out_t *o = mp__sw_out(sw, MP_SWIM_MSG_SYNC, from);
     if (o != NULL) {
         o->cursor = msg->cursor;
         sw->stats.sync_served++;
@@ -848,7 +324,7 @@ static void on_sync(mp_swim_t *sw, uint64_t now, const uint8_t *from,
     uint32_t n =
         msg->n_entries < MP_SWIM_PAGE_MAX ? msg->n_entries : MP_SWIM_PAGE_MAX;
     for (uint32_t i = 0; i < n; i++)
-        absorb_one(sw, now, from, &msg->entries[i], AB_SYNC);
+        mp__sw_absorb_one(sw, now, from, &msg->entries[i], AB_SYNC);
     sw->sync_pages++;
     if (msg->next == 0) {
         sync_end(sw, now, true);
@@ -863,8 +339,8 @@ static void on_sync(mp_swim_t *sw, uint64_t now, const uint8_t *from,
     }
     sw->sync_cursor = msg->next;
     sw->sync_tries = 0;
-    sw->sync_deadline = add_sat(now, sw->cfg.sync_timeout_ms);
-    sw_out_t *o = out_push(sw, MP_SWIM_MSG_SYNC_REQ, from);
+    sw->sync_deadline = sw_add_sat(now, sw->cfg.sync_timeout_ms);
+    sw_out_t *o = mp__sw_out(sw, MP_SWIM_MSG_SYNC_REQ, from);
     if (o != NULL)
         o->cursor = msg->next;
 }
@@ -874,7 +350,7 @@ moshpit_err_t mp__swim_on_message(mp_swim_t *sw, uint64_t now_ms,
                                   const mp_swim_msg_t *msg) {
     if (sw == NULL || from == NULL || msg == NULL)
         return MOSHPIT_EINVAL;
-    if (sw->left || is_self(sw, from))
+    if (sw->left || sw_is_self(sw, from))
         return MOSHPIT_OK;
     /* Serving a page, or admitting a stranger on its own word, is rate
      * limited: an endless stream of JOINs costs a bounded amount. */
@@ -897,11 +373,11 @@ moshpit_err_t mp__swim_on_message(mp_swim_t *sw, uint64_t now_ms,
     h->inc = msg->inc;
     h->has_addr = 0;
     h->addr[0] = '\0';
-    if (with_addr && addr_ok(msg->addr) && msg->addr[0] != '\0') {
+    if (with_addr && sw_addr_ok(msg->addr) && msg->addr[0] != '\0') {
         h->has_addr = 1;
         memcpy(h->addr, msg->addr, strlen(msg->addr) + 1);
     }
-    absorb_one(sw, now_ms, from, h, with_addr ? AB_GOSSIP : AB_HEADER);
+    mp__sw_absorb_one(sw, now_ms, from, h, with_addr ? AB_GOSSIP : AB_HEADER);
     uint32_t fs = mp__sw_find(sw, from);
     if (fs != SW_NONE)
         sw->mem[fs].flags |= MF_HEARD;
@@ -909,13 +385,13 @@ moshpit_err_t mp__swim_on_message(mp_swim_t *sw, uint64_t now_ms,
     uint32_t n =
         msg->n_updates < MP_SWIM_PB_MAX ? msg->n_updates : MP_SWIM_PB_MAX;
     for (uint32_t i = 0; i < n; i++)
-        absorb_one(sw, now_ms, from, &msg->updates[i], AB_GOSSIP);
+        mp__sw_absorb_one(sw, now_ms, from, &msg->updates[i], AB_GOSSIP);
     if (sw->left)
         return MOSHPIT_OK;
 
     switch (msg->type) {
     case MP_SWIM_MSG_PING: {
-        sw_out_t *o = out_push(sw, MP_SWIM_MSG_ACK, from);
+        sw_out_t *o = mp__sw_out(sw, MP_SWIM_MSG_ACK, from);
         if (o != NULL)
             o->seq = msg->seq;
         break;
@@ -944,24 +420,21 @@ moshpit_err_t mp__swim_on_message(mp_swim_t *sw, uint64_t now_ms,
 /* ------------------------------------------------------------------ */
 /* time                                                                */
 
-static void start_probe(mp_swim_t *sw, uint64_t now) {
+/* Probes slot's member: PING now, PING_REQs if it stays silent. */
+static void start_probe(mp_swim_t *sw, uint64_t now, uint32_t s) {
     if (sw->nprobes >= sw->cfg.max_pending_probes) {
         sw->stats.probes_skipped++;
         return;
     }
-    uint32_t s = urgent_pop(sw);
-    if (s != SW_NONE)
-        sw->mem[s].flags |= MF_CORRECT; /* the PING carries the doubt */
-    else
-        s = mp__sw_next_probe(sw);
-    if (s == SW_NONE)
-        return;
+    /* A suspect must hear it is one: the PING carries its record. */
+    if (sw->mem[s].state != MP_SWIM_ALIVE)
+        sw->mem[s].flags |= MF_CORRECT;
     sw_probe_t *p = &sw->probes[sw->nprobes++];
     memset(p, 0, sizeof *p);
     memcpy(p->id, sw->mem[s].id, MP_SWIM_ID_BYTES);
     p->seq = mp__sw_rand(sw);
-    p->direct_dl = add_sat(now, sw->cfg.ping_timeout_ms);
-    p->final_dl = add_sat(p->direct_dl, sw->cfg.ping_req_timeout_ms);
+    p->direct_dl = sw_add_sat(now, sw->cfg.ping_timeout_ms);
+    p->final_dl = sw_add_sat(p->direct_dl, sw->cfg.ping_req_timeout_ms);
     send_ping(sw, p->id, p->seq);
 }
 
@@ -981,7 +454,7 @@ static void probe_indirect(mp_swim_t *sw, sw_probe_t *p) {
         if (dup)
             continue;
         memcpy(p->k_ids[p->nk++], sw->mem[s].id, MP_SWIM_ID_BYTES);
-        sw_out_t *o = out_push(sw, MP_SWIM_MSG_PING_REQ, sw->mem[s].id);
+        sw_out_t *o = mp__sw_out(sw, MP_SWIM_MSG_PING_REQ, sw->mem[s].id);
         if (o != NULL) {
             o->seq = p->seq;
             o->has_target = 1;
@@ -1007,13 +480,13 @@ static bool probe_tick(mp_swim_t *sw, uint64_t now, sw_probe_t *p) {
     /* Nobody reached it: suspect it, and tell it so directly, in case it
      * is only slow or its answers were lost. */
     sw->stats.suspicions++;
-    start_suspect(sw, now, s, sw->mem[s].inc, MP_SWIM_SUSPECT, true);
+    mp__sw_suspect(sw, now, s, sw->mem[s].inc, MP_SWIM_SUSPECT, true);
     sw->mem[s].flags |= MF_CORRECT;
     p->seq = mp__sw_rand(sw);
     p->notify = 1;
     p->indirect = 0;
     p->nk = 0;
-    p->direct_dl = add_sat(now, sw->cfg.ping_timeout_ms);
+    p->direct_dl = sw_add_sat(now, sw->cfg.ping_timeout_ms);
     send_ping(sw, p->id, p->seq);
     return false;
 }
@@ -1034,37 +507,15 @@ void mp__swim_tick(mp_swim_t *sw, uint64_t now_ms) {
         else
             i++;
     }
-    for (uint32_t i = 0; i < sw->nsus;) {
-        if (now < sw->sus[i].deadline) {
-            i++;
-            continue;
-        }
-        uint32_t s = sw->sus[i].slot;
-        /* make_final removes entry i; the next one moves into it. */
-        make_final(sw, now, s,
-                   sw->mem[s].intent == MP_SWIM_LEFT ? MP_SWIM_LEFT
-                                                     : MP_SWIM_DEAD,
-                   true);
-    }
-    while (sw->ntomb > 0) {
-        const sw_tomb_t *t = &sw->tomb[sw->tomb_head];
-        if (!tomb_valid(sw, t)) {
-            sw->tomb_head = (sw->tomb_head + 1) % sw->captomb;
-            sw->ntomb--;
-        } else if (add_sat(t->since, sw->cfg.dead_retain_ms) <= now) {
-            tomb_reap_one(sw);
-        } else {
-            break;
-        }
-    }
+    mp__sw_expire(sw, now);
     if (sw->sync_active && now >= sw->sync_deadline) {
         uint32_t boot = mp__sw_find(sw, sw->sync_boot);
         if (sw->sync_tries >= sw->cfg.sync_retries || boot == SW_NONE) {
             sync_end(sw, now, false);
         } else {
             sw->sync_tries++;
-            sw->sync_deadline = add_sat(now, sw->cfg.sync_timeout_ms);
-            sw_out_t *o = out_push(sw, MP_SWIM_MSG_SYNC_REQ, sw->sync_boot);
+            sw->sync_deadline = sw_add_sat(now, sw->cfg.sync_timeout_ms);
+            sw_out_t *o = mp__sw_out(sw, MP_SWIM_MSG_SYNC_REQ, sw->sync_boot);
             if (o != NULL)
                 o->cursor = sw->sync_cursor;
         }
@@ -1080,7 +531,17 @@ void mp__swim_tick(mp_swim_t *sw, uint64_t now_ms) {
             sync_start(sw, now, s, true);
     }
     if (now >= sw->next_probe) {
-        start_probe(sw, now);
+        /* One probe per period in round-robin order, and, on top, at most
+         * one urgent probe of a member someone else doubts, with the doubt
+         * on its PING. It does not replace the round robin: when several
+         * peers fail at once, that is what finds the ones nobody has
+         * suspected yet. */
+        uint32_t s = mp__sw_next_probe(sw);
+        if (s != SW_NONE)
+            start_probe(sw, now, s);
+        s = mp__sw_urgent_pop(sw);
+        if (s != SW_NONE)
+            start_probe(sw, now, s);
         sw->next_probe += sw->cfg.period_ms;
         if (sw->next_probe <= now)
             sw->next_probe = now + sw->cfg.period_ms;
@@ -1103,7 +564,7 @@ uint64_t mp__swim_next_wakeup(const mp_swim_t *sw) {
         t = sw->sus[i].deadline < t ? sw->sus[i].deadline : t;
     if (sw->ntomb > 0) {
         uint64_t d =
-            add_sat(sw->tomb[sw->tomb_head].since, sw->cfg.dead_retain_ms);
+            sw_add_sat(sw->tomb[sw->tomb_head].since, sw->cfg.dead_retain_ms);
         t = d < t ? d : t;
     }
     if (sw->sync_active && sw->sync_deadline < t)
@@ -1175,7 +636,7 @@ bool mp__swim_poll_event(mp_swim_t *sw, mp_swim_event_t *ev) {
 
 bool mp__swim_addr_verified(mp_swim_t *sw, const uint8_t id[MP_SWIM_ID_BYTES],
                             const char *addr) {
-    if (sw == NULL || id == NULL || !addr_ok(addr) || addr[0] == '\0')
+    if (sw == NULL || id == NULL || !sw_addr_ok(addr) || addr[0] == '\0')
         return false;
     uint32_t s = mp__sw_find(sw, id);
     if (s == SW_NONE || s == sw->self)
@@ -1185,9 +646,9 @@ bool mp__swim_addr_verified(mp_swim_t *sw, const uint8_t id[MP_SWIM_ID_BYTES],
     if (changed && sw->mem[s].addr == 0)
         return false; /* out of memory */
     sw->mem[s].flags |= MF_CONFIRMED;
-    hint_drop(sw, s);
+    mp__sw_hint_drop(sw, s);
     if (changed)
-        ev_push(sw, MP_SWIM_EV_ADDR, s);
+        mp__sw_event(sw, MP_SWIM_EV_ADDR, s);
     return true;
 }
 
@@ -1200,7 +661,7 @@ static void fill_member(const mp_swim_t *sw, uint32_t s,
     out->addr_confirmed = (m->flags & MF_CONFIRMED) != 0;
     out->inc = m->inc;
     out->addr = mp__sw_str(sw, m->addr);
-    uint32_t h = hint_find(sw, s);
+    uint32_t h = mp__sw_hint_find(sw, s);
     out->hint = h == SW_NONE ? NULL : mp__sw_str(sw, sw->hints[h].off);
 }
 

@@ -26,18 +26,23 @@
  *   the suspicion timeout (suspicion_mult * period_ms * ceil(log2(n+1)),
  *   at least suspicion_min_ms, n = live members), it is DEAD. Every peer
  *   runs this timer itself from the moment it hears of the suspicion, and
- *   a peer that hears of it from someone else probes the suspect next
- *   (instead of the round-robin choice), with the suspicion on that PING:
- *   a live suspect learns of it within about a period and refutes, even
- *   when gossip is congested. No extra messages.
+ *   a peer that hears of it from someone else also probes the suspect in
+ *   its next period (at most one such urgent probe per period, on top of
+ *   the round-robin one), with the suspicion on that PING: a live suspect
+ *   learns of it within about a period and refutes, even when gossip is
+ *   congested.
  * - Incarnations. Each member owns a 32-bit incarnation number that only it
  *   raises. For the same member, ALIVE@i beats anything @j < i; SUSPECT@i
  *   beats ALIVE@j <= i; DEAD/LEFT@i beat both @j <= i. A member that hears
  *   any claim that it is suspect/dead/left at incarnation i >= its own (or
- *   alive at i > its own) takes i+1 and gossips ALIVE@i+1: that refutes.
+ *   alive at i > its own, or alive at its own with another address) takes
+ *   i+1 and gossips ALIVE@i+1: that refutes.
  * - Gossip. Every state change is queued and piggybacked on outgoing
- *   messages, fewest-sent first, each about retransmit_mult *
- *   ceil(log2(n+1)) times, within a byte budget per message.
+ *   messages within a byte budget per message, each about
+ *   retransmit_mult * ceil(log2(n+1)) times: alive news (own record,
+ *   refutations) strictly before doubt (suspect/dead/left) before members
+ *   new to us, fewest-sent first within each. Messages to a member in
+ *   doubt carry only its own record.
  * - Leave. mp__swim_leave marks self LEFT and sends that update directly to
  *   leave_fanout members; from there it spreads by gossip.
  * - Join. mp__swim_join(bootstrap) asks one live member for its member list
@@ -71,11 +76,12 @@
  * - A third party's address for a member whose address is confirmed is
  *   kept as a hint (EV_HINT); the driver may dial it with the member's key,
  *   and if the CURVE handshake succeeds, call mp__swim_addr_verified.
- * - Caps: members (max_members; beyond, new ones are refused and counted),
- *   gossip queue, pending probes, relayed probes, events, outgoing
- *   messages, and SYNC requests served per second (token bucket). Whatever
- *   is refused or dropped is counted in mp_swim_stats_t for the driver to
- *   log.
+ * - Caps: members (max_members; when full the oldest DEAD/LEFT record
+ *   makes room, else new ones are refused and counted), gossip queue,
+ *   pending probes, relayed probes, events, outgoing messages, and a token
+ *   bucket for SYNC_REQs served and strangers admitted by their own PING
+ *   (over it the whole message is dropped). Whatever is refused or dropped
+ *   is counted in mp_swim_stats_t for the driver to log.
  *
  * Driver loop (see tests/sim/test_sim_swim.c for a complete one):
  *
@@ -116,15 +122,24 @@ typedef enum {
     MP_SWIM_LEFT = 3
 } mp_swim_state_t;
 
+/* Configuration; defaults in parentheses. mp__swim_new refuses (EINVAL):
+ * a zero period or timeout, indirect_k > 8, suspicion_mult outside
+ * 1..1000, retransmit_mult outside 1..16, piggyback_bytes > 4096,
+ * max_members < 2, queue_max outside 1..2^24, max_pending_probes outside
+ * 1..1024, max_relays > 4096, page_size outside 1..32, page_bytes outside
+ * 512..9600, sync_rate > 10^6, sync_burst outside 1..10^6,
+ * leave_fanout > 64, zero events_max or out_max. (The byte limits keep
+ * every message within MP_SWIM_MSG_MAX.) */
 typedef struct mp_swim_config {
     uint32_t period_ms;           /* protocol period: one probe each (250) */
     uint32_t ping_timeout_ms;     /* direct ACK wait (200) */
     uint32_t ping_req_timeout_ms; /* indirect phase after that (400) */
-    uint32_t indirect_k;          /* PING_REQs per failed probe, <= 8 (3) */
-    uint32_t suspicion_mult; /* timeout = mult * period * ceil(log2(n+1)) (2) */
+    uint32_t indirect_k;          /* PING_REQs per failed probe (3) */
+    /* suspicion timeout = mult * period * ceil(log2(n+1)) (2) */
+    uint32_t suspicion_mult;
     uint32_t suspicion_min_ms; /* floor of that timeout (2000) */
-    uint32_t
-        retransmit_mult; /* sends per update = mult * ceil(log2(n+1)) (2) */
+    /* sends per update = mult * ceil(log2(n+1)), at most 63 (2) */
+    uint32_t retransmit_mult;
     uint32_t piggyback_bytes;    /* update bytes per SWIM message (1024) */
     uint32_t max_members;        /* member table cap, self included (65536) */
     uint32_t queue_max;          /* gossip updates queued at once (4096) */
@@ -132,15 +147,15 @@ typedef struct mp_swim_config {
     uint32_t max_relays;         /* PING_REQs being served at once (64) */
     uint32_t page_size;          /* entries per SYNC page, <= 32 (32) */
     uint32_t page_bytes;         /* entry bytes per SYNC page (8192) */
-    uint32_t sync_rate;          /* SYNC_REQs served per second (50) */
-    uint32_t sync_burst;         /* token bucket depth (50) */
-    uint32_t sync_timeout_ms;    /* joiner: wait per page (1000) */
-    uint32_t sync_retries;       /* joiner: resends of one page (5) */
-    uint32_t resync_ms;          /* joiner: second pull, 0 = none (10000) */
-    uint32_t dead_retain_ms;     /* DEAD/LEFT records kept (60000) */
-    uint32_t leave_fanout;       /* direct LEAVE notices (4) */
-    uint32_t events_max;         /* undelivered events kept (4096) */
-    uint32_t out_max;            /* unsent messages kept (512) */
+    uint32_t sync_rate;  /* SYNC_REQs served + strangers admitted /s (50) */
+    uint32_t sync_burst; /* token bucket depth (50) */
+    uint32_t sync_timeout_ms; /* joiner: wait per page (1000) */
+    uint32_t sync_retries;    /* joiner: resends of one page (5) */
+    uint32_t resync_ms;       /* joiner: second pull, 0 = none (10000) */
+    uint32_t dead_retain_ms;  /* DEAD/LEFT records kept (60000) */
+    uint32_t leave_fanout;    /* direct LEAVE notices (4) */
+    uint32_t events_max;      /* undelivered events kept (4096) */
+    uint32_t out_max;         /* unsent messages kept (512) */
 } mp_swim_config_t;
 
 /* Fills *cfg with the defaults shown above. */
@@ -295,10 +310,13 @@ void mp__swim_absorb(mp_swim_t *sw, uint64_t now_ms,
                      const mp_swim_update_t *updates, size_t n);
 
 /* Takes gossip updates to piggyback on a message to `to` (NULL: unknown
- * receiver): at most max_n (<= MP_SWIM_PB_MAX useful) whose sizes
- * (mp__swim_update_bytes) add up to at most max_bytes. A correction for
- * `to` comes first. Each taken update counts as one transmission. Returns
- * how many were written to out. */
+ * receiver): at most max_n (at most MP_SWIM_PB_MAX are taken) whose sizes
+ * (mp__swim_update_bytes) add up to at most max_bytes. After a leave our
+ * LEFT record comes first, then a correction for `to` if it is due; a
+ * member in doubt gets nothing else. Each taken update counts as one
+ * transmission. Returns how many were written to out. Encode them with
+ * mp__swim_block_encode (a GOSSIP message, at most MP_SWIM_BLOCK_OVERHEAD
+ * bytes more than max_bytes). */
 size_t mp__swim_take_updates(mp_swim_t *sw, const uint8_t to[MP_SWIM_ID_BYTES],
                              size_t max_bytes, mp_swim_update_t *out,
                              size_t max_n);

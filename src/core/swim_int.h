@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * swim_int.h - internals of the SWIM machine shared by swim.c (protocol)
- * and swim_table.c (storage: member slots, id index, address arena, probe
- * order, gossip queue). Not part of the core's interface: only these two
- * files include it.
+ * swim_int.h - internals of the SWIM machine shared by swim.c (protocol),
+ * swim_member.c (what updates do to member records) and swim_table.c
+ * (storage: member slots, id index, address arena, probe order, gossip
+ * queue, event and message rings). Not part of the core's interface: only
+ * these three files include it.
  */
 #ifndef MP_CORE_SWIM_INT_H
 #define MP_CORE_SWIM_INT_H
+
+#include <string.h>
 
 #include "core/swim.h"
 
@@ -110,8 +113,11 @@ struct mp_swim {
     uint32_t nused; /* slots holding a member (self and records included) */
     uint32_t nlive; /* ALIVE or SUSPECT, self included */
 
-    /* id -> slot, open addressing with linear probing */
+    /* id -> slot, open addressing with linear probing; htag holds 16 more
+     * bits of each entry's hash, so a probe step rarely has to look at the
+     * member itself (a cache miss per step in large views) */
     uint32_t *hix;
+    uint16_t *htag;
     uint32_t hcap; /* power of two, or 0 */
 
     /* address strings */
@@ -165,6 +171,22 @@ struct mp_swim {
     mp_swim_stats_t stats;
 };
 
+static inline bool sw_addr_ok(const char *s) {
+    return s != NULL && strnlen(s, MP_SWIM_ADDR_MAX) < MP_SWIM_ADDR_MAX;
+}
+
+static inline bool sw_is_live(uint8_t st) {
+    return st == MP_SWIM_ALIVE || st == MP_SWIM_SUSPECT;
+}
+
+static inline bool sw_is_self(const mp_swim_t *sw, const uint8_t *id) {
+    return memcmp(sw->mem[sw->self].id, id, MP_SWIM_ID_BYTES) == 0;
+}
+
+static inline uint64_t sw_add_sat(uint64_t a, uint64_t b) {
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 /* ---- swim_table.c ---- */
 uint64_t mp__sw_rand(mp_swim_t *sw);
 uint64_t mp__sw_rand_below(mp_swim_t *sw, uint64_t bound); /* bound > 0 */
@@ -191,6 +213,15 @@ void mp__sw_enqueue(mp_swim_t *sw, uint32_t slot, unsigned cls);
 void mp__sw_dequeue(mp_swim_t *sw, uint32_t slot);
 uint32_t mp__sw_retransmits(const mp_swim_t *sw);
 uint32_t mp__sw_ceil_log2(uint64_t x);
+/* Grows a ring buffer (making it start at index 0); false at max entries
+ * or out of memory. */
+bool mp__sw_ring_grow(void **buf, uint32_t *cap, uint32_t *head, uint32_t n,
+                      size_t esz, uint32_t max);
+/* Queues an event about slot's member (dropped and counted when full). */
+void mp__sw_event(mp_swim_t *sw, mp_swim_event_type_t type, uint32_t slot);
+/* Queues a message to `to`, zeroed but for type and destination; NULL
+ * (counted) when full. */
+sw_out_t *mp__sw_out(mp_swim_t *sw, uint8_t type, const uint8_t *to);
 /* The state a record travels as: a suspicion that would end as LEFT
  * travels as LEFT, one that would end as DEAD as SUSPECT. */
 uint8_t mp__sw_wire_state(const sw_mem_t *m);
@@ -203,5 +234,29 @@ void mp__sw_member_update(const mp_swim_t *sw, uint32_t slot, bool with_addr,
  * transmission each and retires those sent mp__sw_retransmits times. */
 size_t mp__sw_take(mp_swim_t *sw, uint32_t skip1, uint32_t skip2, size_t budget,
                    mp_swim_update_t *out, size_t max_n);
+
+/* ---- swim_member.c ---- */
+enum {
+    AB_GOSSIP, /* piggyback: learn, and pass on what was news */
+    AB_SYNC,   /* page of a join: learn silently, it is old news */
+    AB_HEADER  /* a message's sender: known members only (no address) */
+};
+/* Applies one update (from: the authenticated sender, or NULL). */
+void mp__sw_absorb_one(mp_swim_t *sw, uint64_t now, const uint8_t *from,
+                       const mp_swim_update_t *u, int mode);
+/* Keeps liveness counts right; every state change goes through it. */
+void mp__sw_set_state(mp_swim_t *sw, uint32_t slot, uint8_t st);
+/* slot becomes SUSPECT at inc with its own timer; spread = gossip it. */
+void mp__sw_suspect(mp_swim_t *sw, uint64_t now, uint32_t slot, uint32_t inc,
+                    uint8_t intent, bool spread);
+/* Next suspect to probe ahead of the round robin, or SW_NONE. */
+uint32_t mp__sw_urgent_pop(mp_swim_t *sw);
+/* A new slot for id, making room by forgetting the oldest DEAD/LEFT
+ * record when the table is full; SW_NONE (counted) if refused. */
+uint32_t mp__sw_add_member(mp_swim_t *sw, const uint8_t *id);
+uint32_t mp__sw_hint_find(const mp_swim_t *sw, uint32_t slot);
+void mp__sw_hint_drop(mp_swim_t *sw, uint32_t slot);
+/* Suspicion timers and DEAD/LEFT record expiry due at now. */
+void mp__sw_expire(mp_swim_t *sw, uint64_t now);
 
 #endif

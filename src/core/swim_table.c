@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * swim_table.c - storage of the SWIM machine (swim.c has the protocol):
- * member slots with a free list, the id -> slot index (open addressing,
- * keyed hash so that chosen ids cannot pile up in one chain), the arena of
- * address strings, the randomized round-robin probe order, and the gossip
- * queue (lists per transmission count, so "fewest sent first" is O(1)).
- * Every structure grows on demand up to the caps of the configuration and
- * is freed in one place. The internal random generator (splitmix64) lives
- * here too.
+ * swim_table.c - storage of the SWIM machine (swim.c has the protocol,
+ * swim_member.c the record rules): member slots with a free list, the
+ * id -> slot index (open addressing, keyed hash so that chosen ids cannot
+ * pile up in one chain, 16-bit tags), the arena of address strings, the
+ * randomized round-robin probe order, the gossip queue (lists per class
+ * and transmission count, so "most important, fewest sent first" is O(1)),
+ * and the event and outgoing-message rings. Every structure grows on
+ * demand up to the caps of the configuration and is freed in one place.
+ * The internal random generator (splitmix64) lives here too.
  */
 #include "core/swim_int.h"
 
@@ -55,31 +56,48 @@ static uint64_t id_hash(const mp_swim_t *sw, const uint8_t *id) {
     return h;
 }
 
+static uint16_t tag_of(uint64_t h) {
+    return (uint16_t)(h >> 48);
+}
+
 static uint32_t hix_home(const mp_swim_t *sw, uint32_t slot) {
     return (uint32_t)id_hash(sw, sw->mem[slot].id) & (sw->hcap - 1);
 }
 
 static void hix_put(mp_swim_t *sw, uint32_t slot) {
-    uint32_t mask = sw->hcap - 1, i = hix_home(sw, slot);
+    uint64_t h = id_hash(sw, sw->mem[slot].id);
+    uint32_t mask = sw->hcap - 1, i = (uint32_t)h & mask;
     while (sw->hix[i] != SW_NONE)
         i = (i + 1) & mask;
     sw->hix[i] = slot;
+    sw->htag[i] = tag_of(h);
+}
+
+/* Load factor at most 3/4: with the keyed hash, linear probing stays
+ * short, and a 10,000-member view needs only 64 KiB of index. */
+static bool hix_full(uint64_t need, uint64_t cap) {
+    return need * 4 > cap * 3;
 }
 
 static bool hix_grow(mp_swim_t *sw, uint32_t need) {
-    /* Load factor at most 1/2 keeps linear probing short. */
-    if ((uint64_t)need * 2 <= sw->hcap)
+    if (!hix_full(need, sw->hcap))
         return true;
     uint64_t cap = sw->hcap ? sw->hcap : 64;
-    while ((uint64_t)need * 2 > cap)
+    while (hix_full(need, cap))
         cap *= 2;
     if (cap > UINT32_MAX / 2 + 1)
         return false;
     uint32_t *n = malloc((size_t)cap * sizeof *n);
-    if (n == NULL)
+    uint16_t *t = malloc((size_t)cap * sizeof *t);
+    if (n == NULL || t == NULL) {
+        free(n);
+        free(t);
         return false;
+    }
     free(sw->hix);
+    free(sw->htag);
     sw->hix = n;
+    sw->htag = t;
     sw->hcap = (uint32_t)cap;
     memset(n, 0xff, (size_t)cap * sizeof *n);
     for (uint32_t s = 0; s < sw->nslots; s++)
@@ -91,13 +109,15 @@ static bool hix_grow(mp_swim_t *sw, uint32_t need) {
 uint32_t mp__sw_find(const mp_swim_t *sw, const uint8_t id[MP_SWIM_ID_BYTES]) {
     if (sw->hcap == 0)
         return SW_NONE;
-    uint32_t mask = sw->hcap - 1;
-    uint32_t i = (uint32_t)id_hash(sw, id) & mask;
+    uint64_t h = id_hash(sw, id);
+    uint32_t mask = sw->hcap - 1, i = (uint32_t)h & mask;
+    uint16_t tag = tag_of(h);
     for (;;) {
         uint32_t s = sw->hix[i];
         if (s == SW_NONE)
             return SW_NONE;
-        if (memcmp(sw->mem[s].id, id, MP_SWIM_ID_BYTES) == 0)
+        if (sw->htag[i] == tag &&
+            memcmp(sw->mem[s].id, id, MP_SWIM_ID_BYTES) == 0)
             return s;
         i = (i + 1) & mask;
     }
@@ -116,6 +136,7 @@ static void hix_del(mp_swim_t *sw, uint32_t slot) {
         if (stays)
             continue;
         sw->hix[i] = sw->hix[j];
+        sw->htag[i] = sw->htag[j];
         sw->hix[j] = SW_NONE;
         i = j;
     }
@@ -138,9 +159,11 @@ uint32_t mp__sw_store(mp_swim_t *sw, const char *s) {
     if (sw->arena != NULL && s >= sw->arena && s < sw->arena + sw->acap)
         inside = (size_t)(s - sw->arena);
     if (n + 1 > (size_t)sw->acap - sw->alen) {
-        uint64_t cap = sw->acap ? sw->acap : 4096;
+        /* Grows by a quarter: views of thousands of members are kept by
+         * every peer, so slack costs more than the copies. */
+        uint64_t cap = sw->acap ? sw->acap : 1024;
         while (cap - sw->alen < n + 1)
-            cap *= 2;
+            cap += cap / 4;
         if (cap > UINT32_MAX)
             return 0;
         char *a = realloc(sw->arena, (size_t)cap);
@@ -162,10 +185,17 @@ uint32_t mp__sw_store(mp_swim_t *sw, const char *s) {
     return off;
 }
 
-/* Rewrites the arena with only the strings still referenced. */
+/* Rewrites the arena with only the strings still referenced. The size is
+ * measured, not taken from the garbage count, so a bookkeeping slip could
+ * only waste memory, never overflow. */
 static void arena_compact(mp_swim_t *sw) {
-    uint32_t live = sw->alen - sw->agarbage;
-    char *a = malloc(live);
+    uint64_t live = 1;
+    for (uint32_t s = 0; s < sw->nslots; s++)
+        if (sw->mem[s].state != SW_FREE && sw->mem[s].addr != 0)
+            live += strlen(sw->arena + sw->mem[s].addr) + 1;
+    for (uint32_t h = 0; h < sw->nhints; h++)
+        live += strlen(sw->arena + sw->hints[h].off) + 1;
+    char *a = malloc((size_t)live);
     if (a == NULL)
         return; /* keep the garbage; correctness does not depend on it */
     uint32_t len = 1;
@@ -187,7 +217,7 @@ static void arena_compact(mp_swim_t *sw) {
     }
     free(sw->arena);
     sw->arena = a;
-    sw->acap = live;
+    sw->acap = (uint32_t)live;
     sw->alen = len;
     sw->agarbage = 0;
 }
@@ -224,13 +254,14 @@ moshpit_err_t mp__sw_table_init(mp_swim_t *sw) {
 void mp__sw_table_free(mp_swim_t *sw) {
     free(sw->mem);
     free(sw->hix);
+    free(sw->htag);
     free(sw->arena);
     free(sw->order);
     free(sw->q);
 }
 
 static bool slots_grow(mp_swim_t *sw) {
-    uint64_t cap = sw->capslots ? (uint64_t)sw->capslots * 2 : 16;
+    uint64_t cap = (uint64_t)sw->capslots + sw->capslots / 4 + 16;
     if (cap > sw->cfg.max_members)
         cap = sw->cfg.max_members;
     if (cap <= sw->capslots)
@@ -278,16 +309,20 @@ uint32_t mp__sw_add(mp_swim_t *sw, const uint8_t id[MP_SWIM_ID_BYTES]) {
 void mp__sw_remove(mp_swim_t *sw, uint32_t slot) {
     sw_mem_t *m = &sw->mem[slot];
     mp__sw_dequeue(sw, slot);
+    /* Strings are unreferenced before they are released: a release may
+     * compact the arena, which keeps what is still referenced. */
     for (uint32_t h = 0; h < sw->nhints; h++) {
         if (sw->hints[h].slot == slot) {
-            mp__sw_release(sw, sw->hints[h].off);
+            uint32_t off = sw->hints[h].off;
             sw->hints[h] = sw->hints[--sw->nhints];
+            mp__sw_release(sw, off);
             break;
         }
     }
     hix_del(sw, slot);
-    mp__sw_release(sw, m->addr);
+    uint32_t addr = m->addr;
     m->addr = 0;
+    mp__sw_release(sw, addr);
     m->state = SW_FREE;
     m->flags = 0;
     m->inc = sw->free_head;
@@ -548,4 +583,58 @@ walked:;
             q_push(sw, e, sw->q[e].cls, tx);
     }
     return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* rings: events and outgoing messages                                 */
+
+/* Grows a ring buffer (and makes it start at index 0); false if it is at
+ * max entries already or memory ran out. */
+bool mp__sw_ring_grow(void **buf, uint32_t *cap, uint32_t *head, uint32_t n,
+                      size_t esz, uint32_t max) {
+    uint64_t nc = *cap ? (uint64_t)*cap * 2 : 16;
+    if (nc > max)
+        nc = max;
+    if (nc <= *cap)
+        return false;
+    char *nb = malloc((size_t)nc * esz);
+    if (nb == NULL)
+        return false;
+    for (uint32_t i = 0; i < n; i++)
+        memcpy(nb + (size_t)i * esz,
+               (char *)*buf + (size_t)((*head + i) % *cap) * esz, esz);
+    free(*buf);
+    *buf = nb;
+    *cap = (uint32_t)nc;
+    *head = 0;
+    return true;
+}
+
+void mp__sw_event(mp_swim_t *sw, mp_swim_event_type_t type, uint32_t slot) {
+    if (sw->nev == sw->capev &&
+        !mp__sw_ring_grow((void **)&sw->ev, &sw->capev, &sw->ev_head, sw->nev,
+                          sizeof *sw->ev, sw->cfg.events_max)) {
+        sw->stats.events_dropped++;
+        return;
+    }
+    mp_swim_event_t *e = &sw->ev[(sw->ev_head + sw->nev++) % sw->capev];
+    const sw_mem_t *m = &sw->mem[slot];
+    e->type = type;
+    memcpy(e->id, m->id, MP_SWIM_ID_BYTES);
+    e->state = m->state;
+    e->inc = m->inc;
+}
+
+sw_out_t *mp__sw_out(mp_swim_t *sw, uint8_t type, const uint8_t *to) {
+    if (sw->nout == sw->capout &&
+        !mp__sw_ring_grow((void **)&sw->out, &sw->capout, &sw->out_head,
+                          sw->nout, sizeof *sw->out, sw->cfg.out_max)) {
+        sw->stats.out_dropped++;
+        return NULL;
+    }
+    sw_out_t *o = &sw->out[(sw->out_head + sw->nout++) % sw->capout];
+    memset(o, 0, sizeof *o);
+    o->type = type;
+    memcpy(o->to, to, MP_SWIM_ID_BYTES);
+    return o;
 }

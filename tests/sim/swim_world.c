@@ -225,6 +225,11 @@ void swim_world_set_hook(swim_world_t *w, swim_world_event_fn fn, void *user) {
 }
 
 void swim_world_start(swim_world_t *w, uint32_t p) {
+    swim_world_start_with(w, p, &w->cfg);
+}
+
+void swim_world_start_with(swim_world_t *w, uint32_t p,
+                           const mp_swim_config_t *cfg) {
     wpeer_t *pp = &w->p[p];
     if (pp->alive)
         simnet_kill(w->net, pp->node);
@@ -234,7 +239,7 @@ void swim_world_start(swim_world_t *w, uint32_t p) {
     char addr[16];
     swim_world_id(p, id);
     uint64_t seed = mix(w->seed, (uint64_t)p << 20 | simnet_now(w->net));
-    moshpit_err_t e = mp__swim_new(&w->cfg, id, swim_world_addr(p, addr), seed,
+    moshpit_err_t e = mp__swim_new(cfg, id, swim_world_addr(p, addr), seed,
                                    simnet_now(w->net), &pp->sw);
     if (e != MOSHPIT_OK) {
         fprintf(stderr, "swim_world: mp__swim_new: %d\n", (int)e);
@@ -365,14 +370,20 @@ uint64_t swim_world_trace(const swim_world_t *w) {
 
 uint64_t swim_world_check_view(swim_world_t *w, const uint32_t *peers,
                                uint32_t n, char *why, size_t why_len) {
+    return swim_world_check_views_of(w, peers, n, peers, n, why, why_len);
+}
+
+uint64_t swim_world_check_views_of(swim_world_t *w, const uint32_t *observers,
+                                   uint32_t nobs, const uint32_t *peers,
+                                   uint32_t n, char *why, size_t why_len) {
     uint64_t bad = 0;
     uint32_t live = 0;
     if (why != NULL && why_len > 0)
         why[0] = '\0';
     for (uint32_t k = 0; k < n; k++)
         live += w->p[peers[k]].alive;
-    for (uint32_t a = 0; a < n; a++) {
-        uint32_t o = peers[a];
+    for (uint32_t a = 0; a < nobs; a++) {
+        uint32_t o = observers[a];
         if (!w->p[o].alive)
             continue;
         mp_swim_t *sw = w->p[o].sw;

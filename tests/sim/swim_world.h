@@ -46,13 +46,18 @@ const char *swim_world_addr(uint32_t peer, char buf[16]);
 
 /* Starts (or restarts) peer p: a fresh machine on a new simnet node. */
 void swim_world_start(swim_world_t *w, uint32_t p);
+/* The same with another configuration than the world's. */
+void swim_world_start_with(swim_world_t *w, uint32_t p,
+                           const mp_swim_config_t *cfg);
 /* p joins through boot over the network. */
 void swim_world_join(swim_world_t *w, uint32_t p, uint32_t boot);
 /* Gives p, without any network traffic, the member list a converged
  * bootstrap `boot` would send in its SYNC pages: every peer in
  * members[0..n) ALIVE at incarnation 0 with its address. The pages go
  * through mp__swim_on_message like real ones (learned silently, no
- * gossip). Builds large converged swarms cheaply. */
+ * gossip). Builds large converged swarms cheaply; start such peers with
+ * resync_ms = 0 (their joins are long done), or each pulls the list again
+ * from a real member. */
 void swim_world_seed_view(swim_world_t *w, uint32_t p, uint32_t boot,
                           const uint32_t *members, uint32_t n);
 void swim_world_kill(swim_world_t *w, uint32_t p);
@@ -80,5 +85,9 @@ uint64_t swim_world_trace(const swim_world_t *w);
  * a description of the first into why (if not NULL). */
 uint64_t swim_world_check_view(swim_world_t *w, const uint32_t *peers,
                                uint32_t n, char *why, size_t why_len);
+/* The same check for the views of observers[0..nobs) only. */
+uint64_t swim_world_check_views_of(swim_world_t *w, const uint32_t *observers,
+                                   uint32_t nobs, const uint32_t *peers,
+                                   uint32_t n, char *why, size_t why_len);
 
 #endif

@@ -1112,8 +1112,386 @@ static void test_correction(void) {
     mp__swim_free(sw);
 }
 
+/* Helpers for machines driven by hand. */
+static mp_swim_t *hand_new(const mp_swim_config_t *c, int self) {
+    uint8_t id[MP_SWIM_ID_BYTES];
+    make_id(self, id);
+    mp_swim_t *sw = NULL;
+    CHECK(mp__swim_new(c, id, "self", 3, 0, &sw) == MOSHPIT_OK, "new");
+    return sw;
+}
+
+static void hand_upd(mp_swim_update_t *u, int who, uint8_t state,
+                     uint32_t inc) {
+    memset(u, 0, sizeof *u);
+    make_id(who, u->id);
+    u->state = state;
+    u->inc = inc;
+    if (state == MP_SWIM_ALIVE) {
+        u->has_addr = 1;
+        snprintf(u->addr, sizeof u->addr, "a%d", who);
+    }
+}
+
+/* Feeds the machine a PING from `who` (so it counts as heard from). */
+static void hand_ping_from(mp_swim_t *sw, uint64_t now, int who) {
+    memset(&dec_msg, 0, sizeof dec_msg);
+    dec_msg.type = MP_SWIM_MSG_PING;
+    snprintf(dec_msg.addr, sizeof dec_msg.addr, "a%d", who);
+    uint8_t id[MP_SWIM_ID_BYTES];
+    make_id(who, id);
+    mp__swim_on_message(sw, now, id, &dec_msg);
+}
+
+static void hand_drain(mp_swim_t *sw) {
+    mp_swim_update_t out[MP_SWIM_PB_MAX];
+    mp_swim_event_t ev;
+    while (mp__swim_take_updates(sw, NULL, 100000, out, MP_SWIM_PB_MAX) > 0)
+        ;
+    while (mp__swim_poll_send(sw, &out_msg))
+        ;
+    while (mp__swim_poll_event(sw, &ev))
+        ;
+}
+
+/* Gossip classes: alive news first, then doubt, then new members,
+ * whatever the order they were queued in. */
+static void test_priorities(void) {
+    mp_swim_t *sw = hand_new(NULL, 0);
+    uint8_t from[MP_SWIM_ID_BYTES];
+    make_id(9, from);
+    mp_swim_update_t u[3], out[MP_SWIM_PB_MAX];
+    hand_upd(&u[0], 1, MP_SWIM_ALIVE, 0);
+    hand_upd(&u[1], 2, MP_SWIM_ALIVE, 0);
+    mp__swim_absorb(sw, 0, from, u, 2);
+    hand_drain(sw);
+    hand_upd(&u[0], 3, MP_SWIM_ALIVE, 0);   /* new member */
+    hand_upd(&u[1], 2, MP_SWIM_SUSPECT, 0); /* doubt */
+    hand_upd(&u[2], 1, MP_SWIM_ALIVE, 4);   /* alive news */
+    mp__swim_absorb(sw, 0, from, u, 3);
+    size_t n = mp__swim_take_updates(sw, from, 1000, out, 3);
+    CHECK(n == 3 && out[0].id[0] == 2 && out[1].id[0] == 3 && out[2].id[0] == 4,
+          "order of classes: %zu updates", n);
+    /* Strict: while the alive news has transmissions left, a one-update
+     * budget is all its. */
+    n = mp__swim_take_updates(sw, from, 1000, out, 1);
+    CHECK(n == 1 && out[0].id[0] == 2, "alive news first again");
+    mp__swim_free(sw);
+}
+
+/* Someone else's suspicion makes the suspect the next probe, members we
+ * have heard from first; the PING carries the suspicion; a message to a
+ * member in doubt carries nothing but its own record. */
+static void test_urgent_probe(void) {
+    mp_swim_config_t c;
+    mp__swim_config_default(&c);
+    mp_swim_t *sw = hand_new(&c, 0);
+    uint8_t third[MP_SWIM_ID_BYTES];
+    make_id(99, third);
+    /* Enough members that the round robin, which goes on alongside, does
+     * not reach the two suspects first. */
+    mp_swim_update_t u[60];
+    for (int i = 0; i < 60; i++)
+        hand_upd(&u[i], 1 + i, MP_SWIM_ALIVE, 0);
+    mp__swim_absorb(sw, 0, third, u, 60);
+    hand_ping_from(sw, 1, 2); /* heard from member 2 */
+    hand_drain(sw);
+    hand_upd(&u[0], 1, MP_SWIM_SUSPECT, 0); /* never heard from */
+    hand_upd(&u[1], 2, MP_SWIM_LEFT, 0);    /* heard from */
+    mp__swim_absorb(sw, 2, third, u, 2);
+    /* Something else to gossip, so we can see it is withheld. */
+    hand_upd(&u[2], 7, MP_SWIM_ALIVE, 0);
+    mp__swim_absorb(sw, 2, third, &u[2], 1);
+    int order[2] = {-1, -1}, got = 0;
+    for (uint64_t now = 2; now < 2000 && got < 2; now += 10) {
+        mp__swim_tick(sw, now);
+        while (mp__swim_poll_send(sw, &out_msg)) {
+            mp_swim_member_t tm;
+            if (out_msg.msg.type != MP_SWIM_MSG_PING || got >= 2 ||
+                !mp__swim_lookup(sw, out_msg.to, &tm) ||
+                tm.state == MP_SWIM_ALIVE)
+                continue; /* the round-robin probes go on alongside */
+            int to = out_msg.to[0] - 1;
+            order[got++] = to;
+            CHECK(out_msg.msg.n_updates == 1 &&
+                      out_msg.msg.updates[0].id[0] == (uint8_t)(to + 1) &&
+                      out_msg.msg.updates[0].state != MP_SWIM_ALIVE,
+                  "PING to suspect %d: %u updates, first about %d", to,
+                  out_msg.msg.n_updates,
+                  out_msg.msg.n_updates ? out_msg.msg.updates[0].id[0] - 1
+                                        : -1);
+        }
+    }
+    CHECK(order[0] == 2 && order[1] == 1,
+          "urgent probes went to %d then %d, want 2 (heard) then 1", order[0],
+          order[1]);
+    /* Anything sent to a member in doubt: its own record only. */
+    mp_swim_update_t out[MP_SWIM_PB_MAX];
+    uint8_t one[MP_SWIM_ID_BYTES];
+    make_id(1, one);
+    size_t n = mp__swim_take_updates(sw, one, 100000, out, MP_SWIM_PB_MAX);
+    CHECK(n == 0, "gossip to a suspect: %zu updates", n);
+    mp__swim_free(sw);
+}
+
+/* The joiner pulls the list a second time, from another member, once;
+ * only the first pull reports SYNCED. */
+static void test_resync(void) {
+    mp_swim_config_t c;
+    mp__swim_config_default(&c);
+    mp_swim_t *sw = hand_new(&c, 0);
+    uint8_t boot[MP_SWIM_ID_BYTES], other[MP_SWIM_ID_BYTES];
+    make_id(1, boot);
+    make_id(2, other);
+    CHECK(mp__swim_join(sw, 0, boot, "a1") == MOSHPIT_OK, "join");
+    CHECK(mp__swim_syncing(sw), "syncing");
+    while (mp__swim_poll_send(sw, &out_msg))
+        ; /* the first SYNC_REQ */
+    mp_swim_msg_t *m = &dec_msg;
+    memset(m, 0, sizeof *m);
+    m->type = MP_SWIM_MSG_SYNC;
+    m->n_entries = 1;
+    hand_upd(&m->entries[0], 2, MP_SWIM_ALIVE, 0);
+    mp__swim_on_message(sw, 5, boot, m);
+    CHECK(mp__swim_synced(sw) && mp__swim_syncing(sw),
+          "synced, follow-up pending");
+    int synced_events = 0, reqs_other = 0, reqs_boot = 0;
+    mp_swim_event_t ev;
+    for (uint64_t now = 5; now < 5 + c.resync_ms + 500; now += 50) {
+        mp__swim_tick(sw, now);
+        while (mp__swim_poll_send(sw, &out_msg)) {
+            if (out_msg.msg.type == MP_SWIM_MSG_PING) {
+                /* Members answer: they must stay alive meanwhile. */
+                static mp_swim_msg_t ack;
+                uint8_t to[MP_SWIM_ID_BYTES];
+                memcpy(to, out_msg.to, MP_SWIM_ID_BYTES);
+                memset(&ack, 0, sizeof ack);
+                ack.type = MP_SWIM_MSG_ACK;
+                ack.seq = out_msg.msg.seq;
+                mp__swim_on_message(sw, now, to, &ack);
+                continue;
+            }
+            if (out_msg.msg.type != MP_SWIM_MSG_SYNC_REQ)
+                continue;
+            CHECK(now >= 5 + c.resync_ms, "follow-up pull too early");
+            reqs_other += memcmp(out_msg.to, other, MP_SWIM_ID_BYTES) == 0;
+            reqs_boot += memcmp(out_msg.to, boot, MP_SWIM_ID_BYTES) == 0;
+        }
+        while (mp__swim_poll_event(sw, &ev))
+            synced_events += ev.type == MP_SWIM_EV_SYNCED;
+    }
+    CHECK(reqs_other == 1 && reqs_boot == 0,
+          "follow-up pull: %d to another member, %d to the bootstrap",
+          reqs_other, reqs_boot);
+    mp__swim_on_message(sw, 20000, other, m);
+    while (mp__swim_poll_event(sw, &ev))
+        synced_events += ev.type == MP_SWIM_EV_SYNCED;
+    CHECK(synced_events == 1 && !mp__swim_syncing(sw),
+          "SYNCED events %d, syncing %d", synced_events, mp__swim_syncing(sw));
+    mp__swim_free(sw);
+}
+
+/* PINGs from strangers share the SYNC_REQ token bucket. */
+static void test_admission(void) {
+    mp_swim_config_t c;
+    mp__swim_config_default(&c);
+    c.sync_rate = 1;
+    c.sync_burst = 3;
+    mp_swim_t *sw = hand_new(&c, 0);
+    for (int i = 0; i < 10; i++)
+        hand_ping_from(sw, 100, 1 + i);
+    mp_swim_stats_t st;
+    mp__swim_get_stats(sw, &st);
+    CHECK(mp__swim_live_count(sw) == 4 && st.joins_refused == 7,
+          "strangers admitted: %zu members, %llu refused",
+          mp__swim_live_count(sw), (unsigned long long)st.joins_refused);
+    /* Known members' PINGs are never limited. */
+    for (int i = 0; i < 10; i++)
+        hand_ping_from(sw, 100, 1);
+    mp__swim_get_stats(sw, &st);
+    CHECK(st.joins_refused == 7, "a member's PING was refused");
+    int acks = 0;
+    while (mp__swim_poll_send(sw, &out_msg))
+        acks += out_msg.msg.type == MP_SWIM_MSG_ACK;
+    CHECK(acks == 3 + 10, "ACKs %d", acks);
+    mp__swim_free(sw);
+}
+
+/* Regression (found by fuzz_swim_wire): removing records releases their
+ * address strings, and a release may compact the arena; the compaction
+ * must only keep, and have room for, strings still referenced. Many long
+ * addresses, most of them forgotten, the rest (and their hints) intact. */
+static void test_arena(void) {
+    mp_swim_config_t c;
+    mp__swim_config_default(&c);
+    c.suspicion_min_ms = 10;
+    c.suspicion_mult = 1;
+    c.dead_retain_ms = 10;
+    mp_swim_t *sw = hand_new(&c, 0);
+    enum { N = 600, KEEP = 150 };
+    static mp_swim_update_t u[N];
+    uint8_t third[MP_SWIM_ID_BYTES];
+    make_id(9999, third);
+    for (int i = 0; i < N; i++) {
+        memset(&u[i], 0, sizeof u[i]);
+        make_id(1000 + i, u[i].id);
+        u[i].id[1] = (uint8_t)(i >> 8); /* make_id only varies byte 0 */
+        u[i].has_addr = 1;
+        snprintf(u[i].addr, sizeof u[i].addr, "tcp://%d/%0200d", i, i);
+    }
+    mp__swim_absorb(sw, 0, third, u, N);
+    /* Confirmed addresses (direct claims), then third-party hints. */
+    for (int i = 0; i < N; i++)
+        mp__swim_absorb(sw, 0, u[i].id, &u[i], 1);
+    /* Backwards: the hint table holds 64 and evicts at random, so the last
+     * ones set (kept members) are the ones likely to survive. */
+    for (int i = N - 1; i >= 0; i--) {
+        mp_swim_update_t h = u[i];
+        h.inc = 1;
+        snprintf(h.addr, sizeof h.addr, "hint://%d/%0150d", i, i);
+        mp__swim_absorb(sw, 0, third, &h, 1);
+    }
+    for (int i = KEEP; i < N; i++) {
+        mp_swim_update_t d = u[i];
+        d.state = MP_SWIM_DEAD;
+        d.inc = 1;
+        d.has_addr = 0;
+        mp__swim_absorb(sw, 1, third, &d, 1);
+    }
+    for (uint64_t now = 2; now < 5000; now += 7) {
+        mp__swim_tick(sw, now);
+        while (mp__swim_poll_send(sw, &out_msg)) {
+            /* The kept members answer their probes. */
+            int i = out_msg.to[1] * 256 + ((out_msg.to[0] - 1001) & 0xff);
+            if (out_msg.msg.type != MP_SWIM_MSG_PING || i < 0 || i >= KEEP ||
+                memcmp(out_msg.to, u[i].id, MP_SWIM_ID_BYTES) != 0)
+                continue;
+            static mp_swim_msg_t ack;
+            memset(&ack, 0, sizeof ack);
+            ack.type = MP_SWIM_MSG_ACK;
+            ack.seq = out_msg.msg.seq;
+            ack.inc = 1;
+            mp__swim_on_message(sw, now, u[i].id, &ack);
+        }
+        hand_drain(sw);
+    }
+    int bad = 0, hints = 0;
+    for (int i = 0; i < N; i++) {
+        mp_swim_member_t m;
+        bool known = mp__swim_lookup(sw, u[i].id, &m);
+        if (i >= KEEP) {
+            bad += known;
+            continue;
+        }
+        if (!known || strcmp(m.addr, u[i].addr) != 0) {
+            bad++;
+            continue;
+        }
+        if (m.hint != NULL) {
+            char want[MP_SWIM_ADDR_MAX];
+            snprintf(want, sizeof want, "hint://%d/%0150d", i, i);
+            bad += strcmp(m.hint, want) != 0;
+            hints++;
+        }
+    }
+    CHECK(bad == 0, "arena: %d wrong records after compaction", bad);
+    CHECK(hints > 0, "no hint survived to be checked");
+    mp__swim_free(sw);
+}
+
+/* 30,000 random (well-formed) messages from random senders, self among
+ * them, with random updates about a small pool of members (self too) in
+ * every state, at extreme incarnations, with odd addresses, and random
+ * pages: nothing breaks, every answer encodes, the caps hold, and the
+ * machine's own incarnation never goes down. */
+static void test_random_input(void) {
+    mp_swim_config_t c;
+    mp__swim_config_default(&c);
+    c.max_members = 24;
+    c.queue_max = 16;
+    c.events_max = 32;
+    c.out_max = 16;
+    c.max_relays = 4;
+    c.max_pending_probes = 3;
+    c.dead_retain_ms = 3000;
+    mp_swim_t *sw = hand_new(&c, 0);
+    uint64_t rng = 12345, now = 0;
+    uint32_t last_inc = 0;
+    int encode_failures = 0, over_cap = 0, inc_down = 0;
+    static const uint32_t incs[] = {
+        0, 1, 2, 3, 100, UINT32_MAX - 2, UINT32_MAX - 1, UINT32_MAX};
+    for (int it = 0; it < 30000; it++) {
+        mp_swim_msg_t *m = &dec_msg;
+        memset(m, 0, sizeof *m);
+        m->type = (mp_swim_msg_type_t)(16 + test_splitmix64(&rng) % 6);
+        m->inc = incs[test_splitmix64(&rng) % 8];
+        m->seq = test_splitmix64(&rng) % 4; /* sometimes a pending one */
+        m->has_target = test_splitmix64(&rng) % 2;
+        make_id((int)(test_splitmix64(&rng) % 40), m->target);
+        snprintf(m->addr, sizeof m->addr, "r%d",
+                 (int)(test_splitmix64(&rng) % 5));
+        m->cursor = (uint32_t)(test_splitmix64(&rng) % 3);
+        m->next = (uint32_t)(test_splitmix64(&rng) % 4);
+        m->n_updates = (uint32_t)(test_splitmix64(&rng) % 6);
+        m->n_entries = (uint32_t)(test_splitmix64(&rng) % 6);
+        for (uint32_t k = 0; k < 12; k++) {
+            mp_swim_update_t *u = k < 6 ? &m->updates[k] : &m->entries[k - 6];
+            make_id((int)(test_splitmix64(&rng) % 40), u->id);
+            u->state = (uint8_t)(test_splitmix64(&rng) % 5); /* 4: bad */
+            u->inc = incs[test_splitmix64(&rng) % 8];
+            u->has_addr = (uint8_t)(test_splitmix64(&rng) % 2);
+            size_t len = test_splitmix64(&rng) % 4 == 0 ? 255 : 4;
+            memset(u->addr, 'a' + (int)(test_splitmix64(&rng) % 3), len);
+            u->addr[len] = '\0';
+        }
+        uint8_t from[MP_SWIM_ID_BYTES];
+        make_id((int)(test_splitmix64(&rng) % 40), from);
+        now += test_splitmix64(&rng) % 400;
+        if (test_splitmix64(&rng) % 50 == 0) {
+            uint8_t boot[MP_SWIM_ID_BYTES];
+            make_id(1 + (int)(test_splitmix64(&rng) % 30), boot);
+            (void)mp__swim_join(sw, now, boot, "boot");
+        }
+        mp__swim_on_message(sw, now, from, m);
+        mp__swim_tick(sw, now);
+        size_t len;
+        while (mp__swim_poll_send(sw, &out_msg))
+            encode_failures +=
+                mp__swim_msg_encode(&out_msg.msg, enc, sizeof enc, &len) !=
+                MOSHPIT_OK;
+        mp_swim_event_t ev;
+        while (mp__swim_poll_event(sw, &ev))
+            ;
+        size_t cur = 0, count = 0;
+        mp_swim_member_t mi;
+        while (mp__swim_member_next(sw, &cur, &mi))
+            count++;
+        over_cap += count > c.max_members || mp__swim_live_count(sw) > count ||
+                    mp__swim_pending_updates(sw) > c.queue_max;
+        inc_down += mp__swim_self_inc(sw) < last_inc;
+        last_inc = mp__swim_self_inc(sw);
+    }
+    CHECK(encode_failures == 0, "%d answers did not encode", encode_failures);
+    CHECK(over_cap == 0, "caps exceeded %d times", over_cap);
+    CHECK(inc_down == 0, "own incarnation went down %d times", inc_down);
+    mp_swim_stats_t st;
+    mp__swim_get_stats(sw, &st);
+    CHECK(st.rejected > 0 && st.refused_cap > 0 && st.refutes > 0,
+          "random input reached too little: rejected %llu, refused %llu, "
+          "refutes %llu",
+          (unsigned long long)st.rejected, (unsigned long long)st.refused_cap,
+          (unsigned long long)st.refutes);
+    mp__swim_free(sw);
+}
+
 int main(void) {
+    test_random_input();
+    test_arena();
     test_config();
+    test_priorities();
+    test_urgent_probe();
+    test_resync();
+    test_admission();
     test_probe_protocol();
     test_correction();
     test_join_and_probe();
