@@ -4,8 +4,9 @@
  * test stays one self-contained executable: the CHECK macro family, which
  * counts checks and failures and prints file:line and the failed condition
  * for every failure; test_summary(), which prints the per-program result
- * line and gives the exit status; and splitmix64, a fixed-seed source of
- * test data that does not depend on the library. A test that expects many
+ * line and gives the exit status; splitmix64, a fixed-seed source of
+ * test data that does not depend on the library; and test_read_hex, which
+ * loads a golden vector. A test that expects many
  * failures to cascade may define TEST_MAX_PRINTED (failures printed; the
  * rest are only counted) before including this header. Include it from one
  * translation unit per program: the counters are file-local.
@@ -75,6 +76,44 @@ static inline uint64_t test_splitmix64(uint64_t *state) {
 static inline void test_random_bytes(uint64_t *state, uint8_t *p, size_t n) {
     for (size_t i = 0; i < n; i++)
         p[i] = (uint8_t)(test_splitmix64(state) >> 56);
+}
+
+/* Reads a file of hex digits (whitespace allowed) into out[0..cap);
+ * returns the byte count, or -1 (no file, odd digit count, another
+ * character, more than cap bytes). For the golden vectors. */
+static inline long test_read_hex(const char *path, uint8_t *out, size_t cap) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    long n = 0;
+    int hi = -1, c;
+    while ((c = fgetc(f)) != EOF) {
+        int v;
+        if (c >= '0' && c <= '9')
+            v = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            v = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            v = c - 'A' + 10;
+        else if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
+            continue;
+        else {
+            n = -1;
+            break;
+        }
+        if (hi < 0) {
+            hi = v;
+            continue;
+        }
+        if ((size_t)n >= cap) {
+            n = -1;
+            break;
+        }
+        out[n++] = (uint8_t)(hi << 4 | v);
+        hi = -1;
+    }
+    fclose(f);
+    return hi >= 0 ? -1 : n;
 }
 
 #endif

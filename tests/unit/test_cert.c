@@ -61,40 +61,6 @@ static moshpit_cert_status_t check_at(const uint8_t *c, uint64_t now) {
                           NULL);
 }
 
-/* Reads a hex file into out; returns the byte count or -1. */
-static long read_hex(const char *path, uint8_t *out, size_t cap) {
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    long n = 0;
-    int hi = -1, c;
-    while ((c = fgetc(f)) != EOF) {
-        int v;
-        if (c >= '0' && c <= '9')
-            v = c - '0';
-        else if (c >= 'a' && c <= 'f')
-            v = c - 'a' + 10;
-        else if (c == ' ' || c == '\n')
-            continue;
-        else {
-            n = -1;
-            break;
-        }
-        if (hi < 0) {
-            hi = v;
-            continue;
-        }
-        if ((size_t)n >= cap) {
-            n = -1;
-            break;
-        }
-        out[n++] = (uint8_t)(hi << 4 | v);
-        hi = -1;
-    }
-    fclose(f);
-    return hi >= 0 ? -1 : n;
-}
-
 static void put64(uint8_t *p, uint64_t v) {
     for (int i = 0; i < 8; i++)
         p[i] = (uint8_t)(v >> (8 * i));
@@ -114,7 +80,7 @@ static void test_golden(void) {
     CHECK(mp__cert_sign(auth_sec, peer, swarm_hash, NB, NA, c) == MOSHPIT_OK,
           "sign the golden certificate");
     snprintf(path, sizeof(path), "%s/cert_v1.hex", MP_VECTORS_DIR);
-    long n = read_hex(path, want, sizeof(want));
+    long n = test_read_hex(path, want, sizeof(want));
     CHECK(n == MP_CERT_BYTES && memcmp(c, want, MP_CERT_BYTES) == 0,
           "certificate differs from %s", path);
     if (n != MP_CERT_BYTES || memcmp(c, want, MP_CERT_BYTES) != 0)

@@ -295,39 +295,6 @@ static void test_roundtrips(void) {
 /* ------------------------------------------------------------------ */
 /* golden vectors                                                      */
 
-static long read_hex(const char *path, uint8_t *out, size_t cap) {
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    long n = 0;
-    int hi = -1, c;
-    while ((c = fgetc(f)) != EOF) {
-        int v;
-        if (c >= '0' && c <= '9')
-            v = c - '0';
-        else if (c >= 'a' && c <= 'f')
-            v = c - 'a' + 10;
-        else if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
-            continue;
-        else {
-            n = -1;
-            break;
-        }
-        if (hi < 0) {
-            hi = v;
-            continue;
-        }
-        if ((size_t)n >= cap) {
-            n = -1;
-            break;
-        }
-        out[n++] = (uint8_t)(hi << 4 | v);
-        hi = -1;
-    }
-    fclose(f);
-    return hi >= 0 ? -1 : n;
-}
-
 static void test_vectors(void) {
     static uint8_t want[MP_SWIM_MSG_MAX];
     static char hex[2 * MP_SWIM_MSG_MAX + 1];
@@ -336,7 +303,7 @@ static void test_vectors(void) {
     for (size_t i = 0; i < NFIXED; i++) {
         snprintf(path, sizeof path, "%s/swim_%s.hex", MP_VECTORS_DIR,
                  fixed[i].name);
-        long n = read_hex(path, want, sizeof want);
+        long n = test_read_hex(path, want, sizeof want);
         fixed[i].make(&m);
         size_t len = 0;
         CHECK(mp__swim_msg_encode(&m, enc_buf, sizeof enc_buf, &len) ==

@@ -333,42 +333,6 @@ static void test_roundtrips(void) {
 /* ------------------------------------------------------------------ */
 /* golden vectors                                                      */
 
-/* Reads a hex file into out; returns the byte count or -1. */
-static long read_hex(const char *path, uint8_t *out, size_t cap) {
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    long n = 0;
-    int hi = -1, c;
-    while ((c = fgetc(f)) != EOF) {
-        int v;
-        if (c >= '0' && c <= '9')
-            v = c - '0';
-        else if (c >= 'a' && c <= 'f')
-            v = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F')
-            v = c - 'A' + 10;
-        else if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
-            continue;
-        else {
-            n = -1;
-            break;
-        }
-        if (hi < 0) {
-            hi = v;
-            continue;
-        }
-        if ((size_t)n >= cap) {
-            n = -1;
-            break;
-        }
-        out[n++] = (uint8_t)(hi << 4 | v);
-        hi = -1;
-    }
-    fclose(f);
-    return hi >= 0 ? -1 : n;
-}
-
 static void test_vectors(void) {
     static uint8_t want[MP_CTRL_MAX];
     static char hex[2 * MP_CTRL_MAX + 1];
@@ -378,7 +342,7 @@ static void test_vectors(void) {
     for (size_t i = 0; i < NFIXED; i++) {
         snprintf(path, sizeof path, "%s/wire_%s.hex", MP_VECTORS_DIR,
                  fixed[i].name);
-        long n = read_hex(path, want, sizeof want);
+        long n = test_read_hex(path, want, sizeof want);
         CHECK(n > 0, "cannot read %s", path);
         fixed[i].make(&m);
         size_t len = 0;
@@ -397,7 +361,7 @@ static void test_vectors(void) {
     mp_data_hdr_t h, hd;
     uint8_t out[MP_DATA_HDR_BYTES];
     snprintf(path, sizeof path, "%s/wire_data_hdr.hex", MP_VECTORS_DIR);
-    long n = read_hex(path, want, sizeof want);
+    long n = test_read_hex(path, want, sizeof want);
     hdr_fixed(&h);
     mp__data_hdr_encode(&h, out);
     to_hex(out, sizeof out, hex);
