@@ -55,8 +55,16 @@ bool mp__swim_member_ok(const moshpit_t *mp, const uint8_t id[32]) {
     mp_swim_member_t m;
     if (mp->swim == NULL)
         return true;
+    /* a live session is first-hand evidence (TCP and ZMTP heartbeats:
+     * a crashed or frozen peer's session ends within about 6 s); SWIM's
+     * verdict counts for members we have no session with. A loaded
+     * machine answers probes late, and a false "dead" must not cost a
+     * working session its rounds. */
+    const mp_peer_t *p = mp__find_peer((moshpit_t *)mp, id);
+    if (p != NULL && p->state == MP_PEER_LIVE)
+        return true;
     if (!mp__swim_lookup(mp->swim, id, &m))
-        return true; /* not heard of yet: the session is what we know */
+        return true;
     return m.state == MP_SWIM_ALIVE || m.state == MP_SWIM_SUSPECT;
 }
 
@@ -96,13 +104,6 @@ static void swim_send(moshpit_t *mp, const mp_swim_out_t *o) {
     p->swim_pending_len = len;
 }
 
-static bool in_round(const moshpit_t *mp, const mp_peer_t *p) {
-    for (uint32_t i = 0; mp->round.group != NULL && i < mp->round.n; i++)
-        if (mp->round.members[i] == p)
-            return true;
-    return false;
-}
-
 static void swim_event(moshpit_t *mp, const mp_swim_event_t *ev) {
     mp_peer_t *p = mp__find_peer(mp, ev->id);
     mp_swim_member_t m;
@@ -127,12 +128,13 @@ static void swim_event(moshpit_t *mp, const mp_swim_event_t *ev) {
     case MP_SWIM_EV_LEFT:
         if (p == NULL || p->state == MP_PEER_REFUSED)
             break;
-        if (ev->type == MP_SWIM_EV_DEAD && in_round(mp, p)) {
-            /* a member of our running round: its data (or silence) decides
-             * there, with the round's own timeouts; it no longer counts
-             * as a member for new rounds */
+        if (ev->type == MP_SWIM_EV_DEAD && p->state == MP_PEER_LIVE) {
+            /* our own session with it is alive: that is first-hand, the
+             * rumour is not (the session ends by itself if the peer is
+             * really gone; if it is alive it refutes) */
             mp__log(mp, MOSHPIT_LOG_INFO,
-                    "peer %.8s: declared dead, kept until the round ends",
+                    "peer %.8s: declared dead by membership, but our "
+                    "session with it is alive",
                     p->id_txt);
             break;
         }
