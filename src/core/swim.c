@@ -242,6 +242,10 @@ static void on_ack(mp_swim_t *sw, const uint8_t *from,
             for (uint32_t k = 0; k < p->nk && !ok; k++)
                 ok = memcmp(from, p->k_ids[k], MP_SWIM_ID_BYTES) == 0;
         }
+        if (ok && !p->indirect) {
+            sw->probes[i] = sw->probes[--sw->nprobes];
+            return;
+        }
         if (ok) {
             /* Kept until its deadline: the other intermediaries' ACKs
              * are still on their way and are no surprise. */
@@ -532,14 +536,21 @@ void mp__swim_tick(mp_swim_t *sw, uint64_t now_ms) {
     }
     if (now >= sw->next_probe) {
         /* One probe per period in round-robin order, and, on top, at most
-         * one urgent probe of a member someone else doubts, with the doubt
-         * on its PING. It does not replace the round robin: when several
-         * peers fail at once, that is what finds the ones nobody has
-         * suspected yet. */
+         * a few urgent probes of members someone else doubts, with the
+         * doubt on their PING. It does not replace the round robin: when
+         * several peers fail at once, that is what finds the ones nobody has
+         * suspected yet. Urgent ones go first (they may save a live
+         * member) but leave a slot for the round robin, and stay queued
+         * until a slot is free. */
+        for (uint32_t k = 0; k < SW_URGENT_PER_PERIOD &&
+                             sw->nprobes + 1 < sw->cfg.max_pending_probes;
+             k++) {
+            uint32_t u = mp__sw_urgent_pop(sw);
+            if (u == SW_NONE)
+                break;
+            start_probe(sw, now, u);
+        }
         uint32_t s = mp__sw_next_probe(sw);
-        if (s != SW_NONE)
-            start_probe(sw, now, s);
-        s = mp__sw_urgent_pop(sw);
         if (s != SW_NONE)
             start_probe(sw, now, s);
         sw->next_probe += sw->cfg.period_ms;

@@ -27,8 +27,8 @@
  *   at least suspicion_min_ms, n = live members), it is DEAD. Every peer
  *   runs this timer itself from the moment it hears of the suspicion, and
  *   a peer that hears of it from someone else also probes the suspect in
- *   its next period (at most one such urgent probe per period, on top of
- *   the round-robin one), with the suspicion on that PING: a live suspect
+ *   its next period (up to 4 such urgent probes per period, on top of the
+ *   round-robin one), with the suspicion on that PING: a live suspect
  *   learns of it within about a period and refutes, even when gossip is
  *   congested.
  * - Incarnations. Each member owns a 32-bit incarnation number that only it

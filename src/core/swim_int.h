@@ -17,7 +17,8 @@
 #define SW_FREE 0xffu /* state of an unused slot */
 #define SW_TX_MAX 63u /* retransmissions per update are capped here */
 #define SW_HINTS_MAX 64u
-#define SW_URGENT_MAX 16u /* suspects to probe before the round robin */
+#define SW_URGENT_MAX 32u       /* suspects waiting for an urgent probe */
+#define SW_URGENT_PER_PERIOD 4u /* urgent probes started per period */
 
 /* Member flags. */
 #define MF_SELF 0x01u
