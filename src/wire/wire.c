@@ -72,15 +72,8 @@ static const char *const key_names[K_COUNT] = {
 /* ------------------------------------------------------------------ */
 /* encoding                                                            */
 
-typedef struct wbuf {
-    uint8_t *buf;
-    size_t cap;
-    size_t len;
-    int overflow;
-} wbuf_t;
-
-static int wbuf_write(void *data, const char *p, size_t n) {
-    wbuf_t *w = data;
+int mp__wire_buf_write(void *data, const char *p, size_t n) {
+    mp_wire_buf_t *w = data;
     if (w->overflow || n > w->cap - w->len) {
         w->overflow = 1;
         return -1;
@@ -93,7 +86,8 @@ static int wbuf_write(void *data, const char *p, size_t n) {
 }
 
 /* Pack functions return the write callback's status; the overflow flag in
- * wbuf_t records the same thing once, so their results are not checked. */
+ * mp_wire_buf_t records the same thing once, so their results are not checked.
+ */
 static void put_key(msgpack_packer *pk, int k) {
     size_t n = strlen(key_names[k]);
     msgpack_pack_str(pk, n);
@@ -345,9 +339,9 @@ moshpit_err_t mp__msg_encode(const mp_msg_t *msg, uint8_t *buf, size_t cap,
     if (err != MOSHPIT_OK)
         return err;
 
-    wbuf_t w = {buf, cap, 0, 0};
+    mp_wire_buf_t w = {buf, cap, 0, 0};
     msgpack_packer pk;
-    msgpack_packer_init(&pk, &w, wbuf_write);
+    msgpack_packer_init(&pk, &w, mp__wire_buf_write);
     pack_msg(&pk, msg);
     if (w.overflow)
         return MOSHPIT_ENOMEM;

@@ -137,6 +137,18 @@ moshpit_err_t mp__msg_decode(const uint8_t *buf, size_t len, mp_msg_t *msg);
  * allocates nothing. Run it before msgpack-c unpacks anything. */
 int mp__wire_scan(const uint8_t *buf, size_t len);
 
+/* The msgpack-c write target shared by the encoders: a fixed buffer that
+ * records overflow once instead of failing every pack call. */
+typedef struct mp_wire_buf {
+    uint8_t *buf;
+    size_t cap;
+    size_t len;
+    int overflow;
+} mp_wire_buf_t;
+
+/* msgpack_packer write callback over an mp_wire_buf_t. */
+int mp__wire_buf_write(void *data, const char *p, size_t n);
+
 /* ---- data frames ----
  * A data frame is one ZeroMQ frame: a fixed 48-byte header (authenticated
  * as AEAD associated data), then count*4 bytes of ciphertext, then a 16-byte

@@ -27,27 +27,7 @@ static const char *const key_names[K_COUNT] = {
 /* ------------------------------------------------------------------ */
 /* encoding                                                            */
 
-typedef struct wbuf {
-    uint8_t *buf;
-    size_t cap;
-    size_t len;
-    int overflow;
-} wbuf_t;
-
-static int wbuf_write(void *data, const char *p, size_t n) {
-    wbuf_t *w = data;
-    if (w->overflow || n > w->cap - w->len) {
-        w->overflow = 1;
-        return -1;
-    }
-    if (n > 0) {
-        memcpy(w->buf + w->len, p, n);
-        w->len += n;
-    }
-    return 0;
-}
-
-/* Pack results mirror wbuf_t's overflow flag, which is checked once. */
+/* Pack results mirror mp_wire_buf_t's overflow flag, which is checked once. */
 static void put_key(msgpack_packer *pk, int k) {
     size_t n = strlen(key_names[k]);
     msgpack_pack_str(pk, n);
@@ -186,7 +166,7 @@ static void pack_msg(msgpack_packer *pk, const mp_swim_msg_t *m) {
     }
 }
 
-static moshpit_err_t finish(const wbuf_t *w, size_t *len) {
+static moshpit_err_t finish(const mp_wire_buf_t *w, size_t *len) {
     if (w->overflow)
         return MOSHPIT_ENOMEM;
     if (w->len > MP_SWIM_MSG_MAX)
@@ -204,9 +184,9 @@ moshpit_err_t mp__swim_msg_encode(const mp_swim_msg_t *msg, uint8_t *buf,
     moshpit_err_t err = check_msg(msg);
     if (err != MOSHPIT_OK)
         return err;
-    wbuf_t w = {buf, cap, 0, 0};
+    mp_wire_buf_t w = {buf, cap, 0, 0};
     msgpack_packer pk;
-    msgpack_packer_init(&pk, &w, wbuf_write);
+    msgpack_packer_init(&pk, &w, mp__wire_buf_write);
     pack_msg(&pk, msg);
     return finish(&w, len);
 }
@@ -220,9 +200,9 @@ moshpit_err_t mp__swim_block_encode(uint32_t inc,
         return MOSHPIT_EINVAL;
     if (n > MP_SWIM_PB_MAX || !updates_ok(updates, n))
         return MOSHPIT_EINVAL;
-    wbuf_t w = {buf, cap, 0, 0};
+    mp_wire_buf_t w = {buf, cap, 0, 0};
     msgpack_packer pk;
-    msgpack_packer_init(&pk, &w, wbuf_write);
+    msgpack_packer_init(&pk, &w, mp__wire_buf_write);
     msgpack_pack_map(&pk, 4);
     put_u64(&pk, K_V, MP_SWIM_WIRE_VERSION);
     put_u64(&pk, K_T, MP_SWIM_MSG_GOSSIP);
