@@ -26,25 +26,8 @@
 #include "crypto/crypto.h"
 #include "wire/z85.h"
 
-#ifndef MP_FUZZ_LIBFUZZER
-#include <dirent.h>
-#include <sys/stat.h>
-#endif
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#ifndef MP_FUZZ_LIBFUZZER
-static int failed;
-#endif
-
-static void fail(const char *what) {
-    fprintf(stderr, "fuzz_cert: %s\n", what);
-#ifdef MP_FUZZ_LIBFUZZER
-    abort();
-#else
-    failed = 1;
-#endif
-}
+#define FUZZ_NAME "fuzz_cert"
+#include "fuzz_replay.h"
 
 #define GOLDEN_NOW 1750000000ull
 
@@ -186,69 +169,17 @@ static int run_one(const uint8_t *data, size_t size) {
     return r;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    (void)run_one(data, size);
-    return 0;
-}
-
 #ifndef MP_FUZZ_LIBFUZZER
 
 #ifndef MP_FUZZ_CORPUS_DIR
 #define MP_FUZZ_CORPUS_DIR "tests/fuzz/corpus/cert"
 #endif
 
-/* Runs one file: -1 if it cannot be read, 1 if a check failed, else 0.
- * Seed files state what they should do: names starting with "ok_" must
- * decode one way or another, names starting with "bad_" must not. */
-static int replay_file(const char *path, const char *name) {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return -1;
-    static uint8_t buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf, f);
-    int err = ferror(f) || !feof(f);
-    fclose(f);
-    if (err)
-        return -1;
-    failed = 0;
-    int decoded = run_one(buf, n);
-    if (strncmp(name, "ok_", 3) == 0 && !decoded)
-        fail("an ok_ seed did not decode");
-    if (strncmp(name, "bad_", 4) == 0 && decoded)
-        fail("a bad_ seed decoded");
-    return failed ? 1 : 0;
-}
-
 int main(int argc, char **argv) {
-    const char *dir = argc > 1 ? argv[1] : MP_FUZZ_CORPUS_DIR;
-    DIR *d = opendir(dir);
-    if (d == NULL) {
-        fprintf(stderr, "fuzz_cert: cannot open corpus %s\n", dir);
+    int runs;
+    int bad = fuzz_replay_dir(argc > 1 ? argv[1] : MP_FUZZ_CORPUS_DIR, &runs);
+    if (bad < 0)
         return 1;
-    }
-    int runs = 0, bad = 0;
-    struct dirent *ent;
-    char path[4096];
-    while ((ent = readdir(d)) != NULL) {
-        struct stat st;
-        if (ent->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
-        if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
-            continue;
-        int r = replay_file(path, ent->d_name);
-        if (r != 0) {
-            fprintf(stderr, "fuzz_cert: %s: %s\n", path,
-                    r < 0 ? "cannot read" : "FAILED");
-            bad++;
-        }
-        runs++;
-    }
-    closedir(d);
-    if (runs == 0) {
-        fprintf(stderr, "fuzz_cert: no inputs in %s\n", dir);
-        return 1;
-    }
     /* the golden certificate itself must be accepted by the check */
     failed = 0;
     setup();

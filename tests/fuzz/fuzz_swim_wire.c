@@ -18,25 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef MP_FUZZ_LIBFUZZER
-#include <dirent.h>
-#include <sys/stat.h>
-#endif
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#ifndef MP_FUZZ_LIBFUZZER
-static int failed;
-#endif
-
-static void fail(const char *what) {
-    fprintf(stderr, "fuzz_swim_wire: %s\n", what);
-#ifdef MP_FUZZ_LIBFUZZER
-    abort();
-#else
-    failed = 1;
-#endif
-}
+#define FUZZ_NAME "fuzz_swim_wire"
+#include "fuzz_replay.h"
 
 static int all_zero(const void *p, size_t n) {
     const uint8_t *b = p;
@@ -134,80 +117,18 @@ static int run_one(const uint8_t *data, size_t size) {
     return 1;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    (void)run_one(data, size);
-    return 0;
-}
-
 #ifndef MP_FUZZ_LIBFUZZER
 
 #ifndef MP_FUZZ_CORPUS_DIR
 #define MP_FUZZ_CORPUS_DIR "tests/fuzz/corpus/swim"
 #endif
 
-/* -1 if the file cannot be read, 1 if a check failed, else 0. */
-static int replay_file(const char *path, const char *name) {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return -1;
-    static uint8_t buf[4 * MP_SWIM_MSG_MAX];
-    size_t n = fread(buf, 1, sizeof buf, f);
-    int err = ferror(f);
-    fclose(f);
-    if (err)
-        return -1;
-    failed = 0;
-    int decoded = run_one(buf, n);
-    if (strncmp(name, "ok_", 3) == 0 && !decoded)
-        fail("an ok_ seed did not decode");
-    if (strncmp(name, "bad_", 4) == 0 && decoded)
-        fail("a bad_ seed decoded");
-    return failed ? 1 : 0;
-}
-
-static int by_name(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 int main(int argc, char **argv) {
-    const char *dir = argc > 1 ? argv[1] : MP_FUZZ_CORPUS_DIR;
-    DIR *d = opendir(dir);
-    if (d == NULL) {
-        fprintf(stderr, "fuzz_swim_wire: cannot open corpus %s\n", dir);
-        return 1;
-    }
-    /* Sorted, so the machine sees the inputs in the same order always. */
-    char *names[1024];
-    size_t nn = 0;
-    struct dirent *ent;
-    while ((ent = readdir(d)) != NULL && nn < 1024)
-        if (ent->d_name[0] != '.')
-            names[nn++] = strdup(ent->d_name);
-    closedir(d);
-    qsort(names, nn, sizeof names[0], by_name);
-    int runs = 0, bad = 0;
-    char path[4096];
-    for (size_t i = 0; i < nn; i++) {
-        struct stat st;
-        if (names[i] == NULL)
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
-            int r = replay_file(path, names[i]);
-            if (r != 0) {
-                fprintf(stderr, "fuzz_swim_wire: %s: %s\n", path,
-                        r < 0 ? "cannot read" : "FAILED");
-                bad++;
-            }
-            runs++;
-        }
-        free(names[i]);
-    }
+    int runs;
+    int bad = fuzz_replay_dir(argc > 1 ? argv[1] : MP_FUZZ_CORPUS_DIR, &runs);
     mp__swim_free(machine);
-    if (runs == 0) {
-        fprintf(stderr, "fuzz_swim_wire: no inputs in %s\n", dir);
+    if (bad < 0)
         return 1;
-    }
     printf("fuzz_swim_wire: %d inputs, %d failed\n", runs, bad);
     return bad != 0;
 }

@@ -18,25 +18,8 @@
 
 #include "wire_util.h"
 
-#ifndef MP_FUZZ_LIBFUZZER
-#include <dirent.h>
-#include <sys/stat.h>
-#endif
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#ifndef MP_FUZZ_LIBFUZZER
-static int failed;
-#endif
-
-static void fail(const char *what) {
-    fprintf(stderr, "fuzz_wire: %s\n", what);
-#ifdef MP_FUZZ_LIBFUZZER
-    abort();
-#else
-    failed = 1;
-#endif
-}
+#define FUZZ_NAME "fuzz_wire"
+#include "fuzz_replay.h"
 
 static int all_zero(const void *p, size_t n) {
     const uint8_t *b = p;
@@ -128,89 +111,17 @@ static int run_one(const uint8_t *data, size_t size) {
     return check_ctrl(data, size) | check_hdr(data, size) << 1;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    (void)run_one(data, size);
-    return 0;
-}
-
 #ifndef MP_FUZZ_LIBFUZZER
 
 #ifndef MP_FUZZ_CORPUS_DIR
 #define MP_FUZZ_CORPUS_DIR "tests/fuzz/corpus/wire"
 #endif
 
-/*
- * Runs one file: -1 if it cannot be read, 1 if a check failed, else 0.
- * Seed files state what they should do: names starting with "ok_" must
- * decode one way or the other, names starting with "bad_" must not.
- */
-static int replay_file(const char *path, const char *name) {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return -1;
-    size_t cap = 4096, n = 0;
-    uint8_t *buf = malloc(cap);
-    for (;;) {
-        if (buf == NULL)
-            break;
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        uint8_t *bigger = realloc(buf, cap * 2);
-        if (bigger == NULL) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = bigger;
-        cap *= 2;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (buf == NULL || err) {
-        free(buf);
-        return -1;
-    }
-    failed = 0;
-    int decoded = run_one(buf, n);
-    free(buf);
-    if (strncmp(name, "ok_", 3) == 0 && !decoded)
-        fail("an ok_ seed did not decode");
-    if (strncmp(name, "bad_", 4) == 0 && decoded)
-        fail("a bad_ seed decoded");
-    return failed ? 1 : 0;
-}
-
 int main(int argc, char **argv) {
-    const char *dir = argc > 1 ? argv[1] : MP_FUZZ_CORPUS_DIR;
-    DIR *d = opendir(dir);
-    if (d == NULL) {
-        fprintf(stderr, "fuzz_wire: cannot open corpus %s\n", dir);
+    int runs;
+    int bad = fuzz_replay_dir(argc > 1 ? argv[1] : MP_FUZZ_CORPUS_DIR, &runs);
+    if (bad < 0)
         return 1;
-    }
-    int runs = 0, bad = 0;
-    struct dirent *ent;
-    char path[4096];
-    while ((ent = readdir(d)) != NULL) {
-        struct stat st;
-        if (ent->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
-        if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
-            continue;
-        int r = replay_file(path, ent->d_name);
-        if (r != 0) {
-            fprintf(stderr, "fuzz_wire: %s: %s\n", path,
-                    r < 0 ? "cannot read" : "FAILED");
-            bad++;
-        }
-        runs++;
-    }
-    closedir(d);
-    if (runs == 0) {
-        fprintf(stderr, "fuzz_wire: no inputs in %s\n", dir);
-        return 1;
-    }
     printf("fuzz_wire: %d inputs, %d failed\n", runs, bad);
     return bad != 0;
 }
