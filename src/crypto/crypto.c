@@ -9,6 +9,8 @@
 #include "crypto.h"
 
 #include <limits.h>
+
+#include "crypto/aegis.h"
 #include <sodium.h>
 #include <string.h>
 
@@ -48,11 +50,15 @@ uint32_t mp__crypto_ciphers(void) {
     uint32_t c = MP_CIPHER_CHACHA;
     if (crypto_aead_aes256gcm_is_available())
         c |= MP_CIPHER_AESGCM;
+    if (mp__aegis256_available())
+        c |= MP_CIPHER_AEGIS;
     return c;
 }
 
 uint32_t mp__crypto_pick_cipher(uint32_t mine, uint32_t theirs) {
     uint32_t both = mine & theirs;
+    if (both & MP_CIPHER_AEGIS)
+        return MP_CIPHER_AEGIS;
     if (both & MP_CIPHER_AESGCM)
         return MP_CIPHER_AESGCM;
     if (both & MP_CIPHER_CHACHA)
@@ -210,6 +216,11 @@ fail:
 }
 #endif
 
+static bool known_cipher(uint32_t cipher) {
+    return cipher == MP_CIPHER_AESGCM || cipher == MP_CIPHER_CHACHA ||
+           cipher == MP_CIPHER_AEGIS;
+}
+
 /* Allocates a key object sending with tx and receiving with rx. */
 static moshpit_err_t keys_make(uint32_t cipher, const uint8_t tx[32],
                                const uint8_t rx[32], mp_session_keys_t **out) {
@@ -221,9 +232,18 @@ static moshpit_err_t keys_make(uint32_t cipher, const uint8_t tx[32],
     memcpy(k->rx, rx, 32);
     /* Both backends refuse AES-GCM without AES hardware: it is only ever
      * picked when both ends announced it (mp__crypto_ciphers). */
-    if (cipher == MP_CIPHER_AESGCM && !crypto_aead_aes256gcm_is_available()) {
+    if ((cipher == MP_CIPHER_AESGCM && !crypto_aead_aes256gcm_is_available()) ||
+        (cipher == MP_CIPHER_AEGIS && !mp__aegis256_available())) {
         sodium_free(k);
         return MOSHPIT_ECRYPTO;
+    }
+    if (cipher == MP_CIPHER_AEGIS) { /* our own code, same in both builds */
+#ifdef MOSHPIT_HAVE_OPENSSL
+        k->tx_ctx = NULL;
+        k->rx_ctx = NULL;
+#endif
+        *out = k;
+        return MOSHPIT_OK;
     }
 #ifdef MOSHPIT_HAVE_OPENSSL
     k->tx_ctx = NULL;
@@ -254,7 +274,7 @@ moshpit_err_t mp__session_keys_new(uint32_t cipher, const uint8_t my_id[32],
     static const char label[] = "moshpit-data-v1";
     uint8_t shared[32], okm[64];
     *out = NULL;
-    if (cipher != MP_CIPHER_AESGCM && cipher != MP_CIPHER_CHACHA)
+    if (!known_cipher(cipher))
         return MOSHPIT_ECRYPTO;
     if (crypto_scalarmult(shared, my_eph_sec, their_eph_pub) != 0)
         return MOSHPIT_ECRYPTO; /* low-order point */
@@ -283,7 +303,7 @@ moshpit_err_t mp__session_keys_new(uint32_t cipher, const uint8_t my_id[32],
 moshpit_err_t mp__session_keys_from_raw(uint32_t cipher, const uint8_t key[32],
                                         mp_session_keys_t **out) {
     *out = NULL;
-    if (cipher != MP_CIPHER_AESGCM && cipher != MP_CIPHER_CHACHA)
+    if (!known_cipher(cipher))
         return MOSHPIT_ECRYPTO;
     return keys_make(cipher, key, key, out);
 }
@@ -299,18 +319,24 @@ void mp__session_keys_free(mp_session_keys_t *k) {
     sodium_free(k); /* wipes tx/rx */
 }
 
-static void make_nonce(uint64_t counter, uint8_t nonce[12]) {
+/* counter as 8 bytes little-endian, then zeros: 12 bytes for AES-GCM and
+ * ChaCha20-Poly1305, 32 for AEGIS-256 */
+static void make_nonce(uint64_t counter, uint8_t nonce[32]) {
+    memset(nonce, 0, 32);
     for (int i = 0; i < 8; i++)
         nonce[i] = (uint8_t)(counter >> (8 * i));
-    nonce[8] = nonce[9] = nonce[10] = nonce[11] = 0;
 }
 
 moshpit_err_t mp__session_seal(const mp_session_keys_t *k, uint64_t counter,
                                const uint8_t *ad, size_t adlen,
                                const uint8_t *m, size_t mlen, uint8_t *c,
                                uint8_t tag[16]) {
-    uint8_t nonce[12];
+    uint8_t nonce[32];
     make_nonce(counter, nonce);
+    if (k->cipher == MP_CIPHER_AEGIS) {
+        mp__aegis256_encrypt(k->tx, nonce, ad, adlen, m, mlen, c, tag);
+        return MOSHPIT_OK;
+    }
 #ifdef MOSHPIT_HAVE_OPENSSL
     return evp_seal(k->tx_ctx, nonce, ad, adlen, m, mlen, c, tag);
 #else
@@ -329,8 +355,13 @@ moshpit_err_t mp__session_open(const mp_session_keys_t *k, uint64_t counter,
                                const uint8_t *ad, size_t adlen,
                                const uint8_t *c, size_t clen,
                                const uint8_t tag[16], uint8_t *m) {
-    uint8_t nonce[12];
+    uint8_t nonce[32];
     make_nonce(counter, nonce);
+    if (k->cipher == MP_CIPHER_AEGIS)
+        return mp__aegis256_decrypt(k->rx, nonce, ad, adlen, c, clen, tag, m) ==
+                       0
+                   ? MOSHPIT_OK
+                   : MOSHPIT_ECRYPTO;
 #ifdef MOSHPIT_HAVE_OPENSSL
     return evp_open(k->rx_ctx, nonce, ad, adlen, c, clen, tag, m);
 #else
