@@ -366,12 +366,18 @@ void mp__group_free(mp_group_t *g) {
     free(g);
 }
 
+/* finite: MP_FINITE_UNKNOWN (check here) or the driver's verdict. */
+static bool data_finite(const float *data, uint32_t count, int finite) {
+    return finite == MP_FINITE_UNKNOWN ? mp__vec_all_finite(data, count)
+                                       : finite != 0;
+}
+
 static mp_part_status_t on_scatter(mp_group_t *g, uint64_t now, uint32_t from,
                                    uint32_t part, const float *data,
-                                   uint32_t count) {
+                                   uint32_t count, int finite) {
     if ((g->contrib[part] & bit(from)) || (g->pflags[part] & OWN_FINAL))
         return MP_PART_DUP;
-    if (!mp__vec_all_finite(data, count)) {
+    if (!data_finite(data, count, finite)) {
         drop(g, from);
         return MP_PART_NONFINITE;
     }
@@ -398,12 +404,12 @@ static mp_part_status_t on_scatter(mp_group_t *g, uint64_t now, uint32_t from,
 
 static mp_part_status_t on_gather(mp_group_t *g, uint64_t now, uint32_t from,
                                   uint32_t part, const float *data,
-                                  uint32_t count, double wsum) {
+                                  uint32_t count, double wsum, int finite) {
     uint8_t *st = g->gstate + g->gbase[from] + part;
     if (*st != G_PENDING)
         return MP_PART_DUP;
     if (!isfinite(wsum) || wsum < 0 ||
-        (wsum > 0 && !mp__vec_all_finite(data, count))) {
+        (wsum > 0 && !data_finite(data, count, finite))) {
         drop(g, from);
         return MP_PART_NONFINITE;
     }
@@ -427,6 +433,15 @@ mp_part_status_t mp__group_on_part(mp_group_t *g, uint64_t now_ms,
                                    uint32_t share, uint32_t part,
                                    const float *data, uint32_t count,
                                    double wsum) {
+    return mp__group_on_part_checked(g, now_ms, from, kind, share, part, data,
+                                     count, wsum, MP_FINITE_UNKNOWN);
+}
+
+mp_part_status_t mp__group_on_part_checked(mp_group_t *g, uint64_t now_ms,
+                                           uint32_t from, mp_part_kind_t kind,
+                                           uint32_t share, uint32_t part,
+                                           const float *data, uint32_t count,
+                                           double wsum, int finite) {
     if (g == NULL)
         return MP_PART_LATE;
     if (!g->done && now_ms >= g->deadline)
@@ -452,8 +467,8 @@ mp_part_status_t mp__group_on_part(mp_group_t *g, uint64_t now_ms,
 
     mp_part_status_t st =
         kind == MP_PART_SCATTER
-            ? on_scatter(g, now_ms, from, part, data, count)
-            : on_gather(g, now_ms, from, part, data, count, wsum);
+            ? on_scatter(g, now_ms, from, part, data, count, finite)
+            : on_gather(g, now_ms, from, part, data, count, wsum, finite);
     check_done(g);
     return st;
 }

@@ -140,15 +140,11 @@ AES_FN void mp__aegis256_encrypt(const uint8_t key[32], const uint8_t nonce[32],
     wipe(s, sizeof(s));
 }
 
-AES_FN int mp__aegis256_decrypt(const uint8_t key[32], const uint8_t nonce[32],
-                                const uint8_t *ad, size_t adlen,
-                                const uint8_t *c, size_t clen,
-                                const uint8_t tag[16], uint8_t *m) {
-    blk_t s[6];
-    init(s, key, nonce);
-    absorb(s, ad, adlen);
+/* Decrypts whole blocks c[0..len), len a multiple of 16. */
+AES_FN static void decrypt_blocks(blk_t s[6], const uint8_t *c, size_t len,
+                                  uint8_t *m) {
     size_t i = 0;
-    for (; i + 32 <= clen; i += 32) {
+    for (; i + 32 <= len; i += 32) {
         blk_t x0 = _mm_xor_si128(load(c + i), keystream(s));
         store(m + i, x0);
         update(s, x0);
@@ -156,21 +152,47 @@ AES_FN int mp__aegis256_decrypt(const uint8_t key[32], const uint8_t nonce[32],
         store(m + i + 16, x1);
         update(s, x1);
     }
-    for (; i + 16 <= clen; i += 16) {
+    for (; i < len; i += 16) {
         blk_t x = _mm_xor_si128(load(c + i), keystream(s));
         store(m + i, x);
         update(s, x);
     }
-    if (i < clen) {
-        /* the padding of the last block is zero in the plaintext, not in
-         * the decrypted keystream: clear it before the update */
-        uint8_t pad[16] = {0};
-        memcpy(pad, c + i, clen - i);
-        store(pad, _mm_xor_si128(load(pad), keystream(s)));
-        memset(pad + (clen - i), 0, 16 - (clen - i));
-        memcpy(m + i, pad, clen - i);
-        update(s, load(pad));
-        wipe(pad, sizeof(pad));
+}
+
+/* Decrypts the last len (< 16) bytes. The padding of the last block is zero
+ * in the plaintext, not in the decrypted keystream: it is cleared before
+ * the update. */
+AES_FN static void decrypt_tail(blk_t s[6], const uint8_t *c, size_t len,
+                                uint8_t *m) {
+    uint8_t pad[16] = {0};
+    memcpy(pad, c, len);
+    store(pad, _mm_xor_si128(load(pad), keystream(s)));
+    memset(pad + len, 0, 16 - len);
+    memcpy(m, pad, len);
+    update(s, load(pad));
+    wipe(pad, sizeof(pad));
+}
+
+AES_FN int mp__aegis256_decrypt(const uint8_t key[32], const uint8_t nonce[32],
+                                const uint8_t *ad, size_t adlen,
+                                const uint8_t *c, size_t clen,
+                                const uint8_t tag[16], uint8_t *m,
+                                mp_aegis_scan_fn scan, void *ctx) {
+    blk_t s[6];
+    init(s, key, nonce);
+    absorb(s, ad, adlen);
+    /* chunks are multiples of 16 bytes, so only the last can end in a
+     * partial block */
+    for (size_t done = 0; done < clen;) {
+        size_t n = clen - done < MP_AEGIS_SCAN_CHUNK ? clen - done
+                                                     : MP_AEGIS_SCAN_CHUNK;
+        size_t nb = n & ~(size_t)15;
+        decrypt_blocks(s, c + done, nb, m + done);
+        if (nb < n)
+            decrypt_tail(s, c + done + nb, n - nb, m + done + nb);
+        if (scan != NULL)
+            scan(ctx, m + done, n);
+        done += n;
     }
     uint8_t want[16];
     finalize(s, adlen, clen, want);
@@ -200,8 +222,8 @@ static bool known_answer(void) {
                                          0x9e, 0xc5, 0x89, 0x6e};
     mp__aegis256_encrypt(key, nonce, NULL, 0, m, sizeof(m), c, tag);
     return memcmp(c, want_c, 16) == 0 && memcmp(tag, want_tag, 16) == 0 &&
-           mp__aegis256_decrypt(key, nonce, NULL, 0, c, sizeof(c), tag, back) ==
-               0 &&
+           mp__aegis256_decrypt(key, nonce, NULL, 0, c, sizeof(c), tag, back,
+                                NULL, NULL) == 0 &&
            memcmp(back, m, 16) == 0;
 }
 
@@ -227,8 +249,10 @@ void mp__aegis256_encrypt(const uint8_t key[32], const uint8_t nonce[32],
 
 int mp__aegis256_decrypt(const uint8_t key[32], const uint8_t nonce[32],
                          const uint8_t *ad, size_t adlen, const uint8_t *c,
-                         size_t clen, const uint8_t tag[16], uint8_t *m) {
+                         size_t clen, const uint8_t tag[16], uint8_t *m,
+                         mp_aegis_scan_fn scan, void *ctx) {
     (void)key, (void)nonce, (void)ad, (void)adlen, (void)c, (void)tag;
+    (void)scan, (void)ctx;
     if (clen > 0)
         memset(m, 0, clen);
     return -1;

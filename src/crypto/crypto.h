@@ -89,10 +89,26 @@ moshpit_err_t mp__session_seal(const mp_session_keys_t *k, uint64_t counter,
                                const uint8_t *ad, size_t adlen,
                                const uint8_t *m, size_t mlen, uint8_t *c,
                                uint8_t tag[16]);
-/* Opens; ECRYPTO if the tag does not verify (m is then unspecified). */
+/* Opens; ECRYPTO if the tag does not verify (m then holds no plaintext). */
 moshpit_err_t mp__session_open(const mp_session_keys_t *k, uint64_t counter,
                                const uint8_t *ad, size_t adlen,
                                const uint8_t *c, size_t clen,
                                const uint8_t tag[16], uint8_t *m);
+
+/* Looks at a chunk of plaintext while mp__session_open_scan produces it. */
+typedef void (*mp_scan_fn)(void *ctx, const uint8_t *m, size_t len);
+
+/* mp__session_open that also calls scan(sctx, chunk, len) on consecutive
+ * chunks of m (a few KiB each, multiples of 16 bytes but the last; together
+ * exactly m[0..clen)) as they are decrypted, so a check over the plaintext
+ * reads it from the L1 cache instead of in a second pass. The chunks may
+ * not be authenticated yet when scan sees them: scan may only compute
+ * something that the caller uses after this returned MOSHPIT_OK, never act
+ * on the bytes. On ECRYPTO whatever scan computed must be ignored. */
+moshpit_err_t mp__session_open_scan(const mp_session_keys_t *k,
+                                    uint64_t counter, const uint8_t *ad,
+                                    size_t adlen, const uint8_t *c, size_t clen,
+                                    const uint8_t tag[16], uint8_t *m,
+                                    mp_scan_fn scan, void *sctx);
 
 #endif

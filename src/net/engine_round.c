@@ -16,6 +16,7 @@
 #include <zmq.h>
 
 #include "core/share.h"
+#include "core/vec.h"
 #include "net/net.h"
 
 /* rounds                                                              */
@@ -468,12 +469,21 @@ static void canonical_ad(const uint8_t hdr[MP_DATA_HDR_BYTES],
     memset(out + 8, 0, 16);
 }
 
+/* Scan of a part being opened (mp__session_open_scan): whether all its
+ * floats are finite, checked while each chunk is in the L1 cache. The
+ * verdict is only read once the tag verified. */
+static void scan_finite(void *ctx, const uint8_t *m, size_t len) {
+    bool *finite = ctx;
+    if (*finite)
+        *finite = mp__vec_all_finite((const float *)(const void *)m, len / 4);
+}
+
 /* Hands an opened part (in mp->scratch) to the group machine. */
 static void deliver(moshpit_t *mp, mp_peer_t *p, uint32_t from,
-                    const mp_data_hdr_t *h) {
-    mp_part_status_t st = mp__group_on_part(
+                    const mp_data_hdr_t *h, bool finite) {
+    mp_part_status_t st = mp__group_on_part_checked(
         mp->round.group, mp__now_ms(), from, (mp_part_kind_t)h->kind, h->share,
-        h->part, mp->scratch, h->count, h->wsum);
+        h->part, mp->scratch, h->count, h->wsum, finite ? 1 : 0);
     if (st != MP_PART_OK && st != MP_PART_DUP && st != MP_PART_LATE)
         mp__log(mp, MOSHPIT_LOG_WARN, "part from %.8s rejected (status %d)%s",
                 p->id_txt, (int)st,
@@ -493,10 +503,11 @@ static void process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
         return;
     }
     size_t plen = (size_t)h->count * 4u;
-    if (mp__session_open(p->keys, h->counter, buf, MP_DATA_HDR_BYTES,
-                         buf + MP_DATA_HDR_BYTES, plen,
-                         buf + MP_DATA_HDR_BYTES + plen,
-                         (uint8_t *)mp->scratch) != MOSHPIT_OK) {
+    bool finite = true;
+    if (mp__session_open_scan(
+            p->keys, h->counter, buf, MP_DATA_HDR_BYTES,
+            buf + MP_DATA_HDR_BYTES, plen, buf + MP_DATA_HDR_BYTES + plen,
+            (uint8_t *)mp->scratch, scan_finite, &finite) != MOSHPIT_OK) {
         mp__log(mp, MOSHPIT_LOG_WARN,
                 "data frame from %.8s failed authentication, dropped",
                 p->id_txt);
@@ -504,7 +515,7 @@ static void process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
     }
     p->rx_counter = h->counter;
     r->bytes_received += len;
-    deliver(mp, p, from, h);
+    deliver(mp, p, from, h, finite);
 }
 
 /* A gather part in the shared form: part 1 = header + the round key wrapped
@@ -564,16 +575,18 @@ void mp__on_shared_gather(moshpit_t *mp, zmq_msg_t *head, zmq_msg_t *body) {
     }
     mp__crypto_wipe(wrap, sizeof(wrap));
     canonical_ad(hb, ad);
-    if (mp__session_open(r->gk_rx[from], (uint64_t)h.part + 1, ad,
-                         MP_DATA_HDR_BYTES, bb, clen, bb + clen,
-                         (uint8_t *)mp->scratch) != MOSHPIT_OK) {
+    bool finite = true;
+    if (mp__session_open_scan(r->gk_rx[from], (uint64_t)h.part + 1, ad,
+                              MP_DATA_HDR_BYTES, bb, clen, bb + clen,
+                              (uint8_t *)mp->scratch, scan_finite,
+                              &finite) != MOSHPIT_OK) {
         mp__log(mp, MOSHPIT_LOG_WARN,
                 "gather part from %.8s failed authentication, dropped",
                 p->id_txt);
         return;
     }
     r->bytes_received += MP_GATHER_HEAD_BYTES + blen;
-    deliver(mp, p, from, &h);
+    deliver(mp, p, from, &h, finite);
 }
 
 void mp__on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {

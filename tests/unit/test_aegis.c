@@ -6,9 +6,10 @@
  * and multi-block messages, with and without associated data, and tags
  * computed with an old 6-round finalization that must be refused); every
  * flipped bit of ciphertext, tag, associated data or nonce is refused and
- * leaves zeros, not plaintext, in the output; sealing in place; and long
+ * leaves zeros, not plaintext, in the output; sealing in place; long
  * messages of every length around the 16- and 32-byte loop boundaries
- * round-trip. Skipped (and says so) where the CPU or build has no AES-NI.
+ * round-trip; and the decryption scan sees every byte once, in order. Skipped
+ * (and says so) where the CPU or build has no AES-NI.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -94,6 +95,31 @@ static const vec_t VECS[] = {
 
 enum { VMAX = 256 };
 
+static int dec(const uint8_t key[32], const uint8_t nonce[32],
+               const uint8_t *ad, size_t adlen, const uint8_t *c, size_t clen,
+               const uint8_t tag[16], uint8_t *m) {
+    return mp__aegis256_decrypt(key, nonce, ad, adlen, c, clen, tag, m, NULL,
+                                NULL);
+}
+
+/* What a scan saw: the chunks must tile the output in order. */
+typedef struct scan_log {
+    const uint8_t *base;
+    size_t next, calls, bad;
+    uint64_t sum;
+} scan_log_t;
+
+static void scan_cb(void *ctx, const uint8_t *m, size_t len) {
+    scan_log_t *l = ctx;
+    l->bad += m != l->base + l->next;
+    l->bad += len == 0 || len > MP_AEGIS_SCAN_CHUNK;
+    l->bad += l->next % 16 != 0;
+    for (size_t i = 0; i < len; i++)
+        l->sum += m[i];
+    l->next += len;
+    l->calls++;
+}
+
 static size_t unhex(const char *h, uint8_t *out) {
     size_t n = strlen(h) / 2;
     for (size_t i = 0; i < n; i++) {
@@ -120,8 +146,7 @@ static void test_vectors(void) {
         CHECK((memcmp(otag, tag, 16) == 0) == t->valid, "%s: tag %s", t->name,
               t->valid ? "differs" : "matches an invalid one");
         memset(out, 0xaa, sizeof(out));
-        int rc =
-            mp__aegis256_decrypt(key, nonce, ad, adlen, ct, clen, tag, out);
+        int rc = dec(key, nonce, ad, adlen, ct, clen, tag, out);
         CHECK((rc == 0) == t->valid, "%s: decrypt returned %d", t->name, rc);
         if (t->valid) {
             CHECK(memcmp(out, msg, mlen) == 0, "%s: plaintext", t->name);
@@ -148,37 +173,34 @@ static void test_tamper(void) {
     int accepted = 0;
     for (size_t bit = 0; bit < 8 * sizeof(c); bit++) {
         c[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-        accepted += mp__aegis256_decrypt(key, nonce, ad, sizeof(ad), c,
-                                         sizeof(c), tag, out) == 0;
+        accepted +=
+            dec(key, nonce, ad, sizeof(ad), c, sizeof(c), tag, out) == 0;
         c[bit / 8] ^= (uint8_t)(1u << (bit % 8));
     }
     for (size_t bit = 0; bit < 128; bit++) {
         tag[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-        accepted += mp__aegis256_decrypt(key, nonce, ad, sizeof(ad), c,
-                                         sizeof(c), tag, out) == 0;
+        accepted +=
+            dec(key, nonce, ad, sizeof(ad), c, sizeof(c), tag, out) == 0;
         tag[bit / 8] ^= (uint8_t)(1u << (bit % 8));
     }
     for (size_t bit = 0; bit < 8 * sizeof(ad); bit++) {
         ad[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-        accepted += mp__aegis256_decrypt(key, nonce, ad, sizeof(ad), c,
-                                         sizeof(c), tag, out) == 0;
+        accepted +=
+            dec(key, nonce, ad, sizeof(ad), c, sizeof(c), tag, out) == 0;
         ad[bit / 8] ^= (uint8_t)(1u << (bit % 8));
     }
     for (size_t bit = 0; bit < 256; bit++) {
         nonce[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-        accepted += mp__aegis256_decrypt(key, nonce, ad, sizeof(ad), c,
-                                         sizeof(c), tag, out) == 0;
+        accepted +=
+            dec(key, nonce, ad, sizeof(ad), c, sizeof(c), tag, out) == 0;
         nonce[bit / 8] ^= (uint8_t)(1u << (bit % 8));
     }
     CHECK(accepted == 0, "%d tampered inputs accepted", accepted);
-    CHECK(mp__aegis256_decrypt(key, nonce, ad, sizeof(ad) - 1, c, sizeof(c),
-                               tag, out) != 0,
+    CHECK(dec(key, nonce, ad, sizeof(ad) - 1, c, sizeof(c), tag, out) != 0,
           "shorter associated data accepted");
-    CHECK(mp__aegis256_decrypt(key, nonce, ad, sizeof(ad), c, sizeof(c) - 1,
-                               tag, out) != 0,
+    CHECK(dec(key, nonce, ad, sizeof(ad), c, sizeof(c) - 1, tag, out) != 0,
           "truncated ciphertext accepted");
-    CHECK(mp__aegis256_decrypt(key, nonce, ad, sizeof(ad), c, sizeof(c), tag,
-                               out) == 0 &&
+    CHECK(dec(key, nonce, ad, sizeof(ad), c, sizeof(c), tag, out) == 0 &&
               memcmp(out, m, sizeof(m)) == 0,
           "the untampered message does not open");
 }
@@ -197,8 +219,7 @@ static void test_lengths(void) {
         memcpy(buf, m, len);
         mp__aegis256_encrypt(key, nonce, m, len % 37, buf, len, buf, tag2);
         bad += memcmp(buf, c, len) != 0 || memcmp(tag, tag2, 16) != 0;
-        bad += mp__aegis256_decrypt(key, nonce, m, len % 37, buf, len, tag,
-                                    buf) != 0 ||
+        bad += dec(key, nonce, m, len % 37, buf, len, tag, buf) != 0 ||
                memcmp(buf, m, len) != 0;
         /* a prefix of the ciphertext is the ciphertext of the prefix */
         if (len > 0) {
@@ -210,6 +231,43 @@ static void test_lengths(void) {
     CHECK(bad == 0, "%d length checks failed", bad);
 }
 
+/* The scan sees every plaintext byte once, in order, in chunks that are
+ * multiples of 16 bytes but the last, and decryption is unchanged by it. */
+static void test_scan(void) {
+    static uint8_t m[3 * MP_AEGIS_SCAN_CHUNK + 40], c[sizeof(m)],
+        out[sizeof(m)], out2[sizeof(m)];
+    uint8_t key[32] = {1}, nonce[32] = {2}, tag[16];
+    static const size_t lens[] = {0,
+                                  1,
+                                  15,
+                                  16,
+                                  MP_AEGIS_SCAN_CHUNK - 1,
+                                  MP_AEGIS_SCAN_CHUNK,
+                                  MP_AEGIS_SCAN_CHUNK + 5,
+                                  2 * MP_AEGIS_SCAN_CHUNK,
+                                  sizeof(m)};
+    uint64_t s = 7;
+    for (size_t i = 0; i < sizeof(m); i++)
+        m[i] = (uint8_t)test_splitmix64(&s);
+    for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+        size_t len = lens[k];
+        mp__aegis256_encrypt(key, nonce, NULL, 0, m, len, c, tag);
+        scan_log_t lg = {.base = out};
+        int rc = mp__aegis256_decrypt(key, nonce, NULL, 0, c, len, tag, out,
+                                      scan_cb, &lg);
+        uint64_t want = 0;
+        for (size_t i = 0; i < len; i++)
+            want += m[i];
+        CHECK(rc == 0 && memcmp(out, m, len) == 0, "len %zu: open", len);
+        CHECK(lg.bad == 0 && lg.next == len && lg.sum == want,
+              "len %zu: scan saw %zu bytes in %zu calls, %zu bad", len, lg.next,
+              lg.calls, lg.bad);
+        CHECK(dec(key, nonce, NULL, 0, c, len, tag, out2) == 0 &&
+                  memcmp(out2, out, len) == 0,
+              "len %zu: scan changes decryption", len);
+    }
+}
+
 int main(void) {
     if (!mp__aegis256_available()) {
         printf("test_aegis: no AES-NI in this build or CPU, skipped\n");
@@ -218,5 +276,6 @@ int main(void) {
     test_vectors();
     test_tamper();
     test_lengths();
+    test_scan();
     return test_summary("test_aegis");
 }
