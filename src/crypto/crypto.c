@@ -52,11 +52,15 @@ uint32_t mp__crypto_ciphers(void) {
         c |= MP_CIPHER_AESGCM;
     if (mp__aegis256_available())
         c |= MP_CIPHER_AEGIS;
+    if (mp__aegis256x2_available())
+        c |= MP_CIPHER_AEGISX2;
     return c;
 }
 
 uint32_t mp__crypto_pick_cipher(uint32_t mine, uint32_t theirs) {
     uint32_t both = mine & theirs;
+    if (both & MP_CIPHER_AEGISX2)
+        return MP_CIPHER_AEGISX2;
     if (both & MP_CIPHER_AEGIS)
         return MP_CIPHER_AEGIS;
     if (both & MP_CIPHER_AESGCM)
@@ -231,7 +235,7 @@ fail:
 
 static bool known_cipher(uint32_t cipher) {
     return cipher == MP_CIPHER_AESGCM || cipher == MP_CIPHER_CHACHA ||
-           cipher == MP_CIPHER_AEGIS;
+           cipher == MP_CIPHER_AEGIS || cipher == MP_CIPHER_AEGISX2;
 }
 
 /* Allocates a key object sending with tx and receiving with rx. */
@@ -246,11 +250,13 @@ static moshpit_err_t keys_make(uint32_t cipher, const uint8_t tx[32],
     /* Both backends refuse AES-GCM without AES hardware: it is only ever
      * picked when both ends announced it (mp__crypto_ciphers). */
     if ((cipher == MP_CIPHER_AESGCM && !crypto_aead_aes256gcm_is_available()) ||
-        (cipher == MP_CIPHER_AEGIS && !mp__aegis256_available())) {
+        (cipher == MP_CIPHER_AEGIS && !mp__aegis256_available()) ||
+        (cipher == MP_CIPHER_AEGISX2 && !mp__aegis256x2_available())) {
         sodium_free(k);
         return MOSHPIT_ECRYPTO;
     }
-    if (cipher == MP_CIPHER_AEGIS) { /* our own code, same in both builds */
+    if (cipher == MP_CIPHER_AEGIS || cipher == MP_CIPHER_AEGISX2) {
+        /* our own code, the same in both builds */
 #ifdef MOSHPIT_HAVE_OPENSSL
         k->tx_ctx = NULL;
         k->rx_ctx = NULL;
@@ -346,6 +352,10 @@ moshpit_err_t mp__session_seal(const mp_session_keys_t *k, uint64_t counter,
                                uint8_t tag[16]) {
     uint8_t nonce[32];
     make_nonce(counter, nonce);
+    if (k->cipher == MP_CIPHER_AEGISX2) {
+        mp__aegis256x2_encrypt(k->tx, nonce, ad, adlen, m, mlen, c, tag);
+        return MOSHPIT_OK;
+    }
     if (k->cipher == MP_CIPHER_AEGIS) {
         mp__aegis256_encrypt(k->tx, nonce, ad, adlen, m, mlen, c, tag);
         return MOSHPIT_OK;
@@ -379,9 +389,12 @@ moshpit_err_t mp__session_open_scan(const mp_session_keys_t *k,
                                     mp_scan_fn scan, void *sctx) {
     uint8_t nonce[32];
     make_nonce(counter, nonce);
-    if (k->cipher == MP_CIPHER_AEGIS) {
-        int rc = mp__aegis256_decrypt(k->rx, nonce, ad, adlen, c, clen, tag, m,
-                                      scan, sctx);
+    if (k->cipher == MP_CIPHER_AEGIS || k->cipher == MP_CIPHER_AEGISX2) {
+        int rc = k->cipher == MP_CIPHER_AEGISX2
+                     ? mp__aegis256x2_decrypt(k->rx, nonce, ad, adlen, c, clen,
+                                              tag, m, scan, sctx)
+                     : mp__aegis256_decrypt(k->rx, nonce, ad, adlen, c, clen,
+                                            tag, m, scan, sctx);
         return rc == 0 ? MOSHPIT_OK : MOSHPIT_ECRYPTO;
     }
 #ifdef MOSHPIT_HAVE_OPENSSL

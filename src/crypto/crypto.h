@@ -3,8 +3,9 @@
  * crypto.h - identities, admission proofs, session keys and the data-plane
  * AEAD. The only module (besides CURVE setup in net/) that uses libsodium.
  *
- * Data-plane frames are sealed with AEGIS-256 when both ends run it (x86-64
- * with AES-NI, crypto/aegis.c), else AES-256-GCM when both have AES
+ * Data-plane frames are sealed with AEGIS-256X2 when both ends run it
+ * (x86-64 with VAES), else AEGIS-256 (x86-64 with AES-NI; both in
+ * crypto/aegis*.c), else AES-256-GCM when both have AES
  * hardware, else ChaCha20-Poly1305 (IETF). The last two come from libsodium,
  * or from OpenSSL 3's libcrypto when built with MOSHPIT_HAVE_OPENSSL
  * (faster; same wire format, so both builds interoperate). Keys are
@@ -25,7 +26,8 @@
 
 #define MP_CIPHER_AESGCM 1u
 #define MP_CIPHER_CHACHA 2u
-#define MP_CIPHER_AEGIS 4u /* AEGIS-256, 128-bit tag (crypto/aegis.h) */
+#define MP_CIPHER_AEGIS 4u   /* AEGIS-256, 128-bit tag (crypto/aegis.h) */
+#define MP_CIPHER_AEGISX2 8u /* AEGIS-256X2, 128-bit tag (VAES) */
 
 /* Initializes libsodium; idempotent and thread-safe. */
 moshpit_err_t mp__crypto_init(void);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_aegis.c - unit tests of the AEGIS-256 implementation
- * (src/crypto/aegis.h): known answers from draft-irtf-cfrg-aegis-aead and
+ * test_aegis.c - unit tests of the AEGIS-256 and AEGIS-256X2
+ * implementations (src/crypto/aegis.h), each where the CPU runs it: known
+ * answers from draft-irtf-cfrg-aegis-aead and
  * from Wycheproof's aegis256_test.json (empty, partial-block, whole-block
  * and multi-block messages, with and without associated data, and tags
  * computed with an old 6-round finalization that must be refused); every
@@ -93,13 +94,67 @@ static const vec_t VECS[] = {
      "c2eb063876bfe92eacd3f9abc00b5150", "0a9d8ac763f7b94b64922c2f7b0e4724", 1},
 };
 
+/* AEGIS-256X2, from the draft. Its test vector 2 appears in two versions
+ * (message 04050607... and 05060708... with matching outputs); both are
+ * checked. */
+static const vec_t VECS_X2[] = {
+    {"draft X2 TV1",
+     "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
+     "101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f", "", "",
+     "", "62cdbab084c83dacdb945bb446f049c8", 1},
+    {"draft X2 TV2",
+     "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
+     "101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f",
+     "0102030401020304",
+     "04050607040506070405060704050607040506070405060704050607040506070405"
+     "06070405060704050607040506070405060704050607040506070405060704050607"
+     "04050607040506070405060704050607040506070405060704050607040506070405"
+     "060704050607040506070405060704050607",
+     "72120c2ea8236180d67859001f4729077b7064c414384fe3a7b52f1571f4f8a7d0f0"
+     "1e18db4f3bc0adb150702e5d147a8d36522132761b994c1bd395589e2ccf0790dfe2"
+     "a3d12d61cd666b2859827739db4037dd3124c78424459376f6cac08e1a7223a2a43e"
+     "398ce6385cd654a19f481cba3b8f25910b42",
+     "635d391828520bf1512763f0c8f5cdbd", 1},
+    {"draft X2 TV2 (05060708 message)",
+     "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
+     "101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f",
+     "0102030401020304",
+     "05060708050607080506070805060708050607080506070805060708050607080506"
+     "07080506070805060708050607080506070805060708050607080506070805060708"
+     "05060708050607080506070805060708050607080506070805060708050607080506"
+     "070805060708050607080506070805060708",
+     "73110d21a920608fd77b580f1e4428087a7365cb153b4eeca6b62e1a70f7f9a8d1f3"
+     "1f17da4c3acfacb2517f2f5e15758c35532e33751a964d18d29a599d2dc07f937833"
+     "9b9d8c9fa03d30a4d7837cc8eb8b99bcbba2d11cd1a0f994af2b8f947ef18473bd51"
+     "9e5283736758480abc990e79d4ccab93dde9",
+     "94a3bd44ad3381e36335014620ee638e", 1},
+    {"draft X2 TV2, AEGIS-256X4 tag",
+     "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
+     "101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f", "", "",
+     "", "3b7fee6cee7bf17888ad11ed2397beb4", 0},
+};
+
 enum { VMAX = 256 };
+
+/* The variant under test: AEGIS-256 or AEGIS-256X2. */
+typedef void (*enc_fn)(const uint8_t *, const uint8_t *, const uint8_t *,
+                       size_t, const uint8_t *, size_t, uint8_t *, uint8_t *);
+typedef int (*dec_fn)(const uint8_t *, const uint8_t *, const uint8_t *, size_t,
+                      const uint8_t *, size_t, const uint8_t *, uint8_t *,
+                      mp_aegis_scan_fn, void *);
+static enc_fn enc_impl;
+static dec_fn dec_impl;
+
+static void enc(const uint8_t key[32], const uint8_t nonce[32],
+                const uint8_t *ad, size_t adlen, const uint8_t *m, size_t mlen,
+                uint8_t *c, uint8_t tag[16]) {
+    enc_impl(key, nonce, ad, adlen, m, mlen, c, tag);
+}
 
 static int dec(const uint8_t key[32], const uint8_t nonce[32],
                const uint8_t *ad, size_t adlen, const uint8_t *c, size_t clen,
                const uint8_t tag[16], uint8_t *m) {
-    return mp__aegis256_decrypt(key, nonce, ad, adlen, c, clen, tag, m, NULL,
-                                NULL);
+    return dec_impl(key, nonce, ad, adlen, c, clen, tag, m, NULL, NULL);
 }
 
 /* What a scan saw: the chunks must tile the output in order. */
@@ -130,9 +185,9 @@ static size_t unhex(const char *h, uint8_t *out) {
     return n;
 }
 
-static void test_vectors(void) {
-    for (size_t v = 0; v < sizeof(VECS) / sizeof(VECS[0]); v++) {
-        const vec_t *t = &VECS[v];
+static void test_vectors(const vec_t *vecs, size_t nvecs) {
+    for (size_t v = 0; v < nvecs; v++) {
+        const vec_t *t = &vecs[v];
         uint8_t key[32], nonce[32], ad[VMAX], msg[VMAX], ct[VMAX], tag[16];
         uint8_t out[VMAX], otag[16];
         unhex(t->key, key);
@@ -141,7 +196,7 @@ static void test_vectors(void) {
         size_t clen = unhex(t->ct, ct);
         unhex(t->tag, tag);
         CHECK(clen == mlen, "%s: lengths", t->name);
-        mp__aegis256_encrypt(key, nonce, ad, adlen, msg, mlen, out, otag);
+        enc(key, nonce, ad, adlen, msg, mlen, out, otag);
         CHECK(memcmp(out, ct, clen) == 0, "%s: ciphertext", t->name);
         CHECK((memcmp(otag, tag, 16) == 0) == t->valid, "%s: tag %s", t->name,
               t->valid ? "differs" : "matches an invalid one");
@@ -169,7 +224,7 @@ static void test_tamper(void) {
         ad[i] = (uint8_t)i;
     for (int i = 0; i < 100; i++)
         m[i] = (uint8_t)(i * i);
-    mp__aegis256_encrypt(key, nonce, ad, sizeof(ad), m, sizeof(m), c, tag);
+    enc(key, nonce, ad, sizeof(ad), m, sizeof(m), c, tag);
     int accepted = 0;
     for (size_t bit = 0; bit < 8 * sizeof(c); bit++) {
         c[bit / 8] ^= (uint8_t)(1u << (bit % 8));
@@ -215,16 +270,15 @@ static void test_lengths(void) {
         m[i] = (uint8_t)test_splitmix64(&s);
     int bad = 0;
     for (size_t len = 0; len < MAXL; len++) {
-        mp__aegis256_encrypt(key, nonce, m, len % 37, m, len, c, tag);
+        enc(key, nonce, m, len % 37, m, len, c, tag);
         memcpy(buf, m, len);
-        mp__aegis256_encrypt(key, nonce, m, len % 37, buf, len, buf, tag2);
+        enc(key, nonce, m, len % 37, buf, len, buf, tag2);
         bad += memcmp(buf, c, len) != 0 || memcmp(tag, tag2, 16) != 0;
         bad += dec(key, nonce, m, len % 37, buf, len, tag, buf) != 0 ||
                memcmp(buf, m, len) != 0;
         /* a prefix of the ciphertext is the ciphertext of the prefix */
         if (len > 0) {
-            mp__aegis256_encrypt(key, nonce, m, len % 37, m, len - 1, buf,
-                                 tag2);
+            enc(key, nonce, m, len % 37, m, len - 1, buf, tag2);
             bad += memcmp(buf, c, len - 1) != 0;
         }
     }
@@ -251,10 +305,9 @@ static void test_scan(void) {
         m[i] = (uint8_t)test_splitmix64(&s);
     for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
         size_t len = lens[k];
-        mp__aegis256_encrypt(key, nonce, NULL, 0, m, len, c, tag);
+        enc(key, nonce, NULL, 0, m, len, c, tag);
         scan_log_t lg = {.base = out};
-        int rc = mp__aegis256_decrypt(key, nonce, NULL, 0, c, len, tag, out,
-                                      scan_cb, &lg);
+        int rc = dec_impl(key, nonce, NULL, 0, c, len, tag, out, scan_cb, &lg);
         uint64_t want = 0;
         for (size_t i = 0; i < len; i++)
             want += m[i];
@@ -268,14 +321,32 @@ static void test_scan(void) {
     }
 }
 
-int main(void) {
-    if (!mp__aegis256_available()) {
-        printf("test_aegis: no AES-NI in this build or CPU, skipped\n");
-        return test_summary("test_aegis");
-    }
-    test_vectors();
+static void run_all(const char *name, const vec_t *vecs, size_t nvecs) {
+    long before = test_failures;
+    test_vectors(vecs, nvecs);
     test_tamper();
     test_lengths();
     test_scan();
+    if (test_failures != before)
+        fprintf(stderr, "test_aegis: %s failed\n", name);
+}
+
+int main(void) {
+    if (mp__aegis256_available()) {
+        enc_impl = mp__aegis256_encrypt;
+        dec_impl = mp__aegis256_decrypt;
+        run_all("AEGIS-256", VECS, sizeof(VECS) / sizeof(VECS[0]));
+    } else {
+        printf("test_aegis: no AES-NI in this build or CPU, AEGIS-256 "
+               "skipped\n");
+    }
+    if (mp__aegis256x2_available()) {
+        enc_impl = mp__aegis256x2_encrypt;
+        dec_impl = mp__aegis256x2_decrypt;
+        run_all("AEGIS-256X2", VECS_X2, sizeof(VECS_X2) / sizeof(VECS_X2[0]));
+    } else {
+        printf("test_aegis: no VAES in this build or CPU, AEGIS-256X2 "
+               "skipped\n");
+    }
     return test_summary("test_aegis");
 }

@@ -50,7 +50,8 @@ static mp_session_keys_t *keys_for(uint32_t cipher, const side_t *me,
 }
 
 static const char *cipher_name(uint32_t c) {
-    return c == MP_CIPHER_AEGIS    ? "AEGIS-256"
+    return c == MP_CIPHER_AEGISX2  ? "AEGIS-256X2"
+           : c == MP_CIPHER_AEGIS  ? "AEGIS-256"
            : c == MP_CIPHER_AESGCM ? "AES-256-GCM"
                                    : "ChaCha20-Poly1305";
 }
@@ -270,6 +271,20 @@ static void test_cipher_mismatch(void) {
     }
     mp__session_keys_free(ka);
     mp__session_keys_free(kb);
+    if (!(mp__crypto_ciphers() & MP_CIPHER_AEGISX2))
+        return;
+    ka = keys_for(MP_CIPHER_AEGISX2, &a, &b);
+    kb = keys_for(MP_CIPHER_AEGIS, &b, &a);
+    if (ka != NULL && kb != NULL) {
+        uint8_t m[64] = {1, 2, 3}, c[64], tag[16], out[64];
+        CHECK(mp__session_seal(ka, 9, NULL, 0, m, 64, c, tag) == MOSHPIT_OK,
+              "seal");
+        CHECK(mp__session_open(kb, 9, NULL, 0, c, 64, tag, out) ==
+                  MOSHPIT_ECRYPTO,
+              "AEGIS-256X2 frame opened as AEGIS-256");
+    }
+    mp__session_keys_free(ka);
+    mp__session_keys_free(kb);
 }
 
 static void test_session_reject(void) {
@@ -292,7 +307,7 @@ static void test_session_reject(void) {
     CHECK(e == MOSHPIT_ECRYPTO, "peer ephemeral 1: %s", moshpit_strerror(e));
     CHECK(k == NULL, "out not NULL after refusal");
 
-    static const uint32_t bad[] = {0, 3, 5, 8, 0x80000000u, 0xffffffffu};
+    static const uint32_t bad[] = {0, 3, 5, 12, 16, 0x80000000u, 0xffffffffu};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         k = (mp_session_keys_t *)(uintptr_t)1;
         e = mp__session_keys_new(bad[i], a.id, a.eph_sec, a.eph_pub, b.id,
@@ -306,7 +321,12 @@ static void test_session_reject(void) {
 
 static void test_pick_cipher(void) {
     const uint32_t A = MP_CIPHER_AESGCM, C = MP_CIPHER_CHACHA;
-    const uint32_t G = MP_CIPHER_AEGIS;
+    const uint32_t G = MP_CIPHER_AEGIS, X = MP_CIPHER_AEGISX2;
+    CHECK(mp__crypto_pick_cipher(X | G | A | C, X | G | A | C) == X,
+          "all four: AEGIS-256X2 first");
+    CHECK(mp__crypto_pick_cipher(X | G | A | C, G | A | C) == G,
+          "theirs without X2: AEGIS-256");
+    CHECK(mp__crypto_pick_cipher(X | A | C, X | C) == X, "X2 without GCM");
     CHECK(mp__crypto_pick_cipher(G | A | C, G | A | C) == G,
           "all three: AEGIS first");
     CHECK(mp__crypto_pick_cipher(G | A | C, A | C) == A,
@@ -320,17 +340,15 @@ static void test_pick_cipher(void) {
     CHECK(mp__crypto_pick_cipher(A, C) == 0, "nothing in common");
     CHECK(mp__crypto_pick_cipher(0, A | C) == 0, "mine empty");
     CHECK(mp__crypto_pick_cipher(A | C, 0) == 0, "theirs empty");
-    CHECK(mp__crypto_pick_cipher(0xfffffff8u, 0xfffffff8u) == 0,
+    CHECK(mp__crypto_pick_cipher(0xfffffff0u, 0xfffffff0u) == 0,
           "unknown bits only");
     CHECK(mp__crypto_pick_cipher(0xffffffffu, C | 0x100u) == C,
           "unknown bits ignored");
     uint32_t here = mp__crypto_ciphers();
     CHECK(here & C, "ChaCha not available (0x%x)", here);
-    CHECK((here & ~(G | A | C)) == 0, "unknown cipher bits 0x%x", here);
-    CHECK(mp__crypto_pick_cipher(here, here) == ((here & G)   ? G
-                                                 : (here & A) ? A
-                                                              : C),
-          "pick with ourselves");
+    CHECK((here & ~(X | G | A | C)) == 0, "unknown cipher bits 0x%x", here);
+    uint32_t best = (here & X) ? X : (here & G) ? G : (here & A) ? A : C;
+    CHECK(mp__crypto_pick_cipher(here, here) == best, "pick with ourselves");
 }
 
 /* ---------------------------------------------------------------------- */
@@ -476,6 +494,9 @@ static void independent_seal(uint32_t cipher, const side_t *a, const side_t *b,
     if (cipher == MP_CIPHER_AEGIS) /* the whole 32-byte nonce */
         mp__aegis256_encrypt(okm, nonce, (const uint8_t *)GOLDEN_AD,
                              sizeof(GOLDEN_AD) - 1, m, mlen, c, tag);
+    else if (cipher == MP_CIPHER_AEGISX2)
+        mp__aegis256x2_encrypt(okm, nonce, (const uint8_t *)GOLDEN_AD,
+                               sizeof(GOLDEN_AD) - 1, m, mlen, c, tag);
     else if (cipher == MP_CIPHER_AESGCM)
         crypto_aead_aes256gcm_encrypt_detached(
             c, tag, NULL, m, mlen, (const uint8_t *)GOLDEN_AD,
@@ -565,6 +586,10 @@ int main(void) {
     CHECK(mp__crypto_init() == MOSHPIT_OK, "crypto init is not idempotent");
 
     uint32_t have = mp__crypto_ciphers();
+    if (have & MP_CIPHER_AEGISX2)
+        test_session(MP_CIPHER_AEGISX2);
+    else
+        printf("test_crypto: no VAES, AEGIS-256X2 not tested\n");
     if (have & MP_CIPHER_AEGIS)
         test_session(MP_CIPHER_AEGIS);
     else
@@ -583,6 +608,7 @@ int main(void) {
     test_golden();
     test_derivation(MP_CIPHER_AESGCM);
     test_derivation(MP_CIPHER_AEGIS);
+    test_derivation(MP_CIPHER_AEGISX2);
 
     return test_summary("test_crypto");
 }
