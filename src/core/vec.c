@@ -19,6 +19,37 @@
 #define EXP 0x7f800000u
 #define LSB_EXP 0x00800000u
 
+#if defined(__GNUC__)
+/* GCC and Clang: explicit 128-bit vectors keep the accumulator in a
+ * register (the portable version below makes GCC store its lanes to the
+ * stack every iteration), about three times as fast on cached data, which
+ * is where the data plane calls it (a chunk just decrypted). */
+typedef uint32_t u32x4_t __attribute__((vector_size(16)));
+
+bool mp__vec_all_finite(const float *x, size_t n) {
+    const u32x4_t e = {EXP, EXP, EXP, EXP};
+    const u32x4_t l = {LSB_EXP, LSB_EXP, LSB_EXP, LSB_EXP};
+    u32x4_t acc = {0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        u32x4_t a, b, c, d;
+        memcpy(&a, x + i, sizeof a);
+        memcpy(&b, x + i + 4, sizeof b);
+        memcpy(&c, x + i + 8, sizeof c);
+        memcpy(&d, x + i + 12, sizeof d);
+        acc |= ((a & e) + l) | ((b & e) + l) | ((c & e) + l) | ((d & e) + l);
+    }
+    uint32_t lanes[4];
+    memcpy(lanes, &acc, sizeof lanes);
+    uint32_t bad = lanes[0] | lanes[1] | lanes[2] | lanes[3];
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, sizeof u);
+        bad |= (u & EXP) + LSB_EXP;
+    }
+    return (bad & 0x80000000u) == 0;
+}
+#else
 bool mp__vec_all_finite(const float *x, size_t n) {
     uint32_t lane[BLOCK] = {0};
     uint32_t bad = 0;
@@ -38,6 +69,7 @@ bool mp__vec_all_finite(const float *x, size_t n) {
     }
     return (bad & 0x80000000u) == 0;
 }
+#endif
 
 void mp__vec_acc_first(double *restrict acc, const float *restrict xs,
                        double ws, const float *restrict xm, double wm,
