@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/agg.h"
+#include "core/vec.h"
 #include "crypto/cert.h"
 #include "crypto/crypto.h"
 #include "net/engine.h"
@@ -399,25 +400,6 @@ static moshpit_err_t run_cmd(moshpit_t *mp, mp_cmd_t *c) {
     return e;
 }
 
-static bool all_finite(const float *v, size_t n) {
-    /* a float is finite iff its exponent bits are not all ones; the OR of
-     * (bits & exp) == exp tests vectorizes, unlike a float reduction */
-    const uint32_t exp = 0x7f800000u;
-    size_t i = 0;
-    while (i < n) {
-        size_t end = n - i > 4096 ? i + 4096 : n;
-        uint32_t bad = 0;
-        for (; i < end; i++) {
-            uint32_t b;
-            memcpy(&b, &v[i], sizeof(b));
-            bad |= (uint32_t)((b & exp) == exp);
-        }
-        if (bad)
-            return false;
-    }
-    return true;
-}
-
 moshpit_err_t moshpit_average(moshpit_t *mp, float *values, size_t count,
                               double weight, moshpit_round_t *info) {
     if (mp == NULL || (values == NULL && count > 0) || !isfinite(weight) ||
@@ -425,7 +407,7 @@ moshpit_err_t moshpit_average(moshpit_t *mp, float *values, size_t count,
         return MOSHPIT_EINVAL;
     if ((uint64_t)count > ((uint64_t)1 << 34))
         return MOSHPIT_EINVAL; /* 64 GiB of floats: certainly a mistake */
-    if (!all_finite(values, count))
+    if (!mp__vec_all_finite(values, count))
         return MOSHPIT_EINVAL;
     mp_plat_mutex_lock(&mp->call_lock);
     mp_cmd_t c;

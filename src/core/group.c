@@ -120,6 +120,7 @@
 
 #include "core/agg.h"
 #include "core/share.h"
+#include "core/vec.h"
 
 /* Flags of an own-share part. */
 #define OWN_FINAL 1u
@@ -128,11 +129,6 @@
 
 /* States of a part of another member's share. */
 enum { G_PENDING = 0, G_AVG, G_LOCAL, G_GIVEN_UP };
-
-/* Loop blocks of a fixed size let GCC vectorize at -O2 (its "very cheap"
- * cost model only vectorizes loops whose trip count is a known multiple of
- * the vector length). */
-#define BLOCK 16
 
 struct mp_group {
     uint32_t n, self;
@@ -208,82 +204,7 @@ static uint64_t sat_add(uint64_t a, uint64_t b) {
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
-/* ---- vector kernels ---- */
-
-static bool all_finite(const float *restrict x, size_t n) {
-    uint32_t bad = 0;
-    size_t i = 0;
-    for (; i + BLOCK <= n; i += BLOCK) {
-        uint32_t u[BLOCK];
-        memcpy(u, x + i, sizeof u);
-        for (size_t k = 0; k < BLOCK; k++)
-            bad |= (u[k] & 0x7f800000u) == 0x7f800000u;
-    }
-    for (; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, x + i, sizeof u);
-        bad |= (u & 0x7f800000u) == 0x7f800000u;
-    }
-    return bad == 0;
-}
-
-static void acc_first(double *restrict acc, const float *restrict xs, double ws,
-                      const float *restrict xm, double wm, size_t n) {
-    size_t i = 0;
-    for (; i + BLOCK <= n; i += BLOCK)
-        for (size_t k = 0; k < BLOCK; k++)
-            acc[i + k] = ws * (double)xs[i + k] + wm * (double)xm[i + k];
-    for (; i < n; i++)
-        acc[i] = ws * (double)xs[i] + wm * (double)xm[i];
-}
-
-static void acc_add(double *restrict acc, const float *restrict x, double w,
-                    size_t n) {
-    size_t i = 0;
-    for (; i + BLOCK <= n; i += BLOCK)
-        for (size_t k = 0; k < BLOCK; k++)
-            acc[i + k] += w * (double)x[i + k];
-    for (; i < n; i++)
-        acc[i] += w * (double)x[i];
-}
-
-static void acc_store(float *restrict out, const double *restrict acc,
-                      double inv, size_t n) {
-    size_t i = 0;
-    for (; i + BLOCK <= n; i += BLOCK)
-        for (size_t k = 0; k < BLOCK; k++)
-            out[i + k] = (float)(acc[i + k] * inv);
-    for (; i < n; i++)
-        out[i] = (float)(acc[i] * inv);
-}
-
 /* ---- state transitions ---- */
-
-/* The last contribution of a part is not added to acc but fused into the
- * final store: one pass less, and a two-member group (or any part whose
- * only weighted contribution is the last) never touches acc at all. */
-static void acc_add_store(float *restrict out, const double *restrict acc,
-                          const float *restrict x, double w, double inv,
-                          size_t n) {
-    size_t i = 0;
-    for (; i + BLOCK <= n; i += BLOCK)
-        for (size_t k = 0; k < BLOCK; k++)
-            out[i + k] = (float)((acc[i + k] + w * (double)x[i + k]) * inv);
-    for (; i < n; i++)
-        out[i] = (float)((acc[i] + w * (double)x[i]) * inv);
-}
-
-/* v = (ws * v + wm * x) * inv, in place on the local values. */
-static void blend_store(float *restrict v, double ws, const float *restrict x,
-                        double wm, double inv, size_t n) {
-    size_t i = 0;
-    for (; i + BLOCK <= n; i += BLOCK)
-        for (size_t k = 0; k < BLOCK; k++)
-            v[i + k] =
-                (float)((ws * (double)v[i + k] + wm * (double)x[i + k]) * inv);
-    for (; i < n; i++)
-        v[i] = (float)((ws * (double)v[i] + wm * (double)x[i]) * inv);
-}
 
 /* Contributions of weight > 0 to own part p. */
 static uint32_t positive_contribs(const mp_group_t *g, uint32_t p) {
@@ -338,11 +259,11 @@ static void finalize(mp_group_t *g, uint32_t p, const float *last,
     }
     double inv = 1.0 / g->pwsum[p];
     if (last != NULL && (g->pflags[p] & OWN_ACC))
-        acc_add_store(out, acc, last, wlast, inv, cnt);
+        mp__vec_acc_add_store(out, acc, last, wlast, inv, cnt);
     else if (last != NULL)
-        blend_store(out, g->w[g->self], last, wlast, inv, cnt);
+        mp__vec_blend_store(out, g->w[g->self], last, wlast, inv, cnt);
     else if (g->pflags[p] & OWN_ACC)
-        acc_store(out, acc, inv, cnt);
+        mp__vec_acc_store(out, acc, inv, cnt);
     /* else every other contribution had weight 0: the mean is exactly the
      * local value already in place. */
 }
@@ -537,12 +458,18 @@ void mp__group_free(mp_group_t *g) {
     free(g);
 }
 
+/* finite: MP_FINITE_UNKNOWN (check here) or the driver's verdict. */
+static bool data_finite(const float *data, uint32_t count, int finite) {
+    return finite == MP_FINITE_UNKNOWN ? mp__vec_all_finite(data, count)
+                                       : finite != 0;
+}
+
 static mp_part_status_t on_scatter(mp_group_t *g, uint64_t now, uint32_t from,
                                    uint32_t part, const float *data,
-                                   uint32_t count) {
+                                   uint32_t count, int finite) {
     if ((g->contrib[part] & bit(from)) || (g->pflags[part] & OWN_FINAL))
         return MP_PART_DUP;
-    if (!all_finite(data, count)) {
+    if (!data_finite(data, count, finite)) {
         drop(g, from);
         return MP_PART_NONFINITE;
     }
@@ -565,10 +492,10 @@ static mp_part_status_t on_scatter(mp_group_t *g, uint64_t now, uint32_t from,
     } else if (wm > 0) {
         double *acc = g->acc + (size_t)part * g->pe;
         if (g->pflags[part] & OWN_ACC) {
-            acc_add(acc, data, wm, count);
+            mp__vec_acc_add(acc, data, wm, count);
         } else {
-            acc_first(acc, part_ptr(g, g->self, part), g->w[g->self], data, wm,
-                      count);
+            mp__vec_acc_first(acc, part_ptr(g, g->self, part), g->w[g->self],
+                              data, wm, count);
             g->pflags[part] |= OWN_ACC;
         }
     }
@@ -577,11 +504,12 @@ static mp_part_status_t on_scatter(mp_group_t *g, uint64_t now, uint32_t from,
 
 static mp_part_status_t on_gather(mp_group_t *g, uint64_t now, uint32_t from,
                                   uint32_t part, const float *data,
-                                  uint32_t count, double wsum) {
+                                  uint32_t count, double wsum, int finite) {
     uint8_t *st = g->gstate + g->gbase[from] + part;
     if (*st != G_PENDING)
         return MP_PART_DUP;
-    if (!isfinite(wsum) || wsum < 0 || (wsum > 0 && !all_finite(data, count))) {
+    if (!isfinite(wsum) || wsum < 0 ||
+        (wsum > 0 && !data_finite(data, count, finite))) {
         drop(g, from);
         return MP_PART_NONFINITE;
     }
@@ -605,6 +533,15 @@ mp_part_status_t mp__group_on_part(mp_group_t *g, uint64_t now_ms,
                                    uint32_t share, uint32_t part,
                                    const float *data, uint32_t count,
                                    double wsum) {
+    return mp__group_on_part_checked(g, now_ms, from, kind, share, part, data,
+                                     count, wsum, MP_FINITE_UNKNOWN);
+}
+
+mp_part_status_t mp__group_on_part_checked(mp_group_t *g, uint64_t now_ms,
+                                           uint32_t from, mp_part_kind_t kind,
+                                           uint32_t share, uint32_t part,
+                                           const float *data, uint32_t count,
+                                           double wsum, int finite) {
     if (g == NULL)
         return MP_PART_LATE;
     if (!g->done && now_ms >= g->deadline)
@@ -630,8 +567,8 @@ mp_part_status_t mp__group_on_part(mp_group_t *g, uint64_t now_ms,
 
     mp_part_status_t st =
         kind == MP_PART_SCATTER
-            ? on_scatter(g, now_ms, from, part, data, count)
-            : on_gather(g, now_ms, from, part, data, count, wsum);
+            ? on_scatter(g, now_ms, from, part, data, count, finite)
+            : on_gather(g, now_ms, from, part, data, count, wsum, finite);
     check_done(g);
     return st;
 }

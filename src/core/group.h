@@ -97,14 +97,25 @@ typedef enum {
 moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out);
 void mp__group_free(mp_group_t *g); /* NULL ok */
 
-/* A part arrived from member `from`. data holds count floats (unaligned
- * allowed? no: must be float-aligned). A non-finite scatter or gather part
+/* A part arrived from member `from`. data holds count floats and must be
+ * float-aligned. A non-finite scatter or gather part
  * drops the sender from the round (as if it failed). */
 mp_part_status_t mp__group_on_part(mp_group_t *g, uint64_t now_ms,
                                    uint32_t from, mp_part_kind_t kind,
                                    uint32_t share, uint32_t part,
                                    const float *data, uint32_t count,
                                    double wsum);
+
+/* Like mp__group_on_part, for a driver that already knows whether the
+ * count floats at data are all finite (it looked while they were hot in
+ * cache): finite is 1 or 0, and must equal mp__vec_all_finite(data,
+ * count), or MP_FINITE_UNKNOWN to let the machine check. */
+#define MP_FINITE_UNKNOWN (-1)
+mp_part_status_t mp__group_on_part_checked(mp_group_t *g, uint64_t now_ms,
+                                           uint32_t from, mp_part_kind_t kind,
+                                           uint32_t share, uint32_t part,
+                                           const float *data, uint32_t count,
+                                           double wsum, int finite);
 
 /* The driver learned that member m is gone (disconnect, refused, ...). */
 void mp__group_on_member_failed(mp_group_t *g, uint64_t now_ms, uint32_t m);

@@ -9,6 +9,8 @@
 #include "crypto.h"
 
 #include <limits.h>
+
+#include "crypto/aegis.h"
 #include <sodium.h>
 #include <string.h>
 
@@ -48,11 +50,19 @@ uint32_t mp__crypto_ciphers(void) {
     uint32_t c = MP_CIPHER_CHACHA;
     if (crypto_aead_aes256gcm_is_available())
         c |= MP_CIPHER_AESGCM;
+    if (mp__aegis256_available())
+        c |= MP_CIPHER_AEGIS;
+    if (mp__aegis256x2_available())
+        c |= MP_CIPHER_AEGISX2;
     return c;
 }
 
 uint32_t mp__crypto_pick_cipher(uint32_t mine, uint32_t theirs) {
     uint32_t both = mine & theirs;
+    if (both & MP_CIPHER_AEGISX2)
+        return MP_CIPHER_AEGISX2;
+    if (both & MP_CIPHER_AEGIS)
+        return MP_CIPHER_AEGIS;
     if (both & MP_CIPHER_AESGCM)
         return MP_CIPHER_AESGCM;
     if (both & MP_CIPHER_CHACHA)
@@ -149,6 +159,10 @@ int mp__crypto_equal32(const uint8_t a[32], const uint8_t b[32]) {
     return sodium_memcmp(a, b, 32) == 0;
 }
 
+/* Chunk size of mp__session_open_scan for the EVP and libsodium paths: a
+ * few calls per 256 KiB frame, and a chunk still fits the L1 cache. */
+#define SCAN_CHUNK 16384u
+
 #ifdef MOSHPIT_HAVE_OPENSSL
 /* A failed EVP call leaves entries in this thread's OpenSSL error queue;
  * drop them so they cannot confuse an embedding application that uses
@@ -205,9 +219,12 @@ static moshpit_err_t evp_seal(EVP_CIPHER_CTX *ctx, const uint8_t nonce[12],
     return MOSHPIT_OK;
 }
 
+/* Decrypts in chunks of SCAN_CHUNK bytes (calling scan on each) when scan
+ * is not NULL, else in one call. */
 static moshpit_err_t evp_open(EVP_CIPHER_CTX *ctx, const uint8_t nonce[12],
                               const uint8_t *ad, size_t adlen, const uint8_t *c,
-                              size_t clen, const uint8_t tag[16], uint8_t *m) {
+                              size_t clen, const uint8_t tag[16], uint8_t *m,
+                              mp_scan_fn scan, void *sctx) {
     uint8_t tail[16], t[16];
     int outl = 0;
     if (clen > INT_MAX || adlen > INT_MAX)
@@ -217,9 +234,15 @@ static moshpit_err_t evp_open(EVP_CIPHER_CTX *ctx, const uint8_t nonce[12],
         return evp_fail();
     if (adlen > 0 && EVP_DecryptUpdate(ctx, NULL, &outl, ad, (int)adlen) <= 0)
         return evp_fail();
-    if (clen > 0 && (EVP_DecryptUpdate(ctx, m, &outl, c, (int)clen) <= 0 ||
-                     outl != (int)clen))
-        goto fail;
+    size_t step = scan != NULL ? SCAN_CHUNK : clen;
+    for (size_t done = 0; done < clen; done += step) {
+        int n = (int)(clen - done < step ? clen - done : step);
+        if (EVP_DecryptUpdate(ctx, m + done, &outl, c + done, n) <= 0 ||
+            outl != n)
+            goto fail;
+        if (scan != NULL)
+            scan(sctx, m + done, (size_t)n);
+    }
     if (EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, 16, t) <= 0 ||
         EVP_DecryptFinal_ex(ctx, tail, &outl) <= 0 || outl != 0)
         goto fail;
@@ -232,6 +255,11 @@ fail:
 }
 #endif
 
+static bool known_cipher(uint32_t cipher) {
+    return cipher == MP_CIPHER_AESGCM || cipher == MP_CIPHER_CHACHA ||
+           cipher == MP_CIPHER_AEGIS || cipher == MP_CIPHER_AEGISX2;
+}
+
 /* Allocates a key object sending with tx and receiving with rx. */
 static moshpit_err_t keys_make(uint32_t cipher, const uint8_t tx[32],
                                const uint8_t rx[32], mp_session_keys_t **out) {
@@ -243,9 +271,20 @@ static moshpit_err_t keys_make(uint32_t cipher, const uint8_t tx[32],
     memcpy(k->rx, rx, 32);
     /* Both backends refuse AES-GCM without AES hardware: it is only ever
      * picked when both ends announced it (mp__crypto_ciphers). */
-    if (cipher == MP_CIPHER_AESGCM && !crypto_aead_aes256gcm_is_available()) {
+    if ((cipher == MP_CIPHER_AESGCM && !crypto_aead_aes256gcm_is_available()) ||
+        (cipher == MP_CIPHER_AEGIS && !mp__aegis256_available()) ||
+        (cipher == MP_CIPHER_AEGISX2 && !mp__aegis256x2_available())) {
         sodium_free(k);
         return MOSHPIT_ECRYPTO;
+    }
+    if (cipher == MP_CIPHER_AEGIS || cipher == MP_CIPHER_AEGISX2) {
+        /* our own code, the same in both builds */
+#ifdef MOSHPIT_HAVE_OPENSSL
+        k->tx_ctx = NULL;
+        k->rx_ctx = NULL;
+#endif
+        *out = k;
+        return MOSHPIT_OK;
     }
 #ifdef MOSHPIT_HAVE_OPENSSL
     k->tx_ctx = NULL;
@@ -276,7 +315,7 @@ moshpit_err_t mp__session_keys_new(uint32_t cipher, const uint8_t my_id[32],
     static const char label[] = "moshpit-data-v1";
     uint8_t shared[32], okm[64];
     *out = NULL;
-    if (cipher != MP_CIPHER_AESGCM && cipher != MP_CIPHER_CHACHA)
+    if (!known_cipher(cipher))
         return MOSHPIT_ECRYPTO;
     if (crypto_scalarmult(shared, my_eph_sec, their_eph_pub) != 0)
         return MOSHPIT_ECRYPTO; /* low-order point */
@@ -305,7 +344,7 @@ moshpit_err_t mp__session_keys_new(uint32_t cipher, const uint8_t my_id[32],
 moshpit_err_t mp__session_keys_from_raw(uint32_t cipher, const uint8_t key[32],
                                         mp_session_keys_t **out) {
     *out = NULL;
-    if (cipher != MP_CIPHER_AESGCM && cipher != MP_CIPHER_CHACHA)
+    if (!known_cipher(cipher))
         return MOSHPIT_ECRYPTO;
     return keys_make(cipher, key, key, out);
 }
@@ -321,18 +360,28 @@ void mp__session_keys_free(mp_session_keys_t *k) {
     sodium_free(k); /* wipes tx/rx */
 }
 
-static void make_nonce(uint64_t counter, uint8_t nonce[12]) {
+/* counter as 8 bytes little-endian, then zeros: 12 bytes for AES-GCM and
+ * ChaCha20-Poly1305, 32 for AEGIS-256 */
+static void make_nonce(uint64_t counter, uint8_t nonce[32]) {
+    memset(nonce, 0, 32);
     for (int i = 0; i < 8; i++)
         nonce[i] = (uint8_t)(counter >> (8 * i));
-    nonce[8] = nonce[9] = nonce[10] = nonce[11] = 0;
 }
 
 moshpit_err_t mp__session_seal(const mp_session_keys_t *k, uint64_t counter,
                                const uint8_t *ad, size_t adlen,
                                const uint8_t *m, size_t mlen, uint8_t *c,
                                uint8_t tag[16]) {
-    uint8_t nonce[12];
+    uint8_t nonce[32];
     make_nonce(counter, nonce);
+    if (k->cipher == MP_CIPHER_AEGISX2) {
+        mp__aegis256x2_encrypt(k->tx, nonce, ad, adlen, m, mlen, c, tag);
+        return MOSHPIT_OK;
+    }
+    if (k->cipher == MP_CIPHER_AEGIS) {
+        mp__aegis256_encrypt(k->tx, nonce, ad, adlen, m, mlen, c, tag);
+        return MOSHPIT_OK;
+    }
 #ifdef MOSHPIT_HAVE_OPENSSL
     return evp_seal(k->tx_ctx, nonce, ad, adlen, m, mlen, c, tag);
 #else
@@ -351,10 +400,27 @@ moshpit_err_t mp__session_open(const mp_session_keys_t *k, uint64_t counter,
                                const uint8_t *ad, size_t adlen,
                                const uint8_t *c, size_t clen,
                                const uint8_t tag[16], uint8_t *m) {
-    uint8_t nonce[12];
+    return mp__session_open_scan(k, counter, ad, adlen, c, clen, tag, m, NULL,
+                                 NULL);
+}
+
+moshpit_err_t mp__session_open_scan(const mp_session_keys_t *k,
+                                    uint64_t counter, const uint8_t *ad,
+                                    size_t adlen, const uint8_t *c, size_t clen,
+                                    const uint8_t tag[16], uint8_t *m,
+                                    mp_scan_fn scan, void *sctx) {
+    uint8_t nonce[32];
     make_nonce(counter, nonce);
+    if (k->cipher == MP_CIPHER_AEGIS || k->cipher == MP_CIPHER_AEGISX2) {
+        int rc = k->cipher == MP_CIPHER_AEGISX2
+                     ? mp__aegis256x2_decrypt(k->rx, nonce, ad, adlen, c, clen,
+                                              tag, m, scan, sctx)
+                     : mp__aegis256_decrypt(k->rx, nonce, ad, adlen, c, clen,
+                                            tag, m, scan, sctx);
+        return rc == 0 ? MOSHPIT_OK : MOSHPIT_ECRYPTO;
+    }
 #ifdef MOSHPIT_HAVE_OPENSSL
-    return evp_open(k->rx_ctx, nonce, ad, adlen, c, clen, tag, m);
+    return evp_open(k->rx_ctx, nonce, ad, adlen, c, clen, tag, m, scan, sctx);
 #else
     int rc;
     if (k->cipher == MP_CIPHER_AESGCM)
@@ -363,6 +429,12 @@ moshpit_err_t mp__session_open(const mp_session_keys_t *k, uint64_t counter,
     else
         rc = crypto_aead_chacha20poly1305_ietf_decrypt_detached(
             m, NULL, c, clen, tag, ad, adlen, nonce, k->rx);
-    return rc == 0 ? MOSHPIT_OK : MOSHPIT_ECRYPTO;
+    if (rc != 0)
+        return MOSHPIT_ECRYPTO;
+    /* libsodium verifies before it decrypts: scan the verified plaintext */
+    for (size_t done = 0; scan != NULL && done < clen; done += SCAN_CHUNK)
+        scan(sctx, m + done,
+             clen - done < SCAN_CHUNK ? clen - done : SCAN_CHUNK);
+    return MOSHPIT_OK;
 #endif
 }

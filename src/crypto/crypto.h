@@ -3,10 +3,12 @@
  * crypto.h - identities, admission proofs, session keys and the data-plane
  * AEAD. The only module (besides CURVE setup in net/) that uses libsodium.
  *
- * Data-plane frames are sealed with AES-256-GCM when both ends have AES
- * hardware, else ChaCha20-Poly1305 (IETF), both from libsodium, or from
- * OpenSSL 3's libcrypto when built with MOSHPIT_HAVE_OPENSSL (faster; same
- * wire format, so both builds interoperate). Keys are
+ * Data-plane frames are sealed with AEGIS-256X2 when both ends run it
+ * (x86-64 with VAES), else AEGIS-256 (x86-64 with AES-NI; both in
+ * crypto/aegis*.c), else AES-256-GCM when both have AES
+ * hardware, else ChaCha20-Poly1305 (IETF). The last two come from libsodium,
+ * or from OpenSSL 3's libcrypto when built with MOSHPIT_HAVE_OPENSSL
+ * (faster; same wire format, so both builds interoperate). Keys are
  * derived per session from ephemeral X25519 keys exchanged inside the
  * CURVE-authenticated control channel; each direction has its own key and a
  * 64-bit counter nonce that never repeats under that key.
@@ -24,6 +26,8 @@
 
 #define MP_CIPHER_AESGCM 1u
 #define MP_CIPHER_CHACHA 2u
+#define MP_CIPHER_AEGIS 4u   /* AEGIS-256, 128-bit tag (crypto/aegis.h) */
+#define MP_CIPHER_AEGISX2 8u /* AEGIS-256X2, 128-bit tag (VAES) */
 
 /* Initializes libsodium; idempotent and thread-safe. */
 moshpit_err_t mp__crypto_init(void);
@@ -89,10 +93,26 @@ moshpit_err_t mp__session_seal(const mp_session_keys_t *k, uint64_t counter,
                                const uint8_t *ad, size_t adlen,
                                const uint8_t *m, size_t mlen, uint8_t *c,
                                uint8_t tag[16]);
-/* Opens; ECRYPTO if the tag does not verify (m is then unspecified). */
+/* Opens; ECRYPTO if the tag does not verify (m then holds no plaintext). */
 moshpit_err_t mp__session_open(const mp_session_keys_t *k, uint64_t counter,
                                const uint8_t *ad, size_t adlen,
                                const uint8_t *c, size_t clen,
                                const uint8_t tag[16], uint8_t *m);
+
+/* Looks at a chunk of plaintext while mp__session_open_scan produces it. */
+typedef void (*mp_scan_fn)(void *ctx, const uint8_t *m, size_t len);
+
+/* mp__session_open that also calls scan(sctx, chunk, len) on consecutive
+ * chunks of m (a few KiB each, multiples of 16 bytes but the last; together
+ * exactly m[0..clen)) as they are decrypted, so a check over the plaintext
+ * reads it from the L1 cache instead of in a second pass. The chunks may
+ * not be authenticated yet when scan sees them: scan may only compute
+ * something that the caller uses after this returned MOSHPIT_OK, never act
+ * on the bytes. On ECRYPTO whatever scan computed must be ignored. */
+moshpit_err_t mp__session_open_scan(const mp_session_keys_t *k,
+                                    uint64_t counter, const uint8_t *ad,
+                                    size_t adlen, const uint8_t *c, size_t clen,
+                                    const uint8_t tag[16], uint8_t *m,
+                                    mp_scan_fn scan, void *sctx);
 
 #endif

@@ -2,9 +2,10 @@
 /*
  * engine_int.h - what the files of the engine thread (engine.c: the loop
  * and socket readers; engine_peers.c: sessions and membership;
- * engine_round.c: rounds, matchmaking and the data plane; engine_state.c:
- * serving and downloading state) share with each other. Engine thread only;
- * never included outside src/net/.
+ * engine_swim.c: SWIM membership; engine_round.c: rounds and matchmaking;
+ * engine_data.c: the data plane; engine_state.c: serving and downloading
+ * state) share with each other. Engine thread only; never included outside
+ * src/net/.
  */
 #ifndef MP_NET_ENGINE_INT_H
 #define MP_NET_ENGINE_INT_H
@@ -41,6 +42,12 @@ uint64_t mp__rng_next(moshpit_t *mp);
 void mp__complete_cmd(moshpit_t *mp, mp_cmd_t *c, moshpit_err_t e);
 void mp__early_free_at(moshpit_t *mp, size_t i);
 void mp__on_data_msg(moshpit_t *mp, zmq_msg_t *zm);
+/* Opens a single-frame data frame of the running round and hands it to the
+ * group machine. */
+void mp__process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
+                       size_t len, const mp_data_hdr_t *h);
+/* Whether gid is one of the last rounds this peer finished. */
+bool mp__recent_gid(const moshpit_t *mp, uint64_t gid);
 void mp__on_shared_gather(moshpit_t *mp, zmq_msg_t *head, zmq_msg_t *body);
 void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
                   const mp_hello_t *h);

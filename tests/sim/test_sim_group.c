@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "core/group.h"
+#include "core/vec.h"
 #include "core/share.h"
 #include "sim/simnet.h"
 
@@ -241,8 +242,13 @@ static void on_msg(simnet_t *s, uint32_t id, const simnet_msg_t *m,
 
     if (w->sc.garbage)
         feed_garbage(nd, m->src, kind, share, part, data, count, wsum);
-    mp_part_status_t st = mp__group_on_part(nd->g, simnet_now(s), m->src, kind,
-                                            share, part, data, count, wsum);
+    /* every other part the way the net driver hands it over: with the
+     * finiteness verdict it computed while decrypting */
+    int finite =
+        (part & 1) ? (int)mp__vec_all_finite(data, count) : MP_FINITE_UNKNOWN;
+    mp_part_status_t st =
+        mp__group_on_part_checked(nd->g, simnet_now(s), m->src, kind, share,
+                                  part, data, count, wsum, finite);
     if (w->sc.garbage) {
         /* A second copy: duplicate, or whatever state we are now in. */
         mp_part_status_t want =
@@ -985,7 +991,9 @@ static void api_misuse(void) {
     CHECK(mp__group_on_part(g, 5, 1, S, 0, 0, x, 2, 1) == MP_PART_OK, "ok");
     CHECK(mp__group_on_part(g, 5, 1, S, 0, 0, x, 2, 1) == MP_PART_DUP, "dup");
     float nan2[2] = {1, NAN};
-    CHECK(mp__group_on_part(g, 6, 2, S, 0, 0, nan2, 2, 1) == MP_PART_NONFINITE,
+    /* a driver that checked finiteness itself: its verdict counts */
+    CHECK(mp__group_on_part_checked(g, 6, 2, S, 0, 0, nan2, 2, 1,
+                                    MP_FINITE_UNKNOWN) == MP_PART_NONFINITE,
           "non-finite scatter");
     CHECK(!mp__group_member_alive(g, 2) && mp__group_member_alive(g, 1),
           "2 dropped");

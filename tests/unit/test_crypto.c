@@ -2,8 +2,8 @@
 /*
  * test_crypto.c - unit tests of the internal crypto module
  * (src/crypto/crypto.h): session keys between two identities with their own
- * ephemeral keys open each other's frames in both directions and with both
- * ciphers, but a peer cannot open its own frames; any flipped bit of
+ * ephemeral keys open each other's frames in both directions and with every
+ * cipher, but a peer cannot open its own frames; any flipped bit of
  * ciphertext, tag or associated data, or another counter, is refused with
  * ECRYPTO; in-place sealing; fresh ephemeral keys give unrelated sessions;
  * the cipher choice; admission proofs and swarm hashes depend on every input
@@ -18,6 +18,7 @@
 
 #include <sodium.h>
 
+#include "crypto/aegis.h"
 #include "crypto/crypto.h"
 
 #include "test_util.h"
@@ -49,7 +50,10 @@ static mp_session_keys_t *keys_for(uint32_t cipher, const side_t *me,
 }
 
 static const char *cipher_name(uint32_t c) {
-    return c == MP_CIPHER_AESGCM ? "AES-256-GCM" : "ChaCha20-Poly1305";
+    return c == MP_CIPHER_AEGISX2  ? "AEGIS-256X2"
+           : c == MP_CIPHER_AEGIS  ? "AEGIS-256"
+           : c == MP_CIPHER_AESGCM ? "AES-256-GCM"
+                                   : "ChaCha20-Poly1305";
 }
 
 /* ---------------------------------------------------------------------- */
@@ -233,7 +237,7 @@ static void test_session(uint32_t cipher) {
     mp__session_keys_free(kb);
 }
 
-/* The same keys for both ciphers must not be mixable: a ChaCha frame does
+/* The same keys for two ciphers must not be mixable: a ChaCha frame does
  * not open as AES-GCM. */
 static void test_cipher_mismatch(void) {
     if (!(mp__crypto_ciphers() & MP_CIPHER_AESGCM))
@@ -250,6 +254,34 @@ static void test_cipher_mismatch(void) {
         CHECK(mp__session_open(kb, 9, NULL, 0, c, 32, tag, out) ==
                   MOSHPIT_ECRYPTO,
               "ChaCha frame opened as AES-GCM");
+    }
+    mp__session_keys_free(ka);
+    mp__session_keys_free(kb);
+    if (!(mp__crypto_ciphers() & MP_CIPHER_AEGIS))
+        return;
+    ka = keys_for(MP_CIPHER_AEGIS, &a, &b);
+    kb = keys_for(MP_CIPHER_AESGCM, &b, &a);
+    if (ka != NULL && kb != NULL) {
+        uint8_t m[32] = {1, 2, 3}, c[32], tag[16], out[32];
+        CHECK(mp__session_seal(ka, 9, NULL, 0, m, 32, c, tag) == MOSHPIT_OK,
+              "seal");
+        CHECK(mp__session_open(kb, 9, NULL, 0, c, 32, tag, out) ==
+                  MOSHPIT_ECRYPTO,
+              "AEGIS-256 frame opened as AES-GCM");
+    }
+    mp__session_keys_free(ka);
+    mp__session_keys_free(kb);
+    if (!(mp__crypto_ciphers() & MP_CIPHER_AEGISX2))
+        return;
+    ka = keys_for(MP_CIPHER_AEGISX2, &a, &b);
+    kb = keys_for(MP_CIPHER_AEGIS, &b, &a);
+    if (ka != NULL && kb != NULL) {
+        uint8_t m[64] = {1, 2, 3}, c[64], tag[16], out[64];
+        CHECK(mp__session_seal(ka, 9, NULL, 0, m, 64, c, tag) == MOSHPIT_OK,
+              "seal");
+        CHECK(mp__session_open(kb, 9, NULL, 0, c, 64, tag, out) ==
+                  MOSHPIT_ECRYPTO,
+              "AEGIS-256X2 frame opened as AEGIS-256");
     }
     mp__session_keys_free(ka);
     mp__session_keys_free(kb);
@@ -275,7 +307,7 @@ static void test_session_reject(void) {
     CHECK(e == MOSHPIT_ECRYPTO, "peer ephemeral 1: %s", moshpit_strerror(e));
     CHECK(k == NULL, "out not NULL after refusal");
 
-    static const uint32_t bad[] = {0, 3, 4, 0x80000000u, 0xffffffffu};
+    static const uint32_t bad[] = {0, 3, 5, 12, 16, 0x80000000u, 0xffffffffu};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         k = (mp_session_keys_t *)(uintptr_t)1;
         e = mp__session_keys_new(bad[i], a.id, a.eph_sec, a.eph_pub, b.id,
@@ -289,6 +321,17 @@ static void test_session_reject(void) {
 
 static void test_pick_cipher(void) {
     const uint32_t A = MP_CIPHER_AESGCM, C = MP_CIPHER_CHACHA;
+    const uint32_t G = MP_CIPHER_AEGIS, X = MP_CIPHER_AEGISX2;
+    CHECK(mp__crypto_pick_cipher(X | G | A | C, X | G | A | C) == X,
+          "all four: AEGIS-256X2 first");
+    CHECK(mp__crypto_pick_cipher(X | G | A | C, G | A | C) == G,
+          "theirs without X2: AEGIS-256");
+    CHECK(mp__crypto_pick_cipher(X | A | C, X | C) == X, "X2 without GCM");
+    CHECK(mp__crypto_pick_cipher(G | A | C, G | A | C) == G,
+          "all three: AEGIS first");
+    CHECK(mp__crypto_pick_cipher(G | A | C, A | C) == A,
+          "theirs without AEGIS: AES-GCM");
+    CHECK(mp__crypto_pick_cipher(G | C, G | A | C) == G, "AEGIS without GCM");
     CHECK(mp__crypto_pick_cipher(A | C, A | C) == A, "both: AES first");
     CHECK(mp__crypto_pick_cipher(A | C, C) == C, "theirs ChaCha only");
     CHECK(mp__crypto_pick_cipher(C, A | C) == C, "mine ChaCha only");
@@ -297,15 +340,15 @@ static void test_pick_cipher(void) {
     CHECK(mp__crypto_pick_cipher(A, C) == 0, "nothing in common");
     CHECK(mp__crypto_pick_cipher(0, A | C) == 0, "mine empty");
     CHECK(mp__crypto_pick_cipher(A | C, 0) == 0, "theirs empty");
-    CHECK(mp__crypto_pick_cipher(0xfffffffcu, 0xfffffffcu) == 0,
+    CHECK(mp__crypto_pick_cipher(0xfffffff0u, 0xfffffff0u) == 0,
           "unknown bits only");
     CHECK(mp__crypto_pick_cipher(0xffffffffu, C | 0x100u) == C,
           "unknown bits ignored");
     uint32_t here = mp__crypto_ciphers();
     CHECK(here & C, "ChaCha not available (0x%x)", here);
-    CHECK((here & ~(A | C)) == 0, "unknown cipher bits 0x%x", here);
-    CHECK(mp__crypto_pick_cipher(here, here) == ((here & A) ? A : C),
-          "pick with ourselves");
+    CHECK((here & ~(X | G | A | C)) == 0, "unknown cipher bits 0x%x", here);
+    uint32_t best = (here & X) ? X : (here & G) ? G : (here & A) ? A : C;
+    CHECK(mp__crypto_pick_cipher(here, here) == best, "pick with ourselves");
 }
 
 /* ---------------------------------------------------------------------- */
@@ -436,7 +479,7 @@ static void independent_seal(uint32_t cipher, const side_t *a, const side_t *b,
                              const uint8_t *m, size_t mlen, uint8_t *c,
                              uint8_t tag[16]) {
     static const char label[] = "moshpit-data-v1";
-    uint8_t shared[32], okm[64], nonce[12] = {0};
+    uint8_t shared[32], okm[64], nonce[32] = {0};
     CHECK(crypto_scalarmult(shared, a->eph_sec, b->eph_pub) == 0, "x25519");
     crypto_generichash_state st;
     crypto_generichash_init(&st, shared, 32, 64);
@@ -448,7 +491,13 @@ static void independent_seal(uint32_t cipher, const side_t *a, const side_t *b,
     crypto_generichash_final(&st, okm, 64);
     for (int i = 0; i < 8; i++)
         nonce[i] = (uint8_t)(GOLDEN_COUNTER >> (8 * i));
-    if (cipher == MP_CIPHER_AESGCM)
+    if (cipher == MP_CIPHER_AEGIS) /* the whole 32-byte nonce */
+        mp__aegis256_encrypt(okm, nonce, (const uint8_t *)GOLDEN_AD,
+                             sizeof(GOLDEN_AD) - 1, m, mlen, c, tag);
+    else if (cipher == MP_CIPHER_AEGISX2)
+        mp__aegis256x2_encrypt(okm, nonce, (const uint8_t *)GOLDEN_AD,
+                               sizeof(GOLDEN_AD) - 1, m, mlen, c, tag);
+    else if (cipher == MP_CIPHER_AESGCM)
         crypto_aead_aes256gcm_encrypt_detached(
             c, tag, NULL, m, mlen, (const uint8_t *)GOLDEN_AD,
             sizeof(GOLDEN_AD) - 1, NULL, nonce, okm);
@@ -505,26 +554,30 @@ static void test_golden(void) {
     mp__session_keys_free(kb);
 }
 
-/* AES-256-GCM has no hard-coded vector; it must follow the same derivation
- * (checked against libsodium's AES-GCM, whichever backend crypto.c uses). */
-static void test_aesgcm_derivation(void) {
-    if (!(mp__crypto_ciphers() & MP_CIPHER_AESGCM))
+/* AES-256-GCM and AEGIS-256 have no hard-coded vector; they must follow
+ * the same derivation and nonce layout (checked against libsodium's
+ * AES-GCM, whichever backend crypto.c uses, and against the AEGIS-256 code
+ * called directly, itself checked against published vectors in
+ * test_aegis). */
+static void test_derivation(uint32_t cipher) {
+    if (!(mp__crypto_ciphers() & cipher))
         return;
     side_t a, b;
     golden_sides(&a, &b);
     const size_t mlen = sizeof(GOLDEN_MSG) - 1;
     uint8_t c[sizeof(GOLDEN_MSG)], tag[16], ic[sizeof(GOLDEN_MSG)], itag[16];
-    mp_session_keys_t *ka = keys_for(MP_CIPHER_AESGCM, &a, &b);
+    mp_session_keys_t *ka = keys_for(cipher, &a, &b);
     if (ka == NULL)
         return;
     CHECK(mp__session_seal(ka, GOLDEN_COUNTER, (const uint8_t *)GOLDEN_AD,
                            sizeof(GOLDEN_AD) - 1, (const uint8_t *)GOLDEN_MSG,
                            mlen, c, tag) == MOSHPIT_OK,
-          "AES-GCM seal");
-    independent_seal(MP_CIPHER_AESGCM, &a, &b, (const uint8_t *)GOLDEN_MSG,
-                     mlen, ic, itag);
+          "%s seal", cipher_name(cipher));
+    independent_seal(cipher, &a, &b, (const uint8_t *)GOLDEN_MSG, mlen, ic,
+                     itag);
     CHECK(memcmp(c, ic, mlen) == 0 && memcmp(tag, itag, 16) == 0,
-          "AES-256-GCM frames do not follow the documented derivation");
+          "%s frames do not follow the documented derivation",
+          cipher_name(cipher));
     mp__session_keys_free(ka);
 }
 
@@ -533,6 +586,14 @@ int main(void) {
     CHECK(mp__crypto_init() == MOSHPIT_OK, "crypto init is not idempotent");
 
     uint32_t have = mp__crypto_ciphers();
+    if (have & MP_CIPHER_AEGISX2)
+        test_session(MP_CIPHER_AEGISX2);
+    else
+        printf("test_crypto: no VAES, AEGIS-256X2 not tested\n");
+    if (have & MP_CIPHER_AEGIS)
+        test_session(MP_CIPHER_AEGIS);
+    else
+        printf("test_crypto: no AES-NI, AEGIS-256 not tested\n");
     if (have & MP_CIPHER_AESGCM)
         test_session(MP_CIPHER_AESGCM);
     else
@@ -545,7 +606,9 @@ int main(void) {
     test_swarm_hash();
     test_helpers();
     test_golden();
-    test_aesgcm_derivation();
+    test_derivation(MP_CIPHER_AESGCM);
+    test_derivation(MP_CIPHER_AEGIS);
+    test_derivation(MP_CIPHER_AEGISX2);
 
     return test_summary("test_crypto");
 }

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vec.h - the float kernels of the data plane: the finiteness check and the
+ * weighted accumulation of a group's own share. Pure functions over caller
+ * buffers, written so that GCC and Clang vectorize them at -O2 (fixed-size
+ * inner blocks, restrict, no float reductions); no allocation, no state.
+ */
+#ifndef MP_CORE_VEC_H
+#define MP_CORE_VEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* True if none of the n floats is an infinity or a NaN. */
+bool mp__vec_all_finite(const float *x, size_t n);
+
+/* acc[i] = ws * xs[i] + wm * xm[i] */
+void mp__vec_acc_first(double *restrict acc, const float *restrict xs,
+                       double ws, const float *restrict xm, double wm,
+                       size_t n);
+/* acc[i] += w * x[i] */
+void mp__vec_acc_add(double *restrict acc, const float *restrict x, double w,
+                     size_t n);
+/* out[i] = acc[i] * inv */
+void mp__vec_acc_store(float *restrict out, const double *restrict acc,
+                       double inv, size_t n);
+/* out[i] = (acc[i] + w * x[i]) * inv: the last contribution fused into the
+ * final store */
+void mp__vec_acc_add_store(float *restrict out, const double *restrict acc,
+                           const float *restrict x, double w, double inv,
+                           size_t n);
+/* v[i] = (ws * v[i] + wm * x[i]) * inv, in place */
+void mp__vec_blend_store(float *restrict v, double ws, const float *restrict x,
+                         double wm, double inv, size_t n);
+
+#endif

@@ -1,0 +1,352 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_aegis.c - unit tests of the AEGIS-256 and AEGIS-256X2
+ * implementations (src/crypto/aegis.h), each where the CPU runs it: known
+ * answers from draft-irtf-cfrg-aegis-aead and
+ * from Wycheproof's aegis256_test.json (empty, partial-block, whole-block
+ * and multi-block messages, with and without associated data, and tags
+ * computed with an old 6-round finalization that must be refused); every
+ * flipped bit of ciphertext, tag, associated data or nonce is refused and
+ * leaves zeros, not plaintext, in the output; sealing in place; long
+ * messages of every length around the 16- and 32-byte loop boundaries
+ * round-trip; and the decryption scan sees every byte once, in order. Skipped
+ * (and says so) where the CPU or build has no AES-NI.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crypto/aegis.h"
+
+#include "test_util.h"
+
+typedef struct vec {
+    const char *name, *key, *nonce, *ad, *msg, *ct, *tag;
+    int valid;
+} vec_t;
+
+static const vec_t VECS[] = {
+    {"draft TV1",
+     "1001000000000000000000000000000000000000000000000000000000000000",
+     "1000020000000000000000000000000000000000000000000000000000000000", "",
+     "00000000000000000000000000000000", "754fc3d8c973246dcc6d741412a4b236",
+     "3fe91994768b332ed7f570a19ec5896e", 1},
+    {"draft TV2",
+     "1001000000000000000000000000000000000000000000000000000000000000",
+     "1000020000000000000000000000000000000000000000000000000000000000", "", "",
+     "", "e3def978a0f054afd1e761d7553afba3", 1},
+    {"wycheproof 4 (6-round finalization)",
+     "1001000000000000000000000000000000000000000000000000000000000000",
+     "1000020000000000000000000000000000000000000000000000000000000000",
+     "0001020304050607",
+     "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
+     "f373079ed84b2709faee373584585d60accd191db310ef5d8b11833df9dec711",
+     "787347bc96d3d0fdb33ddc8ee5ef4924", 0},
+    {"wycheproof 8",
+     "1001000000000000000000000000000000000000000000000000000000000000",
+     "1000020000000000000000000000000000000000000000000000000000000000",
+     "0001020304050607",
+     "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
+     "f373079ed84b2709faee373584585d60accd191db310ef5d8b11833df9dec711",
+     "8d86f91ee606e9ff26a01b64ccbdd91d", 1},
+    {"wycheproof 9",
+     "0000000000000000000000000000000000000000000000000000000000000000",
+     "0000000000000000000000000000000000000000000000000000000000000000", "", "",
+     "", "f7a0878f68bd083e8065354071fc27c3", 1},
+    {"wycheproof 10",
+     "1001000000000000000000000000000000000000000000000000000000000000",
+     "1000020000000000000000000000000000000000000000000000000000000000",
+     "0001020304050607", "000102030405060708090a0b0c0d",
+     "f373079ed84b2709faee37358458", "c60b9c2d33ceb058f96e6dd03c215652", 1},
+    {"wycheproof 12",
+     "b1336707a426d43755b503b69e0056bd99d169b991c2def3257921af839e2ddf",
+     "967304567c8309a58e259eb2141e076710f39dc65c2c0106ec20a60fd329a8f5", "",
+     "45", "fd", "684e6dc775e429c59ca141a094087e63", 1},
+    {"wycheproof 26",
+     "dfdbe0ad5be9823963239f9f4dd9f364002a62a7e7648f47b1a33cd296586d74",
+     "9881cffdbed3316b2460e80f794bc8b68e5d98c207ac8750813d9a537c21a335", "",
+     "2fb7993e304a4875316978a70151c8", "ea33bd94569bb8d9b8c97ce5524ae6",
+     "6a067c556b79f7c64ca6d4b1593fc665", 1},
+    {"wycheproof 27",
+     "aa5429fd3f178b3885f2c696975e88890102455b5d9e42766429e80d4889672a",
+     "e1ed38af5753851b79175e4ae11fd6cf80033f81aec484ecd0448c5e7cc0a27e", "",
+     "7aa8919ebb950f34690acb98651854cb", "5c8f1af7c12997873056004cb403c9d2",
+     "43b93cc3a9e6ddbeb18ba8bead2ab28f", 1},
+    {"wycheproof 162",
+     "92d7af55546fad292304af255e8a26f867f465ea06756c06743f171b65ea5c27",
+     "a2cafa64ee4a475c3d9e474a5e17e96570eac98377ea37e20360a800503bbc50", "",
+     "779165a3e7b2e0af17e8f476b357138f712233d4063071d5f1ffdc81cfb88317efc93e"
+     "18d1dc0ea8ebe7d4385a2faca9ec19f2850dfb61a93e23cb25159a9ca48f42026f9dc6"
+     "e0cf3efd13726b32966432edad588c5a4168dd5e71fa33d82eebd8cd5c8c13fc2769bb"
+     "0e9add84c9573994c24ee32a848c851aa76b62b1f0ab140ffacfc53a50f20a67805c0d"
+     "09bcca5d68b21aabf814d4",
+     "abfb230d394652beae6dc66c2e933bcb553db390546e15a100726a047ae9bd43fcb692"
+     "e02a5312a6e3bf662be5ce6b98493d9e1c36438ff5af7674afe85af8bff05b4a738d26"
+     "38a7d1c4f7d2bf768defe386af0052b075eef4fd940fe5e3333f3573ef3c6afc1b78fb"
+     "ad97f80efce2fe176c6329119074a90f4e4bd0e428832bfecc6de474ba99909bebd8c0"
+     "b6ef48258a4f99f0505c4c",
+     "5ad109ec32f99df3ff2b917c0822f3de", 1},
+    {"wycheproof 178",
+     "fb2bb26a48765aae5d93a916f7f437a4a3b2cbd0ff9422d19b3165108b1f9b9a",
+     "63f5434c2fad72dbe04f2ca669ba959e3af89af9d83e32b41e1561d5372e3f2c",
+     "bcee5125616f", "b9b9f9c976d9f72bf86ce517d2d8ec67",
+     "c2eb063876bfe92eacd3f9abc00b5150", "0a9d8ac763f7b94b64922c2f7b0e4724", 1},
+};
+
+/* AEGIS-256X2, from the draft. Its test vector 2 appears in two versions
+ * (message 04050607... and 05060708... with matching outputs); both are
+ * checked. */
+static const vec_t VECS_X2[] = {
+    {"draft X2 TV1",
+     "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
+     "101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f", "", "",
+     "", "62cdbab084c83dacdb945bb446f049c8", 1},
+    {"draft X2 TV2",
+     "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
+     "101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f",
+     "0102030401020304",
+     "04050607040506070405060704050607040506070405060704050607040506070405"
+     "06070405060704050607040506070405060704050607040506070405060704050607"
+     "04050607040506070405060704050607040506070405060704050607040506070405"
+     "060704050607040506070405060704050607",
+     "72120c2ea8236180d67859001f4729077b7064c414384fe3a7b52f1571f4f8a7d0f0"
+     "1e18db4f3bc0adb150702e5d147a8d36522132761b994c1bd395589e2ccf0790dfe2"
+     "a3d12d61cd666b2859827739db4037dd3124c78424459376f6cac08e1a7223a2a43e"
+     "398ce6385cd654a19f481cba3b8f25910b42",
+     "635d391828520bf1512763f0c8f5cdbd", 1},
+    {"draft X2 TV2 (05060708 message)",
+     "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
+     "101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f",
+     "0102030401020304",
+     "05060708050607080506070805060708050607080506070805060708050607080506"
+     "07080506070805060708050607080506070805060708050607080506070805060708"
+     "05060708050607080506070805060708050607080506070805060708050607080506"
+     "070805060708050607080506070805060708",
+     "73110d21a920608fd77b580f1e4428087a7365cb153b4eeca6b62e1a70f7f9a8d1f3"
+     "1f17da4c3acfacb2517f2f5e15758c35532e33751a964d18d29a599d2dc07f937833"
+     "9b9d8c9fa03d30a4d7837cc8eb8b99bcbba2d11cd1a0f994af2b8f947ef18473bd51"
+     "9e5283736758480abc990e79d4ccab93dde9",
+     "94a3bd44ad3381e36335014620ee638e", 1},
+    {"draft X2 TV2, AEGIS-256X4 tag",
+     "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
+     "101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f", "", "",
+     "", "3b7fee6cee7bf17888ad11ed2397beb4", 0},
+};
+
+enum { VMAX = 256 };
+
+/* The variant under test: AEGIS-256 or AEGIS-256X2. */
+typedef void (*enc_fn)(const uint8_t *, const uint8_t *, const uint8_t *,
+                       size_t, const uint8_t *, size_t, uint8_t *, uint8_t *);
+typedef int (*dec_fn)(const uint8_t *, const uint8_t *, const uint8_t *, size_t,
+                      const uint8_t *, size_t, const uint8_t *, uint8_t *,
+                      mp_aegis_scan_fn, void *);
+static enc_fn enc_impl;
+static dec_fn dec_impl;
+
+static void enc(const uint8_t key[32], const uint8_t nonce[32],
+                const uint8_t *ad, size_t adlen, const uint8_t *m, size_t mlen,
+                uint8_t *c, uint8_t tag[16]) {
+    enc_impl(key, nonce, ad, adlen, m, mlen, c, tag);
+}
+
+static int dec(const uint8_t key[32], const uint8_t nonce[32],
+               const uint8_t *ad, size_t adlen, const uint8_t *c, size_t clen,
+               const uint8_t tag[16], uint8_t *m) {
+    return dec_impl(key, nonce, ad, adlen, c, clen, tag, m, NULL, NULL);
+}
+
+/* What a scan saw: the chunks must tile the output in order. */
+typedef struct scan_log {
+    const uint8_t *base;
+    size_t next, calls, bad;
+    uint64_t sum;
+} scan_log_t;
+
+static void scan_cb(void *ctx, const uint8_t *m, size_t len) {
+    scan_log_t *l = ctx;
+    l->bad += m != l->base + l->next;
+    l->bad += len == 0 || len > MP_AEGIS_SCAN_CHUNK;
+    l->bad += l->next % 16 != 0;
+    for (size_t i = 0; i < len; i++)
+        l->sum += m[i];
+    l->next += len;
+    l->calls++;
+}
+
+static size_t unhex(const char *h, uint8_t *out) {
+    size_t n = strlen(h) / 2;
+    for (size_t i = 0; i < n; i++) {
+        unsigned v = 0;
+        CHECK(sscanf(h + 2 * i, "%2x", &v) == 1, "bad hex in vector");
+        out[i] = (uint8_t)v;
+    }
+    return n;
+}
+
+static void test_vectors(const vec_t *vecs, size_t nvecs) {
+    for (size_t v = 0; v < nvecs; v++) {
+        const vec_t *t = &vecs[v];
+        uint8_t key[32], nonce[32], ad[VMAX], msg[VMAX], ct[VMAX], tag[16];
+        uint8_t out[VMAX], otag[16];
+        unhex(t->key, key);
+        unhex(t->nonce, nonce);
+        size_t adlen = unhex(t->ad, ad), mlen = unhex(t->msg, msg);
+        size_t clen = unhex(t->ct, ct);
+        unhex(t->tag, tag);
+        CHECK(clen == mlen, "%s: lengths", t->name);
+        enc(key, nonce, ad, adlen, msg, mlen, out, otag);
+        CHECK(memcmp(out, ct, clen) == 0, "%s: ciphertext", t->name);
+        CHECK((memcmp(otag, tag, 16) == 0) == t->valid, "%s: tag %s", t->name,
+              t->valid ? "differs" : "matches an invalid one");
+        memset(out, 0xaa, sizeof(out));
+        int rc = dec(key, nonce, ad, adlen, ct, clen, tag, out);
+        CHECK((rc == 0) == t->valid, "%s: decrypt returned %d", t->name, rc);
+        if (t->valid) {
+            CHECK(memcmp(out, msg, mlen) == 0, "%s: plaintext", t->name);
+        } else {
+            uint8_t zero[VMAX] = {0};
+            CHECK(memcmp(out, zero, clen) == 0,
+                  "%s: plaintext left after a refused tag", t->name);
+        }
+    }
+}
+
+/* Every single flipped bit of what is authenticated is refused. */
+static void test_tamper(void) {
+    uint8_t key[32], nonce[32], ad[40], m[100], c[100], tag[16], out[100];
+    for (int i = 0; i < 32; i++) {
+        key[i] = (uint8_t)(3 * i + 1);
+        nonce[i] = (uint8_t)(7 * i + 2);
+    }
+    for (int i = 0; i < 40; i++)
+        ad[i] = (uint8_t)i;
+    for (int i = 0; i < 100; i++)
+        m[i] = (uint8_t)(i * i);
+    enc(key, nonce, ad, sizeof(ad), m, sizeof(m), c, tag);
+    int accepted = 0;
+    for (size_t bit = 0; bit < 8 * sizeof(c); bit++) {
+        c[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        accepted +=
+            dec(key, nonce, ad, sizeof(ad), c, sizeof(c), tag, out) == 0;
+        c[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    }
+    for (size_t bit = 0; bit < 128; bit++) {
+        tag[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        accepted +=
+            dec(key, nonce, ad, sizeof(ad), c, sizeof(c), tag, out) == 0;
+        tag[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    }
+    for (size_t bit = 0; bit < 8 * sizeof(ad); bit++) {
+        ad[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        accepted +=
+            dec(key, nonce, ad, sizeof(ad), c, sizeof(c), tag, out) == 0;
+        ad[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    }
+    for (size_t bit = 0; bit < 256; bit++) {
+        nonce[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        accepted +=
+            dec(key, nonce, ad, sizeof(ad), c, sizeof(c), tag, out) == 0;
+        nonce[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    }
+    CHECK(accepted == 0, "%d tampered inputs accepted", accepted);
+    CHECK(dec(key, nonce, ad, sizeof(ad) - 1, c, sizeof(c), tag, out) != 0,
+          "shorter associated data accepted");
+    CHECK(dec(key, nonce, ad, sizeof(ad), c, sizeof(c) - 1, tag, out) != 0,
+          "truncated ciphertext accepted");
+    CHECK(dec(key, nonce, ad, sizeof(ad), c, sizeof(c), tag, out) == 0 &&
+              memcmp(out, m, sizeof(m)) == 0,
+          "the untampered message does not open");
+}
+
+/* Lengths around the loop boundaries, in place and out of place. */
+static void test_lengths(void) {
+    enum { MAXL = 300 };
+    uint8_t key[32] = {9}, nonce[32] = {4}, m[MAXL], c[MAXL], buf[MAXL];
+    uint8_t tag[16], tag2[16];
+    uint64_t s = 42;
+    for (int i = 0; i < MAXL; i++)
+        m[i] = (uint8_t)test_splitmix64(&s);
+    int bad = 0;
+    for (size_t len = 0; len < MAXL; len++) {
+        enc(key, nonce, m, len % 37, m, len, c, tag);
+        memcpy(buf, m, len);
+        enc(key, nonce, m, len % 37, buf, len, buf, tag2);
+        bad += memcmp(buf, c, len) != 0 || memcmp(tag, tag2, 16) != 0;
+        bad += dec(key, nonce, m, len % 37, buf, len, tag, buf) != 0 ||
+               memcmp(buf, m, len) != 0;
+        /* a prefix of the ciphertext is the ciphertext of the prefix */
+        if (len > 0) {
+            enc(key, nonce, m, len % 37, m, len - 1, buf, tag2);
+            bad += memcmp(buf, c, len - 1) != 0;
+        }
+    }
+    CHECK(bad == 0, "%d length checks failed", bad);
+}
+
+/* The scan sees every plaintext byte once, in order, in chunks that are
+ * multiples of 16 bytes but the last, and decryption is unchanged by it. */
+static void test_scan(void) {
+    static uint8_t m[3 * MP_AEGIS_SCAN_CHUNK + 40], c[sizeof(m)],
+        out[sizeof(m)], out2[sizeof(m)];
+    uint8_t key[32] = {1}, nonce[32] = {2}, tag[16];
+    static const size_t lens[] = {0,
+                                  1,
+                                  15,
+                                  16,
+                                  MP_AEGIS_SCAN_CHUNK - 1,
+                                  MP_AEGIS_SCAN_CHUNK,
+                                  MP_AEGIS_SCAN_CHUNK + 5,
+                                  2 * MP_AEGIS_SCAN_CHUNK,
+                                  sizeof(m)};
+    uint64_t s = 7;
+    for (size_t i = 0; i < sizeof(m); i++)
+        m[i] = (uint8_t)test_splitmix64(&s);
+    for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+        size_t len = lens[k];
+        enc(key, nonce, NULL, 0, m, len, c, tag);
+        scan_log_t lg = {.base = out};
+        int rc = dec_impl(key, nonce, NULL, 0, c, len, tag, out, scan_cb, &lg);
+        uint64_t want = 0;
+        for (size_t i = 0; i < len; i++)
+            want += m[i];
+        CHECK(rc == 0 && memcmp(out, m, len) == 0, "len %zu: open", len);
+        CHECK(lg.bad == 0 && lg.next == len && lg.sum == want,
+              "len %zu: scan saw %zu bytes in %zu calls, %zu bad", len, lg.next,
+              lg.calls, lg.bad);
+        CHECK(dec(key, nonce, NULL, 0, c, len, tag, out2) == 0 &&
+                  memcmp(out2, out, len) == 0,
+              "len %zu: scan changes decryption", len);
+    }
+}
+
+static void run_all(const char *name, const vec_t *vecs, size_t nvecs) {
+    long before = test_failures;
+    test_vectors(vecs, nvecs);
+    test_tamper();
+    test_lengths();
+    test_scan();
+    if (test_failures != before)
+        fprintf(stderr, "test_aegis: %s failed\n", name);
+}
+
+int main(void) {
+    if (mp__aegis256_available()) {
+        enc_impl = mp__aegis256_encrypt;
+        dec_impl = mp__aegis256_decrypt;
+        run_all("AEGIS-256", VECS, sizeof(VECS) / sizeof(VECS[0]));
+    } else {
+        printf("test_aegis: no AES-NI in this build or CPU, AEGIS-256 "
+               "skipped\n");
+    }
+    if (mp__aegis256x2_available()) {
+        enc_impl = mp__aegis256x2_encrypt;
+        dec_impl = mp__aegis256x2_decrypt;
+        run_all("AEGIS-256X2", VECS_X2, sizeof(VECS_X2) / sizeof(VECS_X2[0]));
+    } else {
+        printf("test_aegis: no VAES in this build or CPU, AEGIS-256X2 "
+               "skipped\n");
+    }
+    return test_summary("test_aegis");
+}

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_vec.c - unit tests of the float kernels (src/core/vec.h): the
+ * finiteness check finds a single infinity or NaN (of either sign, quiet or
+ * signalling, any payload) at every position of arrays of every length up to
+ * a few vector blocks, and accepts the largest finite values, denormals and
+ * zeros; the accumulation kernels equal their scalar definitions exactly.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/vec.h"
+
+#include "test_util.h"
+
+static float from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static void test_all_finite(void) {
+    enum { N = 80 };
+    float x[N + 1] = {0};
+    const uint32_t bad[] = {0x7f800000u, 0xff800000u, 0x7fc00000u,
+                            0xffc00000u, 0x7f800001u, 0x7fffffffu};
+    const float good[] = {
+        FLT_MAX, -FLT_MAX, FLT_MIN, from_bits(1u), from_bits(0x80000001u),
+        0.0f,    -0.0f,    1.0f};
+    int wrong = 0;
+    for (size_t n = 0; n <= N; n++) {
+        for (size_t i = 0; i < n; i++)
+            x[i] = good[i % (sizeof good / sizeof good[0])];
+        wrong += !mp__vec_all_finite(x, n);
+        for (size_t pos = 0; pos < n; pos++)
+            for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+                float keep = x[pos];
+                x[pos] = from_bits(bad[b]);
+                wrong += mp__vec_all_finite(x, n);
+                x[pos] = keep;
+            }
+        /* an unaligned start (by one float) */
+        if (n > 1) {
+            x[n - 1] = from_bits(0x7f800000u);
+            wrong += mp__vec_all_finite(x + 1, n - 1);
+            wrong += !mp__vec_all_finite(x + 1, n - 2);
+        }
+    }
+    CHECK(wrong == 0, "%d wrong finiteness verdicts", wrong);
+}
+
+static void test_acc(void) {
+    enum { N = 37 };
+    float xs[N], xm[N], out[N], v[N];
+    double acc[N], ref[N];
+    uint64_t s = 1;
+    for (int i = 0; i < N; i++) {
+        xs[i] = (float)((double)(test_splitmix64(&s) % 2000) / 7.0 - 100.0);
+        xm[i] = (float)((double)(test_splitmix64(&s) % 2000) / 3.0 - 300.0);
+    }
+    int bad = 0;
+    mp__vec_acc_first(acc, xs, 0.25, xm, 1.5, N);
+    for (int i = 0; i < N; i++)
+        bad += acc[i] != 0.25 * (double)xs[i] + 1.5 * (double)xm[i];
+    memcpy(ref, acc, sizeof ref);
+    mp__vec_acc_add(acc, xm, 2.0, N);
+    for (int i = 0; i < N; i++)
+        bad += acc[i] != ref[i] + 2.0 * (double)xm[i];
+    mp__vec_acc_store(out, acc, 0.5, N);
+    for (int i = 0; i < N; i++)
+        bad += out[i] != (float)(acc[i] * 0.5);
+    mp__vec_acc_add_store(out, acc, xs, 3.0, 0.125, N);
+    for (int i = 0; i < N; i++)
+        bad += out[i] != (float)((acc[i] + 3.0 * (double)xs[i]) * 0.125);
+    memcpy(v, xs, sizeof v);
+    mp__vec_blend_store(v, 0.75, xm, 0.25, 2.0, N);
+    for (int i = 0; i < N; i++)
+        bad += v[i] !=
+               (float)((0.75 * (double)xs[i] + 0.25 * (double)xm[i]) * 2.0);
+    CHECK(bad == 0, "%d accumulation results differ from the definition", bad);
+}
+
+int main(void) {
+    test_all_finite();
+    test_acc();
+    return test_summary("test_vec");
+}
