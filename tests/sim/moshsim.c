@@ -415,8 +415,10 @@ static void churn(moshsim_t *s, uint64_t t0) {
     /* leavers: distinct live peers (one always stays), by a partial
      * Fisher-Yates shuffle */
     uint32_t *pool = moshsim__xmalloc((s->nlive + 1) * sizeof *pool);
-    memcpy(pool, s->live, s->nlive * sizeof *pool);
-    size_t npool = s->nlive;
+    size_t npool = 0;
+    for (size_t i = 0; i < s->nlive; i++)
+        if (s->live[i] != s->hostile) /* the hostile peer stays */
+            pool[npool++] = s->live[i];
     size_t nleave = s->c.churn < npool ? s->c.churn : npool ? npool - 1 : 0;
     uint32_t span = s->c.matchmaking_ms + 1000;
     for (size_t i = 0; i < nleave; i++) {

@@ -64,9 +64,10 @@
  * queues within queue_max, and after 70 quiet seconds every honest peer
  * sees every honest peer ALIVE at its own address.
  *
- * Options: --seeds N (3) --seed S (first seed, 1) --rounds R (attack
- * rounds, 20) --quiet Q (12) --peers P (48) --rate K (hostile messages
- * per round, 120) --swim-secs T (60) --verbose. Deterministic from the
+ * Options: --seeds N (6) --seed S (first seed, 1) --rounds R (attack
+ * rounds, 30) --quiet Q (16) --peers P (48) --rate K (hostile wake-ups
+ * per round, 200) --swim-secs T (120) --group-size M (8) --count K (16)
+ * --churn C (0) --fail-prob P (0) --verbose. Deterministic from the
  * seeds: same options, same output.
  */
 #include <inttypes.h>
@@ -87,6 +88,8 @@
 
 typedef struct opts {
     uint32_t seeds, rounds, quiet, peers, rate, swim_secs;
+    uint32_t group_size, count, churn;
+    double fail_prob;
     uint64_t seed;
     bool verbose;
 } opts_t;
@@ -221,8 +224,9 @@ typedef struct seen_join {
 typedef struct fz {
     rng_t r;
     moshsim_t *s;
-    uint32_t honest; /* peers 0..honest-1 */
+    uint32_t honest; /* initial honest peers: 0..honest-1 */
     uint32_t count;  /* floats per vector */
+    uint8_t *frame;  /* room for a part of count floats */
     double scale;
     bool active;
     tmpl_t *pool;
@@ -250,9 +254,10 @@ static uint32_t peer_of_id(const fz_t *f, const uint8_t *id) {
 }
 
 static uint32_t random_honest(fz_t *f) {
+    uint32_t n = moshsim_peers(f->s), h = moshsim_hostile(f->s);
     for (int i = 0; i < 64; i++) {
-        uint32_t q = (uint32_t)rnd(&f->r, f->honest);
-        if (moshsim_alive(f->s, q))
+        uint32_t q = (uint32_t)rnd(&f->r, n);
+        if (q != h && moshsim_alive(f->s, q))
             return q;
     }
     return 0;
@@ -342,6 +347,16 @@ static void gen_join(fz_t *f) {
         }
         if (chance(&f->r, 0.5))
             to = random_honest(f);
+    }
+    if (chance(&f->r, 0.02)) { /* the same JOIN 60..99 times at once */
+        size_t len = 0;
+        if (mp__msg_encode(&f->msg, f->buf, MP_CTRL_MAX, &len) != MOSHPIT_OK)
+            return;
+        uint32_t k = 60 + (uint32_t)rnd(&f->r, 40);
+        f->sent[K_JOIN] += k;
+        for (uint32_t i = 0; i < k; i++)
+            moshsim_hostile_send(f->s, to, false, f->buf, len);
+        return;
     }
     send_msg(f, K_JOIN, to);
 }
@@ -484,11 +499,11 @@ static void gen_part(fz_t *f) {
             break;
         }
     }
-    if (h.count > 1024)
-        h.count = 1024;
+    if (h.count > f->count)
+        h.count = f->count;
     h.tag = odd_u64(&f->r);
     h.counter = f->wakes;
-    uint8_t *b = f->buf;
+    uint8_t *b = f->frame;
     mp__data_hdr_encode(&h, b);
     float *v = (float *)(void *)(b + MP_DATA_HDR_BYTES);
     uint32_t poison = (uint32_t)rnd(&f->r, 10);
@@ -672,8 +687,8 @@ static void check_swarm(fz_t *f, const char *when) {
     uint32_t live = 0, n = moshsim_peers(f->s);
     for (uint32_t q = 0; q < n; q++)
         live += moshsim_alive(f->s, q);
-    for (uint32_t q = 0; q < f->honest; q++) {
-        if (!moshsim_alive(f->s, q))
+    for (uint32_t q = 0; q < n; q++) {
+        if (!moshsim_alive(f->s, q) || q == moshsim_hostile(f->s))
             continue;
         moshsim_peer_mem_t m;
         moshsim_peer_mem(f->s, q, &m);
@@ -776,8 +791,10 @@ typedef struct swarm_res {
 static void swarm_cfg(moshsim_cfg_t *c, const opts_t *o, uint64_t seed) {
     moshsim_cfg_init(c);
     c->peers = o->peers;
-    c->group_size = 8;
-    c->count = 16;
+    c->group_size = o->group_size;
+    c->count = o->count;
+    c->churn = o->churn;
+    c->fail_prob = o->fail_prob;
     c->seed = seed;
     c->random_weights = true;
     c->random_positions = seed % 2 == 0;
@@ -818,6 +835,10 @@ static void swarm_run(const opts_t *o, uint64_t seed, swarm_res_t *res) {
     f->s = s;
     f->honest = c.peers;
     f->count = c.count;
+    f->frame =
+        malloc(MP_DATA_HDR_BYTES + (size_t)c.count * 4 + MP_DATA_TAG_BYTES);
+    if (f->frame == NULL)
+        abort();
     f->active = true;
     for (uint32_t q = 0; q < c.peers; q++)
         for (uint32_t e = 0; e < c.count; e++)
@@ -864,6 +885,7 @@ static void swarm_run(const opts_t *o, uint64_t seed, swarm_res_t *res) {
     res->enc_refused = f->enc_refused;
     res->recv = f->recv;
     res->ws = *moshsim_wire_stats(s);
+    free(f->frame);
     free(f->pool);
     free(f);
     moshsim_free(s);
@@ -1049,12 +1071,14 @@ static void swim_run(const opts_t *o, uint64_t seed, swim_res_t *res) {
 /* ------------------------------------------------------------------ */
 
 static int parse(int argc, char **argv, opts_t *o) {
-    *o = (opts_t){.seeds = 3,
-                  .rounds = 20,
-                  .quiet = 12,
+    *o = (opts_t){.seeds = 6,
+                  .rounds = 30,
+                  .quiet = 16,
                   .peers = 48,
-                  .rate = 120,
-                  .swim_secs = 60,
+                  .rate = 200,
+                  .swim_secs = 120,
+                  .group_size = 8,
+                  .count = 16,
                   .seed = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -1079,6 +1103,14 @@ static int parse(int argc, char **argv, opts_t *o) {
             o->rate = (uint32_t)v;
         else if (strcmp(a, "--swim-secs") == 0)
             o->swim_secs = (uint32_t)v;
+        else if (strcmp(a, "--group-size") == 0 && v >= 2 && v <= 64)
+            o->group_size = (uint32_t)v;
+        else if (strcmp(a, "--count") == 0 && v >= 1 && v <= 1000000)
+            o->count = (uint32_t)v;
+        else if (strcmp(a, "--churn") == 0)
+            o->churn = (uint32_t)v;
+        else if (strcmp(a, "--fail-prob") == 0)
+            o->fail_prob = strtod(argv[i], NULL);
         else
             return -1;
     }
@@ -1090,7 +1122,8 @@ int main(int argc, char **argv) {
     if (parse(argc, argv, &o) != 0) {
         fprintf(stderr, "usage: test_sim_protofuzz [--seeds N] [--seed S] "
                         "[--rounds R] [--quiet Q] [--peers P] [--rate K] "
-                        "[--swim-secs T] [--verbose]\n");
+                        "[--swim-secs T] [--group-size M] [--count K] "
+                        "[--churn C] [--fail-prob P] [--verbose]\n");
         return 2;
     }
     uint64_t tot[K_KINDS] = {0}, mutated = 0, refused = 0, total = 0;
