@@ -4,8 +4,9 @@
  * core (core/grid.c keys, core/match.c rendezvous, joiner and matchmaker,
  * core/group.c butterfly all-reduce on real float vectors) over simnet, with
  * the round flow of src/net/engine_round.c, round after round (moshsim.c:
- * the swarm; moshsim_peer.c: one peer). It backs the moshpit-sim tool and
- * tests/sim/test_sim_moshpit.c.
+ * the swarm; moshsim_peer.c: one peer; moshsim_wire.c: a hostile peer's
+ * wire bytes). It backs the moshpit-sim tool, tests/sim/test_sim_moshpit.c
+ * and tests/sim/test_sim_protofuzz.c.
  *
  * A round: every live peer that does not miss it (fail_prob) starts one
  * average call at the round's start time plus a random jitter (0 to
