@@ -342,13 +342,19 @@ moshsim_t *moshsim_new(const moshsim_cfg_t *c) {
         }
         free(pool);
     }
+    s->hostile = MOSHSIM_NONE;
+    if (c->hostile) { /* after the draws of the honest peers' values */
+        s->hostile =
+            add_peer(s, NULL, c->random_positions ? -1 : (int64_t)c->peers);
+        s->p[s->hostile].hostile = true;
+    }
     s->scale = 0;
     s->target = moshsim__xmalloc(c->count * sizeof *s->target);
     double tw = 0;
     for (uint32_t e = 0; e < c->count; e++)
         s->target[e] = 0;
     for (uint32_t q = 0; q < s->np; q++) {
-        if (s->p[q].byz)
+        if (s->p[q].byz || s->p[q].hostile)
             continue;
         tw += s->p[q].weight;
         for (uint32_t e = 0; e < c->count; e++) {
@@ -384,6 +390,7 @@ void moshsim_free(moshsim_t *s) {
     free(s->vids);
     free(s->kills);
     free(s->target);
+    moshsim__wire_free(s);
     simnet_free(s->net);
     free(s);
 }
@@ -396,7 +403,7 @@ static uint32_t random_live(moshsim_t *s) {
     size_t k = simnet_rng_below(&s->rng, s->nlive);
     for (size_t i = 0; i < s->nlive; i++) {
         uint32_t q = s->live[(k + i) % s->nlive];
-        if (!s->p[q].byz)
+        if (!s->p[q].byz && !s->p[q].hostile)
             return q;
     }
     return MOSHSIM_NONE;
@@ -408,8 +415,10 @@ static void churn(moshsim_t *s, uint64_t t0) {
     /* leavers: distinct live peers (one always stays), by a partial
      * Fisher-Yates shuffle */
     uint32_t *pool = moshsim__xmalloc((s->nlive + 1) * sizeof *pool);
-    memcpy(pool, s->live, s->nlive * sizeof *pool);
-    size_t npool = s->nlive;
+    size_t npool = 0;
+    for (size_t i = 0; i < s->nlive; i++)
+        if (s->live[i] != s->hostile) /* the hostile peer stays */
+            pool[npool++] = s->live[i];
     size_t nleave = s->c.churn < npool ? s->c.churn : npool ? npool - 1 : 0;
     uint32_t span = s->c.matchmaking_ms + 1000;
     for (size_t i = 0; i < nleave; i++) {
@@ -474,6 +483,8 @@ static void measure(const moshsim_t *s, moshsim_stats_t *st) {
         const speer_t *p = &s->p[q];
         if (!p->alive)
             continue;
+        if (p->hostile)
+            continue;
         st->live++;
         if (p->byz)
             continue;
@@ -487,7 +498,7 @@ static void measure(const moshsim_t *s, moshsim_stats_t *st) {
     double sq = 0, dev = 0, esq = 0;
     for (uint32_t q = 0; q < s->np; q++) {
         const speer_t *p = &s->p[q];
-        if (!p->alive || p->byz)
+        if (!p->alive || p->byz || p->hostile)
             continue;
         for (uint32_t e = 0; e < cnt; e++) {
             double d = (double)p->values[e] - mean[e];
@@ -527,6 +538,8 @@ void moshsim_round(moshsim_t *s, moshsim_stats_t *out) {
     /* who calls, and when */
     for (size_t i = 0; i < s->nlive; i++) {
         uint32_t q = s->live[i];
+        if (s->p[q].hostile)
+            continue; /* it never calls (and draws nothing) */
         if (s->c.fail_prob > 0 && simnet_rng01(&s->rng) < s->c.fail_prob) {
             s->skipped++;
             continue;
@@ -697,4 +710,52 @@ uint64_t moshsim_digest(const moshsim_t *s) {
 
 simnet_t *moshsim_net(moshsim_t *s) {
     return s->net;
+}
+
+uint32_t moshsim_hostile(const moshsim_t *s) {
+    return s->hostile;
+}
+
+void moshsim_hostile_set_ops(moshsim_t *s, const moshsim_hostile_ops_t *ops,
+                             void *user) {
+    s->hops = *ops;
+    s->huser = user;
+}
+
+void moshsim_hostile_wake(moshsim_t *s, uint64_t at_ms) {
+    if (s->hostile != MOSHSIM_NONE)
+        simnet_timer(s->net, node_of(s->hostile), at_ms, TAG_HOSTILE);
+}
+
+void moshsim_hostile_send(moshsim_t *s, uint32_t to, bool data, const void *buf,
+                          size_t len) {
+    if (s->hostile == MOSHSIM_NONE || to >= s->np || to == s->hostile)
+        return;
+    simnet_msg_t m = {.src = node_of(s->hostile),
+                      .dst = node_of(to),
+                      .type = data ? MSG_FRAME : MSG_WIRE,
+                      .data = buf,
+                      .len = len};
+    simnet_send(s->net, &m);
+}
+
+const moshsim_wire_stats_t *moshsim_wire_stats(const moshsim_t *s) {
+    return &s->wstats;
+}
+
+void moshsim_peer_mem(const moshsim_t *s, uint32_t peer,
+                      moshsim_peer_mem_t *out) {
+    memset(out, 0, sizeof *out);
+    if (peer >= s->np)
+        return;
+    const speer_t *p = &s->p[peer];
+    for (uint32_t i = 0; i < MM_SLOTS; i++)
+        if (p->mms[i].mm != NULL) {
+            out->mm_slots++;
+            out->mm_pending += mp__mm_pending(p->mms[i].mm);
+        }
+    out->held = p->nheld;
+    for (size_t i = 0; i < p->nheld; i++)
+        out->held_bytes += (size_t)p->held[i].count * sizeof(float);
+    out->in_group = p->group != NULL;
 }

@@ -4,8 +4,9 @@
  * core (core/grid.c keys, core/match.c rendezvous, joiner and matchmaker,
  * core/group.c butterfly all-reduce on real float vectors) over simnet, with
  * the round flow of src/net/engine_round.c, round after round (moshsim.c:
- * the swarm; moshsim_peer.c: one peer). It backs the moshpit-sim tool and
- * tests/sim/test_sim_moshpit.c.
+ * the swarm; moshsim_peer.c: one peer; moshsim_wire.c: a hostile peer's
+ * wire bytes). It backs the moshpit-sim tool, tests/sim/test_sim_moshpit.c
+ * and tests/sim/test_sim_protofuzz.c.
  *
  * A round: every live peer that does not miss it (fail_prob) starts one
  * average call at the round's start time plus a random jitter (0 to
@@ -110,6 +111,7 @@ typedef struct moshsim_cfg {
     mp_agg_t agg;               /* the groups' rule; zero = weighted mean */
     uint32_t byzantine;         /* Byzantine peers among the initial ones */
     double byz_weight;          /* weight they announce, 0 = the usual */
+    bool hostile;               /* one more peer, driven by moshsim_hostile */
 } moshsim_cfg_t;
 
 /* One round (or, for round 0, the initial state). */
@@ -192,6 +194,68 @@ uint64_t moshsim_last_start(const moshsim_t *s);
 /* Crashes peer at (next round start + after_ms), once. */
 void moshsim_kill_next_round(moshsim_t *s, uint32_t peer, uint32_t after_ms);
 void moshsim_set_view_hook(moshsim_t *s, moshsim_view_fn fn, void *user);
+
+/* ---- a hostile peer (tests/sim/test_sim_protofuzz.c) ----
+ * With cfg.hostile, peer cfg.peers (appended after the initial peers, at
+ * grid position cfg.peers, or a random one with random_positions) is
+ * hostile: it is live and a member like any other (in every view, so a
+ * matchmaker candidate, and it serves JOINs with the real matchmaker like
+ * an honest peer) but never calls, and is left out of every statistic.
+ * What it sends beyond that comes from the driver below, as wire bytes
+ * that the receiver decodes the way the engine does (engine.c on_ctrl,
+ * engine_round.c mp__on_data_msg): mp__msg_decode, falling back to
+ * mp__swim_msg_decode, then the type's handler; data frames through
+ * mp__data_hdr_decode (the AEAD is not modelled: an admitted peer can
+ * seal whatever plaintext it likes under its own session key), then the
+ * round's part handler and mp__group_on_part. Every message delivered to
+ * the hostile peer is handed to on_recv in its wire form (control messages
+ * encoded with mp__msg_encode, parts as data frames with a zero tag), so
+ * the driver can replay and mutate real traffic. */
+typedef struct moshsim_hostile_ops {
+    /* A message for the hostile peer from peer `from` (data: a frame). */
+    void (*on_recv)(moshsim_t *s, void *user, uint32_t from, bool data,
+                    const uint8_t *buf, size_t len);
+    /* A wake-up the driver asked for with moshsim_hostile_wake. */
+    void (*on_wake)(moshsim_t *s, void *user);
+} moshsim_hostile_ops_t;
+
+/* What honest receivers made of the hostile bytes (counters only grow). */
+typedef struct moshsim_wire_stats {
+    uint64_t ctrl, data;     /* messages and frames delivered */
+    uint64_t ctrl_bad;       /* rejected by both control decoders */
+    uint64_t swim;           /* decoded as SWIM (no SWIM machine here) */
+    uint64_t by_type[12];    /* decoded wire.h messages, by type */
+    uint64_t data_bad;       /* rejected by mp__data_hdr_decode */
+    uint64_t data_state;     /* kind 3 (no state client here) */
+    uint64_t part_status[8]; /* mp__group_on_part results */
+    uint64_t part_held;      /* held for a group not yet known */
+    uint64_t part_ignored;   /* not in a call, replay of a recent
+                                round, or from a non-member */
+    uint64_t join_bad_key;   /* JOINs answered ALONE for their key */
+} moshsim_wire_stats_t;
+
+/* The hostile peer's index, or MOSHSIM_NONE. */
+uint32_t moshsim_hostile(const moshsim_t *s);
+void moshsim_hostile_set_ops(moshsim_t *s, const moshsim_hostile_ops_t *ops,
+                             void *user);
+/* Calls ops->on_wake at virtual time at_ms (keep it within the round:
+ * the round ends only when no timer is left). */
+void moshsim_hostile_wake(moshsim_t *s, uint64_t at_ms);
+/* Sends bytes from the hostile peer to peer `to`: a control message, or
+ * (data) a data frame. */
+void moshsim_hostile_send(moshsim_t *s, uint32_t to, bool data, const void *buf,
+                          size_t len);
+const moshsim_wire_stats_t *moshsim_wire_stats(const moshsim_t *s);
+
+/* Sizes of what a peer holds, for memory bounds. */
+typedef struct moshsim_peer_mem {
+    uint32_t mm_slots;       /* matchmakers (at most 8) */
+    size_t mm_pending;       /* pending JOINs over all of them */
+    size_t held, held_bytes; /* parts held before their GROUP */
+    bool in_group;
+} moshsim_peer_mem_t;
+void moshsim_peer_mem(const moshsim_t *s, uint32_t peer,
+                      moshsim_peer_mem_t *out);
 
 /* Hash of every peer's values, weight and grid key plus the event trace. */
 uint64_t moshsim_digest(const moshsim_t *s);

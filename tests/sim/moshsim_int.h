@@ -21,8 +21,18 @@
 #define BANDWIDTH 100u  /* announced by every peer */
 #define ROUND_GAP 1000u /* ms between quiescence and the next round */
 
-enum { MSG_JOIN = 1, MSG_ACK, MSG_ALONE, MSG_GROUP, MSG_LEAVE, MSG_PART };
-enum { TAG_START = 1, TAG_WAKE };
+/* MSG_WIRE / MSG_FRAME: bytes from the hostile peer (moshsim_wire.c) */
+enum {
+    MSG_JOIN = 1,
+    MSG_ACK,
+    MSG_ALONE,
+    MSG_GROUP,
+    MSG_LEAVE,
+    MSG_PART,
+    MSG_WIRE,
+    MSG_FRAME
+};
+enum { TAG_START = 1, TAG_WAKE, TAG_HOSTILE };
 
 typedef struct held {
     uint64_t gid;
@@ -42,7 +52,8 @@ typedef struct mm_slot {
 typedef struct speer {
     uint8_t id[MP_ID_BYTES];
     bool alive, known_dead;
-    bool byz; /* Byzantine: poisons its vector before each call */
+    bool byz;     /* Byzantine: poisons its vector before each call */
+    bool hostile; /* never calls; the driver sends for it (moshsim.h) */
     float *values;
     double weight;
     mp_grid_t grid;
@@ -112,6 +123,14 @@ struct moshsim {
     double *target;     /* initial weighted mean of the honest peers */
     mp_mm_out_t mm_out; /* scratch of poll_mm */
     mp_member_t roster[MP_GROUP_MAX];
+    /* the hostile peer (moshsim_wire.c) */
+    uint32_t hostile; /* MOSHSIM_NONE: none */
+    moshsim_hostile_ops_t hops;
+    void *huser;
+    moshsim_wire_stats_t wstats;
+    struct mp_msg *wmsg;       /* decode / encode scratch */
+    struct mp_swim_msg *wswim; /* decode scratch */
+    uint8_t *wbuf;             /* MP_CTRL_MAX bytes */
 };
 
 /* Peer i is simnet node i + 1; node 0 is the driver (crash notices). */
@@ -144,5 +163,31 @@ size_t moshsim__key(const moshsim_t *s, const mp_grid_t *g,
 extern const simnet_ops_t moshsim__ops;
 void moshsim__kill_hook(simnet_t *net, uint32_t node, void *user);
 void moshsim__free_call(speer_t *p);
+/* The handlers a message reaches once decoded (native or wire form),
+ * shared with moshsim_wire.c. The JOIN handler checks the key and keeps
+ * one pending JOIN per sender over all keys, as engine_round.c does. */
+void moshsim__on_join(moshsim_t *s, uint32_t q, uint32_t from, uint64_t seq,
+                      double weight, uint32_t bandwidth, uint32_t window_ms,
+                      const uint8_t *key, size_t key_len);
+void moshsim__on_leave(moshsim_t *s, uint32_t q, uint32_t from);
+void moshsim__on_ack(moshsim_t *s, uint32_t q, uint32_t from, uint64_t seq);
+void moshsim__on_alone(moshsim_t *s, uint32_t q, uint32_t from, uint64_t seq);
+void moshsim__on_group(moshsim_t *s, uint32_t q, uint32_t from, uint64_t seq,
+                       uint64_t gid, const mp_member_t *members, uint32_t n);
+/* A part; returns an mp_part_status_t, or -1 held, -2 ignored. */
+int moshsim__on_part(moshsim_t *s, uint32_t q, uint32_t from, uint32_t kind,
+                     uint32_t share, uint32_t part, double wsum, uint64_t gid,
+                     const float *data, uint32_t count);
+/* Runs the peer's actions after an event (sends, round end, timers). */
+void moshsim__after_event(moshsim_t *s, uint32_t q);
+
+/* moshsim_wire.c: the hostile peer's bytes, both ways. */
+void moshsim__wire_on_ctrl(moshsim_t *s, uint32_t q, uint32_t from,
+                           const uint8_t *buf, size_t len);
+void moshsim__wire_on_frame(moshsim_t *s, uint32_t q, uint32_t from,
+                            const uint8_t *buf, size_t len);
+/* A native message for the hostile peer, in wire form to ops.on_recv. */
+void moshsim__wire_to_hostile(moshsim_t *s, const simnet_msg_t *m);
+void moshsim__wire_free(moshsim_t *s);
 
 #endif

@@ -12,6 +12,8 @@
  */
 #include "sim/moshsim_int.h"
 
+#include "core/agg.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,20 +133,44 @@ static void poll_mm(moshsim_t *s, uint32_t q, mp_mm_t *mm) {
     }
 }
 
-static void on_join(moshsim_t *s, uint32_t q, uint32_t from,
-                    const simnet_msg_t *m) {
-    if (m->len == 0 || m->len > MP_KEY_MAX)
+/* A key as peers build it (engine_round.c key_ok): vector length (8
+ * bytes), d (1..8), then d-1 coordinates below group_size, then the
+ * aggregation suffix. */
+static bool key_ok(const moshsim_t *s, const uint8_t *key, size_t len) {
+    if (len < 9 || len > MP_KEY_MAX || key[8] < 1 ||
+        key[8] > MP_GRID_DIMS_MAX || len < 8u + key[8] ||
+        !mp__agg_key_suffix_ok(key + 8 + key[8], len - 8u - key[8]))
+        return false;
+    for (size_t i = 9; i < 8u + key[8]; i++)
+        if (key[i] >= s->c.group_size)
+            return false;
+    return true;
+}
+
+void moshsim__on_join(moshsim_t *s, uint32_t q, uint32_t from, uint64_t seq,
+                      double weight, uint32_t bandwidth, uint32_t window_ms,
+                      const uint8_t *key, size_t key_len) {
+    if (!key_ok(s, key, key_len)) {
+        if (from == s->hostile)
+            s->wstats.join_bad_key++;
+        send_simple(s, q, from, MSG_ALONE, seq);
         return;
-    mm_slot_t *slot = mm_for_key(s, q, m->data, m->len);
+    }
+    /* one pending JOIN per sender over all keys, as the engine */
+    speer_t *p = &s->p[q];
+    for (uint32_t i = 0; i < MM_SLOTS; i++)
+        if (p->mms[i].mm != NULL && (p->mms[i].len != key_len ||
+                                     memcmp(p->mms[i].key, key, key_len) != 0))
+            mp__mm_on_leave(p->mms[i].mm, s->p[from].id);
+    mm_slot_t *slot = mm_for_key(s, q, key, key_len);
     mp_member_t mb;
     memset(&mb, 0, sizeof mb);
     memcpy(mb.id, s->p[from].id, MP_ID_BYTES);
-    mb.seq = m->arg[0];
-    mb.bandwidth = (uint32_t)(m->arg[1] >> 32);
-    mb.weight = bitsd(m->arg[2]);
-    uint32_t window = (uint32_t)m->arg[1];
+    mb.seq = seq;
+    mb.bandwidth = bandwidth;
+    mb.weight = weight;
     if (slot == NULL ||
-        !mp__mm_on_join(slot->mm, simnet_now(s->net), &mb, window)) {
+        !mp__mm_on_join(slot->mm, simnet_now(s->net), &mb, window_ms)) {
         send_simple(s, q, from, MSG_ALONE, mb.seq);
         return;
     }
@@ -241,15 +267,16 @@ static uint32_t member_index(const speer_t *p, uint32_t peer) {
     return MOSHSIM_NONE;
 }
 
-static void feed_part(moshsim_t *s, uint32_t q, uint32_t from, uint32_t kind,
-                      uint32_t share, uint32_t part, const float *data,
-                      uint32_t count, double wsum) {
+static int feed_part(moshsim_t *s, uint32_t q, uint32_t from, uint32_t kind,
+                     uint32_t share, uint32_t part, const float *data,
+                     uint32_t count, double wsum) {
     speer_t *p = &s->p[q];
     uint32_t i = member_index(p, from);
     if (i == MOSHSIM_NONE)
-        return;
-    mp__group_on_part(p->group, simnet_now(s->net), i, (mp_part_kind_t)kind,
-                      share, part, data, count, wsum);
+        return -2;
+    return (int)mp__group_on_part(p->group, simnet_now(s->net), i,
+                                  (mp_part_kind_t)kind, share, part, data,
+                                  count, wsum);
 }
 
 static void clear_held(speer_t *p) {
@@ -307,8 +334,8 @@ static void start_group(moshsim_t *s, uint32_t q) {
     for (size_t i = 0; i < p->nheld; i++) {
         held_t *h = &p->held[i];
         if (h->gid == gid)
-            feed_part(s, q, h->from, h->kind, h->share, h->part, h->data,
-                      h->count, h->wsum);
+            (void)feed_part(s, q, h->from, h->kind, h->share, h->part, h->data,
+                            h->count, h->wsum);
     }
     clear_held(p);
 }
@@ -341,23 +368,16 @@ static bool recent_gid(const speer_t *p, uint64_t gid) {
     return false;
 }
 
-static void on_part(moshsim_t *s, uint32_t q, uint32_t from,
-                    const simnet_msg_t *m) {
+int moshsim__on_part(moshsim_t *s, uint32_t q, uint32_t from, uint32_t kind,
+                     uint32_t share, uint32_t part, double wsum, uint64_t gid,
+                     const float *data, uint32_t count) {
     speer_t *p = &s->p[q];
-    uint32_t kind = (uint32_t)(m->arg[0] & 0xff);
-    uint32_t share = (uint32_t)((m->arg[0] >> 8) & 0xffffff);
-    uint32_t part = (uint32_t)(m->arg[0] >> 32);
-    double wsum = bitsd(m->arg[1]);
-    uint64_t gid = m->arg[2];
-    uint32_t count = (uint32_t)(m->len / sizeof(float));
     if (!p->in_call)
-        return;
-    if (p->group != NULL && gid == p->gid) {
-        feed_part(s, q, from, kind, share, part, m->data, count, wsum);
-        return;
-    }
+        return -2;
+    if (p->group != NULL && gid == p->gid)
+        return feed_part(s, q, from, kind, share, part, data, count, wsum);
     if (recent_gid(p, gid) || p->nheld >= HELD_MAX)
-        return;
+        return -2;
     /* maybe the group whose GROUP message is still on its way: hold it */
     if (p->nheld == p->capheld) {
         p->capheld = p->capheld ? 2 * p->capheld : 16;
@@ -371,8 +391,19 @@ static void on_part(moshsim_t *s, uint32_t q, uint32_t from,
                   .part = part,
                   .count = count,
                   .wsum = wsum};
-    h->data = moshsim__xmalloc(m->len);
-    memcpy(h->data, m->data, m->len);
+    h->data = moshsim__xmalloc((size_t)count * sizeof(float));
+    memcpy(h->data, data, (size_t)count * sizeof(float));
+    return -1;
+}
+
+static void on_part(moshsim_t *s, uint32_t q, uint32_t from,
+                    const simnet_msg_t *m) {
+    uint32_t kind = (uint32_t)(m->arg[0] & 0xff);
+    uint32_t share = (uint32_t)((m->arg[0] >> 8) & 0xffffff);
+    uint32_t part = (uint32_t)(m->arg[0] >> 32);
+    (void)moshsim__on_part(s, q, from, kind, share, part, bitsd(m->arg[1]),
+                           m->arg[2], m->data,
+                           (uint32_t)(m->len / sizeof(float)));
 }
 
 static void end_call(moshsim_t *s, uint32_t q, bool alone) {
@@ -478,7 +509,7 @@ static void schedule_wake(moshsim_t *s, uint32_t q) {
     }
 }
 
-static void after_event(moshsim_t *s, uint32_t q) {
+void moshsim__after_event(moshsim_t *s, uint32_t q) {
     speer_t *p = &s->p[q];
     uint64_t now = simnet_now(s->net);
     if (p->in_call && p->group == NULL)
@@ -514,8 +545,32 @@ static void notice(moshsim_t *s, uint32_t v) {
             }
         }
         if (touched)
-            after_event(s, q);
+            moshsim__after_event(s, q);
     }
+}
+
+void moshsim__on_leave(moshsim_t *s, uint32_t q, uint32_t from) {
+    mm_forget(&s->p[q], s->p[from].id);
+}
+
+void moshsim__on_ack(moshsim_t *s, uint32_t q, uint32_t from, uint64_t seq) {
+    speer_t *p = &s->p[q];
+    if (p->in_call && p->group == NULL && p->joiner != NULL)
+        mp__joiner_on_ack(p->joiner, s->p[from].id, seq);
+}
+
+void moshsim__on_alone(moshsim_t *s, uint32_t q, uint32_t from, uint64_t seq) {
+    speer_t *p = &s->p[q];
+    if (p->in_call && p->group == NULL && p->joiner != NULL)
+        mp__joiner_on_alone(p->joiner, s->p[from].id, seq);
+}
+
+void moshsim__on_group(moshsim_t *s, uint32_t q, uint32_t from, uint64_t seq,
+                       uint64_t gid, const mp_member_t *members, uint32_t n) {
+    speer_t *p = &s->p[q];
+    if (p->in_call && p->group == NULL && p->joiner != NULL)
+        mp__joiner_on_group(p->joiner, s->p[from].id, seq, gid, members, n,
+                            p->id);
 }
 
 static void on_msg(simnet_t *net, uint32_t node, const simnet_msg_t *m,
@@ -525,38 +580,43 @@ static void on_msg(simnet_t *net, uint32_t node, const simnet_msg_t *m,
     if (node == 0 || m->src == 0)
         return;
     uint32_t q = node - 1, from = m->src - 1;
-    speer_t *p = &s->p[q];
-    const uint8_t *fid = s->p[from].id;
     switch (m->type) {
     case MSG_JOIN:
-        on_join(s, q, from, m);
+        if (m->len > 0 && m->len <= MP_KEY_MAX)
+            moshsim__on_join(s, q, from, m->arg[0], bitsd(m->arg[2]),
+                             (uint32_t)(m->arg[1] >> 32), (uint32_t)m->arg[1],
+                             m->data, m->len);
         break;
     case MSG_LEAVE:
-        mm_forget(p, fid);
+        moshsim__on_leave(s, q, from);
         break;
     case MSG_ACK:
-        if (p->in_call && p->group == NULL && p->joiner != NULL)
-            mp__joiner_on_ack(p->joiner, fid, m->arg[0]);
+        moshsim__on_ack(s, q, from, m->arg[0]);
         break;
     case MSG_ALONE:
-        if (p->in_call && p->group == NULL && p->joiner != NULL)
-            mp__joiner_on_alone(p->joiner, fid, m->arg[0]);
+        moshsim__on_alone(s, q, from, m->arg[0]);
         break;
     case MSG_GROUP: {
         uint32_t n = (uint32_t)m->arg[2];
-        if (p->in_call && p->group == NULL && p->joiner != NULL &&
-            n <= MP_GROUP_MAX && m->len == n * sizeof(mp_member_t))
-            mp__joiner_on_group(p->joiner, fid, m->arg[0], m->arg[1], m->data,
-                                n, p->id);
+        if (n <= MP_GROUP_MAX && m->len == n * sizeof(mp_member_t))
+            moshsim__on_group(s, q, from, m->arg[0], m->arg[1], m->data, n);
         break;
     }
     case MSG_PART:
         on_part(s, q, from, m);
         break;
+    case MSG_WIRE:
+        moshsim__wire_on_ctrl(s, q, from, m->data, m->len);
+        break;
+    case MSG_FRAME:
+        moshsim__wire_on_frame(s, q, from, m->data, m->len);
+        break;
     default:
         break;
     }
-    after_event(s, q);
+    if (q == s->hostile && m->type < MSG_WIRE)
+        moshsim__wire_to_hostile(s, m);
+    moshsim__after_event(s, q);
 }
 
 static void on_timer(simnet_t *net, uint32_t node, uint64_t tag, void *user) {
@@ -573,6 +633,10 @@ static void on_timer(simnet_t *net, uint32_t node, uint64_t tag, void *user) {
         if ((tag >> 8) == s->round && !p->in_call)
             start_call(s, q);
         break;
+    case TAG_HOSTILE:
+        if (q == s->hostile && s->hops.on_wake != NULL)
+            s->hops.on_wake(s, s->huser);
+        break;
     case TAG_WAKE:
         if (p->wake_at != NONE64 && now >= p->wake_at)
             p->wake_at = NONE64;
@@ -587,7 +651,7 @@ static void on_timer(simnet_t *net, uint32_t node, uint64_t tag, void *user) {
     default:
         break;
     }
-    after_event(s, q);
+    moshsim__after_event(s, q);
 }
 
 const simnet_ops_t moshsim__ops = {on_msg, on_timer};

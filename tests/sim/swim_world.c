@@ -35,6 +35,9 @@ struct swim_world {
     uint32_t attacker; /* node used by swim_world_inject */
     swim_world_event_fn hook;
     void *hook_user;
+    swim_world_recv_fn recv_hook;
+    void *recv_user;
+    uint64_t raw_bad; /* raw injected messages the decoder refused */
     uint64_t trace;
     simnet_ops_t ops;
     mp_swim_msg_t msg; /* decode scratch */
@@ -156,9 +159,16 @@ static void on_msg(simnet_t *s, uint32_t node, const simnet_msg_t *m,
         m->len < MP_SWIM_ID_BYTES)
         return;
     const uint8_t *from = m->data;
+    if (w->recv_hook != NULL)
+        w->recv_hook(w, p, from, (const uint8_t *)m->data + MP_SWIM_ID_BYTES,
+                     m->len - MP_SWIM_ID_BYTES, w->recv_user);
     moshpit_err_t e =
         mp__swim_msg_decode((const uint8_t *)m->data + MP_SWIM_ID_BYTES,
                             m->len - MP_SWIM_ID_BYTES, &w->msg);
+    if (e != MOSHPIT_OK && m->type == SWIM_WORLD_RAW) {
+        w->raw_bad++; /* dropped, as the engine drops it */
+        return;
+    }
     if (e != MOSHPIT_OK) {
         fprintf(stderr, "swim_world: decode failed: %d\n", (int)e);
         abort();
@@ -325,6 +335,30 @@ bool swim_world_alive(const swim_world_t *w, uint32_t p) {
 
 mp_swim_t *swim_world_sw(swim_world_t *w, uint32_t p) {
     return w->p[p].sw;
+}
+
+void swim_world_set_recv_hook(swim_world_t *w, swim_world_recv_fn fn,
+                              void *user) {
+    w->recv_hook = fn;
+    w->recv_user = user;
+}
+
+void swim_world_inject_raw(swim_world_t *w, const uint8_t *from, uint32_t to,
+                           const uint8_t *bytes, size_t len) {
+    if (len > MP_SWIM_MSG_MAX || !w->p[to].started)
+        return;
+    memcpy(w->buf, from, MP_SWIM_ID_BYTES);
+    memcpy(w->buf + MP_SWIM_ID_BYTES, bytes, len);
+    simnet_msg_t m = {.src = w->attacker,
+                      .dst = w->p[to].node,
+                      .type = SWIM_WORLD_RAW,
+                      .data = w->buf,
+                      .len = MP_SWIM_ID_BYTES + len};
+    simnet_send(w->net, &m);
+}
+
+uint64_t swim_world_raw_refused(const swim_world_t *w) {
+    return w->raw_bad;
 }
 
 void swim_world_inject(swim_world_t *w, const uint8_t *from, uint32_t to,

@@ -20,6 +20,7 @@
 #define MP_TESTS_SWIM_WORLD_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/swim.h"
@@ -63,6 +64,22 @@ void swim_world_seed_view(swim_world_t *w, uint32_t p, uint32_t boot,
 void swim_world_kill(swim_world_t *w, uint32_t p);
 bool swim_world_alive(const swim_world_t *w, uint32_t p);
 mp_swim_t *swim_world_sw(swim_world_t *w, uint32_t p);
+
+/* Called with every message delivered to a live peer, before decoding:
+ * the sender's identity and the encoded bytes (valid during the call). */
+typedef void (*swim_world_recv_fn)(swim_world_t *w, uint32_t peer,
+                                   const uint8_t *from, const uint8_t *bytes,
+                                   size_t len, void *user);
+void swim_world_set_recv_hook(swim_world_t *w, swim_world_recv_fn fn,
+                              void *user);
+
+/* Sends len raw bytes (at most MP_SWIM_MSG_MAX) to peer `to` as identity
+ * `from`; the receiver decodes them like any message, but drops what the
+ * decoder refuses (counted) where an honest peer's bytes would abort. */
+#define SWIM_WORLD_RAW 0xffu
+void swim_world_inject_raw(swim_world_t *w, const uint8_t *from, uint32_t to,
+                           const uint8_t *bytes, size_t len);
+uint64_t swim_world_raw_refused(const swim_world_t *w);
 
 /* Sends msg to peer `to` as identity `from` (from an attacker's node). */
 void swim_world_inject(swim_world_t *w, const uint8_t *from, uint32_t to,
