@@ -13,12 +13,28 @@
  */
 #include "crypto/aegis.h"
 
+#include <sodium.h>
 #include <string.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define MP_AEGIS_X86 1
 #include <immintrin.h>
 #endif
+
+int mp__aegis_tag_check(uint8_t want[16], const uint8_t tag[16], uint8_t *m,
+                        size_t mlen) {
+    uint8_t diff = 0;
+    for (int k = 0; k < 16; k++)
+        diff |= (uint8_t)(want[k] ^ tag[k]);
+    sodium_memzero(want, 16);
+    /* (diff - 1) >> 8 is all ones only for diff == 0: no branch on the
+     * secret comparison itself */
+    if ((((unsigned)diff - 1u) >> 8) & 1u)
+        return 0;
+    if (mlen > 0)
+        sodium_memzero(m, mlen);
+    return -1;
+}
 
 #ifdef MP_AEGIS_X86
 
@@ -100,12 +116,6 @@ AES_FN static void finalize(blk_t s[6], size_t adlen, size_t mlen,
     store(tag, _mm_xor_si128(x, _mm_xor_si128(s[4], s[5])));
 }
 
-static void wipe(void *p, size_t len) {
-    volatile uint8_t *v = p;
-    while (len--)
-        *v++ = 0;
-}
-
 AES_FN void mp__aegis256_encrypt(const uint8_t key[32], const uint8_t nonce[32],
                                  const uint8_t *ad, size_t adlen,
                                  const uint8_t *m, size_t mlen, uint8_t *c,
@@ -134,10 +144,10 @@ AES_FN void mp__aegis256_encrypt(const uint8_t key[32], const uint8_t nonce[32],
         store(pad, _mm_xor_si128(x, keystream(s)));
         memcpy(c + i, pad, mlen - i);
         update(s, x);
-        wipe(pad, sizeof(pad));
+        sodium_memzero(pad, sizeof(pad));
     }
     finalize(s, adlen, mlen, tag);
-    wipe(s, sizeof(s));
+    sodium_memzero(s, sizeof(s));
 }
 
 /* Decrypts whole blocks c[0..len), len a multiple of 16. */
@@ -170,7 +180,7 @@ AES_FN static void decrypt_tail(blk_t s[6], const uint8_t *c, size_t len,
     memset(pad + len, 0, 16 - len);
     memcpy(m, pad, len);
     update(s, load(pad));
-    wipe(pad, sizeof(pad));
+    sodium_memzero(pad, sizeof(pad));
 }
 
 AES_FN int mp__aegis256_decrypt(const uint8_t key[32], const uint8_t nonce[32],
@@ -196,17 +206,8 @@ AES_FN int mp__aegis256_decrypt(const uint8_t key[32], const uint8_t nonce[32],
     }
     uint8_t want[16];
     finalize(s, adlen, clen, want);
-    wipe(s, sizeof(s));
-    uint8_t diff = 0;
-    for (int k = 0; k < 16; k++)
-        diff |= (uint8_t)(want[k] ^ tag[k]);
-    wipe(want, sizeof(want));
-    /* (diff - 1) >> 8 is all ones only for diff == 0: no branch on the
-     * secret comparison itself */
-    if ((((unsigned)diff - 1u) >> 8) & 1u)
-        return 0;
-    wipe(m, clen);
-    return -1;
+    sodium_memzero(s, sizeof(s));
+    return mp__aegis_tag_check(want, tag, m, clen);
 }
 
 /* Draft test vector 1 (key 10 01 00.., nonce 10 00 02 00.., one zero

@@ -59,4 +59,10 @@ int mp__aegis256x2_decrypt(const uint8_t key[32], const uint8_t nonce[32],
                            size_t clen, const uint8_t tag[16], uint8_t *m,
                            mp_aegis_scan_fn scan, void *ctx);
 
+/* Shared by both variants: compares the computed tag want with tag in
+ * constant time, wipes want, and on a mismatch zeroes m[0..mlen). Returns
+ * 0 when they match, else -1. */
+int mp__aegis_tag_check(uint8_t want[16], const uint8_t tag[16], uint8_t *m,
+                        size_t mlen);
+
 #endif

@@ -11,6 +11,7 @@
  */
 #include "crypto/aegis.h"
 
+#include <sodium.h>
 #include <string.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -112,12 +113,6 @@ X2_FN static void finalize(vec_t s[6], size_t adlen, size_t mlen,
     _mm_storeu_si128((__m128i *)(void *)tag, _mm_xor_si128(lo, hi));
 }
 
-static void wipe(void *p, size_t len) {
-    volatile uint8_t *v = p;
-    while (len--)
-        *v++ = 0;
-}
-
 X2_FN void mp__aegis256x2_encrypt(const uint8_t key[32],
                                   const uint8_t nonce[32], const uint8_t *ad,
                                   size_t adlen, const uint8_t *m, size_t mlen,
@@ -138,10 +133,10 @@ X2_FN void mp__aegis256x2_encrypt(const uint8_t key[32],
         store(pad, _mm256_xor_si256(x, keystream(s)));
         memcpy(c + i, pad, mlen - i);
         update(s, x);
-        wipe(pad, sizeof(pad));
+        sodium_memzero(pad, sizeof(pad));
     }
     finalize(s, adlen, mlen, tag);
-    wipe(s, sizeof(s));
+    sodium_memzero(s, sizeof(s));
 }
 
 /* Decrypts the last len (< 32) bytes; the plaintext's zero padding, not the
@@ -154,7 +149,7 @@ X2_FN static void decrypt_tail(vec_t s[6], const uint8_t *c, size_t len,
     memset(pad + len, 0, 32 - len);
     memcpy(m, pad, len);
     update(s, load(pad));
-    wipe(pad, sizeof(pad));
+    sodium_memzero(pad, sizeof(pad));
 }
 
 X2_FN int mp__aegis256x2_decrypt(const uint8_t key[32], const uint8_t nonce[32],
@@ -184,15 +179,8 @@ X2_FN int mp__aegis256x2_decrypt(const uint8_t key[32], const uint8_t nonce[32],
     }
     uint8_t want[16];
     finalize(s, adlen, clen, want);
-    wipe(s, sizeof(s));
-    uint8_t diff = 0;
-    for (int k = 0; k < 16; k++)
-        diff |= (uint8_t)(want[k] ^ tag[k]);
-    wipe(want, sizeof(want));
-    if ((((unsigned)diff - 1u) >> 8) & 1u)
-        return 0;
-    wipe(m, clen);
-    return -1;
+    sodium_memzero(s, sizeof(s));
+    return mp__aegis_tag_check(want, tag, m, clen);
 }
 
 /* Draft AEGIS-256X2 test vector 1 (empty message and associated data). */
