@@ -46,6 +46,8 @@ void mp__early_free_at(moshpit_t *mp, size_t i) {
     zmq_msg_close((zmq_msg_t *)mp->early[i].msg);
     free(mp->early[i].msg);
     mp->early_bytes -= mp->early[i].bytes;
+    mp->early[i].from->early_bytes -= mp->early[i].bytes;
+    mp->early[i].from->early_frames--;
     memmove(&mp->early[i], &mp->early[i + 1],
             (mp->nearly - i - 1) * sizeof(mp->early[0]));
     mp->nearly--;
@@ -442,6 +444,11 @@ static void local_join(moshpit_t *mp, const mp_join_send_t *s) {
     me.seq = s->seq;
     uint64_t now = mp__now_ms();
     if (mm == NULL || !mp__mm_on_join(mm, now, &me, s->window_ms)) {
+        if (mm == NULL)
+            mp__log(mp, MOSHPIT_LOG_WARN,
+                    "matchmaker: all %u group keys busy, own JOIN answered "
+                    "ALONE",
+                    MP_MM_KEYS);
         mp__joiner_on_alone(r->joiner, mp->pub, s->seq);
         return;
     }
@@ -489,6 +496,21 @@ void mp__on_join(moshpit_t *mp, mp_peer_t *p, const mp_join_t *j) {
     m.bandwidth = j->bandwidth;
     m.seq = j->seq;
     if (mm == NULL || !mp__mm_on_join(mm, now, &m, j->window_ms)) {
+        /* a limit: all matchmaker slots busy, or this key's pending JOINs
+         * at MP_MM_PENDING_MAX (the decoder already refused bad weights) */
+        if (mp->mm_logged_ms == 0 || now - mp->mm_logged_ms >= 1000) {
+            mp->mm_logged_ms = now;
+            if (mm == NULL)
+                mp__log(mp, MOSHPIT_LOG_WARN,
+                        "matchmaker: all %u group keys busy, JOIN from "
+                        "%.8s answered ALONE",
+                        MP_MM_KEYS, p->id_txt);
+            else
+                mp__log(mp, MOSHPIT_LOG_WARN,
+                        "matchmaker: %zu JOINs pending for this key (the "
+                        "limit is %u), JOIN from %.8s answered ALONE",
+                        mp__mm_pending(mm), MP_MM_PENDING_MAX, p->id_txt);
+        }
         mp__send_simple(mp, p, MP_MSG_ALONE, j->seq);
         return;
     }
@@ -646,10 +668,27 @@ void mp__on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {
     }
     if (recent_gid(mp, h.round_id))
         return;
-    /* maybe a round we are about to start: hold it (bounded) */
-    if (mp->nearly >= MP_EARLY_MAX_FRAMES ||
+    /* maybe a round we are about to start: hold it (bounded in total and
+     * per sender, so one peer cannot take the room of the others) */
+    bool peer_full = p->early_frames >= MP_EARLY_PEER_MAX_FRAMES ||
+                     p->early_bytes + len > MP_EARLY_PEER_MAX_BYTES;
+    if (peer_full || mp->nearly >= MP_EARLY_MAX_FRAMES ||
         mp->early_bytes + len > MP_EARLY_MAX_BYTES) {
-        mp__log(mp, MOSHPIT_LOG_DEBUG, "early frame dropped (buffer full)");
+        uint64_t now = mp__now_ms();
+        uint64_t *last = peer_full ? &p->early_logged_ms : &mp->early_logged_ms;
+        if (*last == 0 || now - *last >= 1000) {
+            *last = now;
+            if (peer_full)
+                mp__log(mp, MOSHPIT_LOG_WARN,
+                        "early data frames from %.8s over the per-peer "
+                        "limit (%u frames, %zu bytes held), dropped",
+                        p->id_txt, p->early_frames, p->early_bytes);
+            else
+                mp__log(mp, MOSHPIT_LOG_WARN,
+                        "early data frames over the limit (%zu frames, %zu "
+                        "bytes held), frame from %.8s dropped",
+                        mp->nearly, mp->early_bytes, p->id_txt);
+        }
         return;
     }
     if ((mp->nearly & (mp->nearly + 1)) == 0 || mp->early == NULL) {
@@ -664,11 +703,14 @@ void mp__on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {
         return;
     zmq_msg_init(held);
     zmq_msg_move(held, zm);
+    mp->early[mp->nearly].from = p;
     mp->early[mp->nearly].round_id = h.round_id;
     mp->early[mp->nearly].arrived_ms = mp__now_ms();
     mp->early[mp->nearly].msg = held;
     mp->early[mp->nearly].bytes = len;
     mp->early_bytes += len;
+    p->early_bytes += len;
+    p->early_frames++;
     mp->nearly++;
 }
 
