@@ -182,6 +182,16 @@ typedef struct moshpit_config {
                                   identity must be configured, not
                                   ephemeral); without, only its format is
                                   checked */
+    /* Added in 0.2: limits on what other peers can make this one hold
+     * (docs/DESIGN.md, "Limits"). 0 = the default. */
+    uint32_t peers_max;     /* peers (members, dead ones and refused
+                               strangers included) this peer keeps track
+                               of, default 4096, 2..1048576; beyond it new
+                               peers are ignored (logged) */
+    uint32_t peer_msg_rate; /* control messages per second read from one
+                               peer, default 1000, 50..1000000, with a
+                               burst of twice that; messages over it are
+                               dropped unread (logged) */
 } moshpit_config_t;
 
 /* What one moshpit_average() call did. */

@@ -76,6 +76,8 @@ void moshpit_config_init(moshpit_config_t *cfg) {
     cfg->aggregation = MOSHPIT_AGG_MEAN;
     cfg->trim = 1;
     cfg->clip_iters = 5;
+    cfg->peers_max = MP_PEERS_CAP;
+    cfg->peer_msg_rate = MP_MSG_RATE_DEFAULT;
 }
 
 const char *moshpit_version(void) {
@@ -172,6 +174,11 @@ static moshpit_err_t check_config(const moshpit_config_t *c) {
         return MOSHPIT_EINVAL;
     if (c->authorized_count > 1000000)
         return MOSHPIT_EINVAL;
+    if (c->peers_max == 1 || c->peers_max > MP_PEERS_CAP_MAX)
+        return MOSHPIT_EINVAL;
+    if (c->peer_msg_rate != 0 && (c->peer_msg_rate < MP_MSG_RATE_MIN ||
+                                  c->peer_msg_rate > MP_MSG_RATE_MAX))
+        return MOSHPIT_EINVAL;
     mp_agg_t agg;
     if (mp__agg_from_config(c, &agg) != MOSHPIT_OK)
         return MOSHPIT_EINVAL;
@@ -254,6 +261,12 @@ moshpit_err_t moshpit_open(const moshpit_config_t *cfg, moshpit_t **out) {
         mp->cfg.bandwidth_mbps = 1000;
     if (mp->cfg.state_clients_max == 0)
         mp->cfg.state_clients_max = 4;
+    if (mp->cfg.peers_max == 0)
+        mp->cfg.peers_max = MP_PEERS_CAP;
+    if (mp->cfg.peer_msg_rate == 0)
+        mp->cfg.peer_msg_rate = MP_MSG_RATE_DEFAULT;
+    mp->peers_max = mp->cfg.peers_max;
+    mp->msg_rate = mp->cfg.peer_msg_rate;
     mp->ciphers = mp__crypto_ciphers();
     mp->rng = mp__crypto_random_u64();
     mp->join_seq = mp__crypto_random_u64() >> 16;

@@ -25,6 +25,37 @@
 
 /* socket readers                                                      */
 
+/* The token bucket of p's control messages: true if one more may be read
+ * now. Tokens are thousandths of a message; the bucket holds
+ * MP_MSG_BURST_S seconds' worth and refills at mp->msg_rate a second.
+ * Over the limit the message is dropped unread, and that is logged once a
+ * second per peer with the number dropped since the last line. */
+static bool msg_allowed(moshpit_t *mp, mp_peer_t *p, uint64_t now) {
+    uint64_t cap = (uint64_t)mp->msg_rate * MP_MSG_BURST_S * 1000u;
+    if (p->msg_refill_ms == 0) {
+        p->msg_tokens = cap;
+        p->msg_refill_ms = now;
+    } else if (now > p->msg_refill_ms) {
+        uint64_t add = (now - p->msg_refill_ms) * mp->msg_rate;
+        p->msg_tokens = cap - p->msg_tokens < add ? cap : p->msg_tokens + add;
+        p->msg_refill_ms = now;
+    }
+    if (p->msg_tokens >= 1000u) {
+        p->msg_tokens -= 1000u;
+        return true;
+    }
+    p->msg_dropped++;
+    if (p->msg_logged_ms == 0 || now - p->msg_logged_ms >= 1000) {
+        mp__log(mp, MOSHPIT_LOG_WARN,
+                "control messages from %.8s over the rate limit (%u/s, "
+                "config peer_msg_rate): %u dropped unread",
+                p->id_txt, mp->msg_rate, p->msg_dropped);
+        p->msg_logged_ms = now;
+        p->msg_dropped = 0;
+    }
+    return false;
+}
+
 /* Reads and discards the rest of a multipart message whose frame m said
  * "more"; m is reused. */
 static void drain(void *sock, zmq_msg_t *m) {
@@ -55,19 +86,27 @@ static void on_ctrl(moshpit_t *mp) {
         mp__log(mp, MOSHPIT_LOG_WARN, "control message without identity");
         goto out;
     }
+    mp_peer_t *p = mp__find_peer(mp, id);
+    if (p != NULL && !msg_allowed(mp, p, mp__now_ms()))
+        goto out;
+    if (zmq_msg_size(&body) > MP_CTRL_MAX) {
+        mp__log(mp, MOSHPIT_LOG_WARN,
+                "control message from %.8s too large (%zu bytes, the limit "
+                "is %u), dropped",
+                uid, zmq_msg_size(&body), MP_CTRL_MAX);
+        goto out;
+    }
     if (mp->round.cmd != NULL)
         mp->round.bytes_received += zmq_msg_size(&body);
     mp_msg_t *m = mp->msg;
     moshpit_err_t e =
         mp__msg_decode(zmq_msg_data(&body), zmq_msg_size(&body), m);
     if (e != MOSHPIT_OK) {
-        if (!mp__swim_on_ctrl(mp, mp__find_peer(mp, id), zmq_msg_data(&body),
-                              zmq_msg_size(&body)))
+        if (!mp__swim_on_ctrl(mp, p, zmq_msg_data(&body), zmq_msg_size(&body)))
             mp__log(mp, MOSHPIT_LOG_WARN,
                     "malformed control message from %.8s dropped", uid);
         goto out;
     }
-    mp_peer_t *p = mp__find_peer(mp, id);
     if (m->type == MP_MSG_HELLO) {
         mp_hello_t h = m->u.hello; /* m is reused by replies */
         mp__on_hello(mp, p, id, &h);
@@ -528,13 +567,17 @@ moshpit_err_t mp__engine_setup(moshpit_t *mp) {
         zmq_connect(mp->pipe_api, "inproc://moshpit-pipe") != 0)
         return MOSHPIT_ESYS;
 
-    int64_t cmax = MP_CTRL_MAX;
+    /* larger messages are read and dropped with a log line up to
+     * MP_CTRL_WIRE_MAX; beyond, ZeroMQ closes the connection unread. At
+     * most 256 messages wait per connection (then TCP pushes back). */
+    int64_t cmax = MP_CTRL_WIRE_MAX;
     int64_t dmax =
         MP_DATA_HDR_BYTES + 4 * (int64_t)MP_DATA_MAX_COUNT + MP_DATA_TAG_BYTES;
     if (set_int(mp->ctrl, ZMQ_CURVE_SERVER, 1) != 0 ||
         zmq_setsockopt(mp->ctrl, ZMQ_CURVE_SECRETKEY, mp->sec, 32) != 0 ||
         zmq_setsockopt(mp->ctrl, ZMQ_MAXMSGSIZE, &cmax, sizeof(cmax)) != 0 ||
         set_int(mp->ctrl, ZMQ_LINGER, 0) != 0 ||
+        set_int(mp->ctrl, ZMQ_RCVHWM, 256) != 0 ||
         set_int(mp->ctrl, ZMQ_HEARTBEAT_IVL, 1000) != 0 ||
         set_int(mp->ctrl, ZMQ_HEARTBEAT_TIMEOUT, 5000) != 0)
         return MOSHPIT_ESYS;

@@ -22,10 +22,27 @@
 #include "platform.h"
 #include "wire/wire.h"
 
-#define MP_PEERS_CAP 4096u /* peers one engine keeps track of */
-#define MP_MM_KEYS 8u      /* distinct group keys matchmade at once */
+/* Limits on what other peers can make this one hold (docs/DESIGN.md,
+ * "Limits"); each one is logged when hit. */
+#define MP_PEERS_CAP 4096u /* default of config peers_max */
+#define MP_PEERS_CAP_MAX (1u << 20)
+#define MP_MM_KEYS 8u /* distinct group keys matchmade at once */
+/* data frames held for rounds this peer has not started yet: in total,
+ * and from one sender (a quarter of the total) */
 #define MP_EARLY_MAX_BYTES ((size_t)256 << 20)
 #define MP_EARLY_MAX_FRAMES 4096u
+#define MP_EARLY_PEER_MAX_BYTES (MP_EARLY_MAX_BYTES / 4)
+#define MP_EARLY_PEER_MAX_FRAMES (MP_EARLY_MAX_FRAMES / 4)
+/* control messages read from one peer: default of config peer_msg_rate
+ * (per second), its bounds, and the burst (seconds' worth) */
+#define MP_MSG_RATE_DEFAULT 1000u
+#define MP_MSG_RATE_MIN 50u
+#define MP_MSG_RATE_MAX 1000000u
+#define MP_MSG_BURST_S 2u
+/* A control message larger than MP_CTRL_MAX is dropped (and logged) by
+ * the engine; ZeroMQ closes a connection that sends one larger than this
+ * before reading it. */
+#define MP_CTRL_WIRE_MAX (4u * MP_CTRL_MAX)
 
 typedef enum { MP_CMD_AVERAGE = 1, MP_CMD_CLOSE, MP_CMD_FETCH } mp_cmd_type_t;
 
@@ -83,6 +100,14 @@ typedef struct mp_peer {
     bool left;               /* it said BYE: not dialled again unasked */
     uint64_t next_hello_ms;
     uint32_t hello_tries;
+    /* limits: control message token bucket (thousandths of a message),
+     * early data frames held from it, when a limit was last logged */
+    uint64_t msg_tokens, msg_refill_ms;
+    uint32_t msg_dropped; /* since the last log line about it */
+    uint64_t msg_logged_ms;
+    size_t early_bytes;
+    uint32_t early_frames;
+    uint64_t early_logged_ms;
     /* data plane: one sealed frame waiting for the socket */
     bool stash_full;
     uint8_t stash_msg[64];  /* zmq_msg_t storage (zmq_msg_t is 64 bytes) */
@@ -117,6 +142,7 @@ typedef struct mp_state_srv {
 } mp_state_srv_t;
 
 typedef struct mp_early {
+    mp_peer_t *from; /* the sender (peer entries live until teardown) */
     uint64_t round_id;
     uint64_t arrived_ms;
     void *msg; /* heap zmq_msg_t */
@@ -198,6 +224,11 @@ struct moshpit {
     bool stopping;
     mp_peer_t **peers;
     size_t npeers;
+    uint32_t peers_max;       /* config peers_max, resolved */
+    uint32_t msg_rate;        /* config peer_msg_rate, resolved */
+    uint64_t full_logged_ms;  /* peer table full: last logged */
+    uint64_t mm_logged_ms;    /* matchmaker limits: last logged */
+    uint64_t early_logged_ms; /* early frames, total limit: last logged */
     uint32_t mon_seq;
     mp_mm_slot_t mms[MP_MM_KEYS];
     mp_round_t round; /* round.cmd == NULL: no round running */

@@ -176,10 +176,27 @@ void mp__on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {
     }
     if (mp__recent_gid(mp, h.round_id))
         return;
-    /* maybe a round we are about to start: hold it (bounded) */
-    if (mp->nearly >= MP_EARLY_MAX_FRAMES ||
+    /* maybe a round we are about to start: hold it (bounded in total and
+     * per sender, so one peer cannot take the room of the others) */
+    bool peer_full = p->early_frames >= MP_EARLY_PEER_MAX_FRAMES ||
+                     p->early_bytes + len > MP_EARLY_PEER_MAX_BYTES;
+    if (peer_full || mp->nearly >= MP_EARLY_MAX_FRAMES ||
         mp->early_bytes + len > MP_EARLY_MAX_BYTES) {
-        mp__log(mp, MOSHPIT_LOG_DEBUG, "early frame dropped (buffer full)");
+        uint64_t now = mp__now_ms();
+        uint64_t *last = peer_full ? &p->early_logged_ms : &mp->early_logged_ms;
+        if (*last == 0 || now - *last >= 1000) {
+            *last = now;
+            if (peer_full)
+                mp__log(mp, MOSHPIT_LOG_WARN,
+                        "early data frames from %.8s over the per-peer "
+                        "limit (%u frames, %zu bytes held), dropped",
+                        p->id_txt, p->early_frames, p->early_bytes);
+            else
+                mp__log(mp, MOSHPIT_LOG_WARN,
+                        "early data frames over the limit (%zu frames, %zu "
+                        "bytes held), frame from %.8s dropped",
+                        mp->nearly, mp->early_bytes, p->id_txt);
+        }
         return;
     }
     if ((mp->nearly & (mp->nearly + 1)) == 0 || mp->early == NULL) {
@@ -194,11 +211,14 @@ void mp__on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {
         return;
     zmq_msg_init(held);
     zmq_msg_move(held, zm);
+    mp->early[mp->nearly].from = p;
     mp->early[mp->nearly].round_id = h.round_id;
     mp->early[mp->nearly].arrived_ms = mp__now_ms();
     mp->early[mp->nearly].msg = held;
     mp->early[mp->nearly].bytes = len;
     mp->early_bytes += len;
+    p->early_bytes += len;
+    p->early_frames++;
     mp->nearly++;
 }
 

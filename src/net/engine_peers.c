@@ -207,9 +207,17 @@ static moshpit_err_t peer_connect(moshpit_t *mp, mp_peer_t *p) {
 
 static mp_peer_t *peer_add(moshpit_t *mp, const uint8_t id[32],
                            const char *addr) {
-    if (mp->npeers >= MP_PEERS_CAP) {
-        mp__log(mp, MOSHPIT_LOG_WARN, "peer table full (%u), ignoring peer",
-                MP_PEERS_CAP);
+    if (mp->npeers >= mp->peers_max) {
+        uint64_t now = mp__now_ms();
+        if (mp->full_logged_ms == 0 || now - mp->full_logged_ms >= 1000) {
+            char txt[41];
+            zmq_z85_encode(txt, id, 32);
+            mp->full_logged_ms = now;
+            mp__log(mp, MOSHPIT_LOG_WARN,
+                    "peer table full (%u peers, config peers_max), new peer "
+                    "%.8s ignored",
+                    mp->peers_max, txt);
+        }
         return NULL;
     }
     if ((mp->npeers & (mp->npeers - 1)) == 0) { /* grow at powers of two */
@@ -376,7 +384,7 @@ void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
         /* a refused stranger gets a table entry only while the table is
          * less than 3/4 full: identities cycled by a refused peer cannot
          * take the last quarter from peers that pass admission */
-        if (p == NULL && mp->npeers < MP_PEERS_CAP / 4 * 3)
+        if (p == NULL && mp->npeers < mp->peers_max / 4 * 3)
             p = peer_add(mp, id, "");
         if (p != NULL) {
             /* remember the refusal, then tell it once if we can dial it

@@ -45,6 +45,8 @@ void mp__early_free_at(moshpit_t *mp, size_t i) {
     zmq_msg_close((zmq_msg_t *)mp->early[i].msg);
     free(mp->early[i].msg);
     mp->early_bytes -= mp->early[i].bytes;
+    mp->early[i].from->early_bytes -= mp->early[i].bytes;
+    mp->early[i].from->early_frames--;
     memmove(&mp->early[i], &mp->early[i + 1],
             (mp->nearly - i - 1) * sizeof(mp->early[0]));
     mp->nearly--;
@@ -438,6 +440,11 @@ static void local_join(moshpit_t *mp, const mp_join_send_t *s) {
     me.seq = s->seq;
     uint64_t now = mp__now_ms();
     if (mm == NULL || !mp__mm_on_join(mm, now, &me, s->window_ms)) {
+        if (mm == NULL)
+            mp__log(mp, MOSHPIT_LOG_WARN,
+                    "matchmaker: all %u group keys busy, own JOIN answered "
+                    "ALONE",
+                    MP_MM_KEYS);
         mp__joiner_on_alone(r->joiner, mp->pub, s->seq);
         return;
     }
@@ -485,6 +492,21 @@ void mp__on_join(moshpit_t *mp, mp_peer_t *p, const mp_join_t *j) {
     m.bandwidth = j->bandwidth;
     m.seq = j->seq;
     if (mm == NULL || !mp__mm_on_join(mm, now, &m, j->window_ms)) {
+        /* a limit: all matchmaker slots busy, or this key's pending JOINs
+         * at MP_MM_PENDING_MAX (the decoder already refused bad weights) */
+        if (mp->mm_logged_ms == 0 || now - mp->mm_logged_ms >= 1000) {
+            mp->mm_logged_ms = now;
+            if (mm == NULL)
+                mp__log(mp, MOSHPIT_LOG_WARN,
+                        "matchmaker: all %u group keys busy, JOIN from "
+                        "%.8s answered ALONE",
+                        MP_MM_KEYS, p->id_txt);
+            else
+                mp__log(mp, MOSHPIT_LOG_WARN,
+                        "matchmaker: %zu JOINs pending for this key (the "
+                        "limit is %u), JOIN from %.8s answered ALONE",
+                        mp__mm_pending(mm), MP_MM_PENDING_MAX, p->id_txt);
+        }
         mp__send_simple(mp, p, MP_MSG_ALONE, j->seq);
         return;
     }

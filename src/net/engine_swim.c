@@ -30,6 +30,8 @@ moshpit_err_t mp__swim_setup(moshpit_t *mp) {
     cfg.ping_timeout_ms = 400;
     cfg.ping_req_timeout_ms = 800;
     cfg.suspicion_min_ms = 3000;
+    /* members tracked: the same bound as the engine's peer table */
+    cfg.max_members = mp->peers_max;
     mp->swim_out = malloc(sizeof(*mp->swim_out));
     mp->swim_msg = malloc(sizeof(*mp->swim_msg));
     if (mp->swim_out == NULL || mp->swim_msg == NULL)
@@ -226,7 +228,21 @@ bool mp__swim_on_ctrl(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
         mp__swim_msg_decode(buf, len, mp->swim_msg) != MOSHPIT_OK)
         return false;
     if (p != NULL && p->state == MP_PEER_LIVE) {
+        mp_swim_stats_t before, after;
+        mp__swim_get_stats(mp->swim, &before);
         mp__swim_on_message(mp->swim, mp__now_ms(), p->id, mp->swim_msg);
+        mp__swim_get_stats(mp->swim, &after);
+        /* claims the sender cannot make by itself: logged now, not only
+         * in the periodic counters. A rumour of a death or a leave is
+         * also how honest gossip spreads one: news, not a warning. */
+        if (after.downgraded > before.downgraded)
+            mp__log(mp, MOSHPIT_LOG_INFO,
+                    "membership: %.8s claims another member is dead or "
+                    "left; only taken as suspicion",
+                    p->id_txt);
+        if (after.rejected > before.rejected)
+            mp__log(mp, MOSHPIT_LOG_WARN,
+                    "membership: invalid update from %.8s ignored", p->id_txt);
         mp__swim_pump(mp);
     }
     /* from a peer without a session (not admitted yet): ignored */

@@ -242,6 +242,8 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
         cfg.peer_timeout_ms = pc->peer_timeout_ms;
     if (pc->bandwidth_mbps)
         cfg.bandwidth_mbps = pc->bandwidth_mbps;
+    cfg.peers_max = pc->peers_max;
+    cfg.peer_msg_rate = pc->peer_msg_rate;
     cfg.grid_dims = pc->grid_dims;
     memcpy(cfg.authority_key, pc->authority_key, sizeof(cfg.authority_key));
     memcpy(cfg.cert, pc->cert, sizeof(cfg.cert));
@@ -260,7 +262,9 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
     g_fd = fd;
     cfg.log = peer_log;
     cfg.log_user = &notify;
-    cfg.log_level = notify ? MOSHPIT_LOG_DEBUG : MOSHPIT_LOG_WARN;
+    cfg.log_level = notify         ? MOSHPIT_LOG_DEBUG
+                    : pc->log_info ? MOSHPIT_LOG_INFO
+                                   : MOSHPIT_LOG_WARN;
     if (getenv("MOSHPIT_TEST_LOG") != NULL)
         cfg.log_level = MOSHPIT_LOG_DEBUG;
 

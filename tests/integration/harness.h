@@ -42,6 +42,9 @@ typedef struct it_peer_cfg {
     uint8_t authority_key[32];        /* config authority_key (zero: none) */
     uint8_t cert[MOSHPIT_CERT_BYTES]; /* config cert (zero: none) */
     uint32_t bandwidth_mbps; /* config bandwidth_mbps (0 = library default) */
+    uint32_t peers_max;      /* config peers_max (0 = library default) */
+    uint32_t peer_msg_rate;  /* config peer_msg_rate (0 = library default) */
+    int log_info;            /* nonzero: INFO lines are kept too */
     size_t index; /* peer number; it_start_swarm/it_start_more set it to i */
     /* Runs in the peer process after its config is filled and before
      * moshpit_open, e.g. to enter a network namespace and set cfg->listen
@@ -111,9 +114,10 @@ long it_wait_members_max(it_peer_t *p, size_t n, int timeout_ms,
  * timeout_ms passes; returns the members it then knows, or -1. */
 long it_wait_members(it_peer_t *p, size_t n, int timeout_ms);
 
-/* Log lines (WARN and more severe, or everything with notify_group or
- * MOSHPIT_TEST_LOG) the peer has logged so far that contain text (at most
- * 199 characters); -1 on error. The peer keeps its first 4 MiB of log. */
+/* Log lines (WARN and more severe, INFO too with log_info, or everything
+ * with notify_group or MOSHPIT_TEST_LOG) the peer has logged so far that
+ * contain text (at most 199 characters); -1 on error. The peer keeps its first
+ * 4 MiB of log. */
 long it_log_count(it_peer_t *p, const char *text, int timeout_ms);
 /* Polls it_log_count every 50 ms until it is at least 1 or timeout_ms
  * passes; returns the last count (or -1). */

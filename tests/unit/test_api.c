@@ -263,6 +263,8 @@ static void test_config_defaults(void) {
               c.clip_iters == 5 && c.weight_cap == 0,
           "aggregation %d trim %u tau %g iters %u cap %u", c.aggregation,
           c.trim, (double)c.clip_tau, c.clip_iters, c.weight_cap);
+    CHECK(c.peers_max == 4096 && c.peer_msg_rate == 1000,
+          "peers_max %u peer_msg_rate %u", c.peers_max, c.peer_msg_rate);
     CHECK(c.listen != NULL, "listen is NULL");
     CHECK(c.log_level == MOSHPIT_LOG_WARN, "log_level %d", c.log_level);
     CHECK(c.swarm == NULL && c.bootstrap == NULL && c.advertise == NULL &&
@@ -435,6 +437,34 @@ static void test_open_invalid(void) {
     base_config(&c);
     c.log_level = 7;
     EXPECT_EINVAL(&c, "log_level 7");
+
+    /* limits: 0 = default; absurd values refused */
+    base_config(&c);
+    c.peers_max = 1;
+    EXPECT_EINVAL(&c, "peers_max 1");
+    c.peers_max = (1u << 20) + 1;
+    EXPECT_EINVAL(&c, "peers_max 2^20 + 1");
+    c.peers_max = UINT32_MAX;
+    EXPECT_EINVAL(&c, "peers_max 2^32 - 1");
+    base_config(&c);
+    c.peer_msg_rate = 49;
+    EXPECT_EINVAL(&c, "peer_msg_rate 49");
+    c.peer_msg_rate = 1000001;
+    EXPECT_EINVAL(&c, "peer_msg_rate 1000001");
+    c.peer_msg_rate = UINT32_MAX;
+    EXPECT_EINVAL(&c, "peer_msg_rate 2^32 - 1");
+    /* the bounds themselves and 0 are accepted */
+    uint32_t ok_max[] = {0, 2, 1u << 20}, ok_rate[] = {0, 50, 1000000};
+    for (int i = 0; i < 3; i++) {
+        base_config(&c);
+        c.peers_max = ok_max[i];
+        c.peer_msg_rate = ok_rate[i];
+        moshpit_t *p = NULL;
+        moshpit_err_t e = moshpit_open(&c, &p);
+        CHECK(e == MOSHPIT_OK, "peers_max %u peer_msg_rate %u: %s", ok_max[i],
+              ok_rate[i], moshpit_strerror(e));
+        moshpit_close(p);
+    }
 }
 
 /* Certificate admission: moshpit_open refuses, before anything is sent,
