@@ -20,10 +20,15 @@
  *
  * Pass rule: every call is OK within round_timeout_ms + 1 s and every peer
  * holds the exact weighted mean of the 8 fresh vectors (1e-5 relative);
- * phase B's round time is at most 0.85 times phase C's. The link budget
- * predicts about 0.6 with perfect overlap of the straggler's upload and
- * download; measured 0.69 (2.8 s vs 4.1 s), single rounds ranged
- * 0.63-0.80, so the margin absorbs a loaded machine.
+ * the bytes the straggler moves over its slow link (sent + received, the
+ * median over the rounds) in phase B are at most 0.7 times phase C's. By
+ * the layout: B about 2.0 vectors (its own out, the result in), C 3.5
+ * (7/8 of a vector each way in both halves of the round): 0.58.
+ *
+ * The round times are printed, not asserted (tests check bounds, never
+ * speed). The link budget predicts a ratio of about 0.6 with perfect
+ * overlap of the straggler's upload and download; measured 0.69 to 0.85
+ * (2.8 to 3.0 s vs 3.5 to 4.1 s), depending on the load on the machine.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,9 +45,16 @@ static int cmp_u32(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* One phase; returns its round time in ms (0 if the swarm did not form). */
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One phase; returns its round time in ms (0 if the swarm did not form)
+ * and the bytes the straggler moved in *slow_bytes (median over rounds). */
 static uint32_t phase(const char *name, unsigned slow_mbit,
-                      uint32_t slow_announce, uint64_t seed0) {
+                      uint32_t slow_announce, uint64_t seed0,
+                      uint64_t *slow_bytes) {
     it_peer_cfg_t cfg = nn_config("nn-straggler", N, 3000, 5000, 20000);
     cfg.grid_dims = 1;
     nn_swarm_t s;
@@ -56,6 +68,7 @@ static uint32_t phase(const char *name, unsigned slow_mbit,
                  "%s: peer %zu did not start", name, i);
     }
     uint32_t times[ROUNDS] = {0};
+    uint64_t bytes[ROUNDS] = {0};
     if (nn_wait_all(&s, N, 60000) == N) {
         for (int r = 0; r < ROUNDS; r++) {
             nn_round(&s, NULL, seed0 + 100 * (uint64_t)r);
@@ -65,28 +78,41 @@ static uint32_t phase(const char *name, unsigned slow_mbit,
             for (size_t i = 0; i < N; i++)
                 if (s.got[i] && s.res[i].info.allreduce_ms > times[r])
                     times[r] = s.res[i].info.allreduce_ms;
+            if (s.got[SLOW])
+                bytes[r] = s.res[SLOW].info.bytes_sent +
+                           s.res[SLOW].info.bytes_received;
             printf("%s round %d: all-reduce %u ms (slowest peer), "
-                   "deviation %.3g\n",
-                   name, r + 1, times[r], dev);
+                   "straggler moved %.2f MiB, deviation %.3g\n",
+                   name, r + 1, times[r], (double)bytes[r] / 1048576.0, dev);
         }
     }
     nn_swarm_free(&s);
     qsort(times, ROUNDS, sizeof(times[0]), cmp_u32);
+    qsort(bytes, ROUNDS, sizeof(bytes[0]), cmp_u64);
+    *slow_bytes = bytes[ROUNDS / 2];
     return times[ROUNDS / 2];
 }
 
 int main(void) {
     nn_open(N);
-    uint32_t a = phase("A no straggler", 100, 100, 5000);
-    uint32_t b = phase("B straggler announces 5", 5, 5, 6000);
-    uint32_t c = phase("C straggler announces 100", 5, 100, 7000);
+    uint64_t ab, bb, cb;
+    uint32_t a = phase("A no straggler", 100, 100, 5000, &ab);
+    uint32_t b = phase("B straggler announces 5", 5, 5, 6000, &bb);
+    uint32_t c = phase("C straggler announces 100", 5, 100, 7000, &cb);
     printf("round time, 1 MiB, 8 peers at 100 Mbit/s: %u ms without a "
            "straggler; with one at 5 Mbit/s: %u ms when it announces 5 "
            "Mbit/s, %u ms when everyone announces the same (ratio %.2f)\n",
            a, b, c, c ? (double)b / c : 0.0);
-    IT_CHECK(a > 0 && b > 0 && c > 0, "a phase did not run");
-    IT_CHECK(b <= 0.85 * c,
-             "announcing the slow link did not help: %u ms vs %u ms", b, c);
+    printf("bytes over the straggler's link: %.2f MiB when it announces 5 "
+           "Mbit/s, %.2f MiB when everyone announces the same (ratio "
+           "%.2f)\n",
+           (double)bb / 1048576.0, (double)cb / 1048576.0,
+           cb ? (double)bb / (double)cb : 0.0);
+    IT_CHECK(a > 0 && b > 0 && c > 0 && bb > 0 && cb > 0,
+             "a phase did not run");
+    IT_CHECK((double)bb <= 0.7 * (double)cb,
+             "announcing the slow link did not spare it: %llu vs %llu bytes",
+             (unsigned long long)bb, (unsigned long long)cb);
     printf("%s\n", it_failures ? "FAILED" : "ok");
     return it_failures ? 1 : 0;
 }
