@@ -68,17 +68,25 @@ static void drain(void *sock, zmq_msg_t *m) {
 }
 
 static void on_ctrl(moshpit_t *mp) {
-    zmq_msg_t rid, body;
+    zmq_msg_t rid, body, pb;
     zmq_msg_init(&rid);
     zmq_msg_init(&body);
+    zmq_msg_init(&pb);
+    bool has_pb = false;
     if (zmq_msg_recv(&rid, mp->ctrl, ZMQ_DONTWAIT) < 0)
         goto out;
     if (!zmq_msg_more(&rid) || zmq_msg_recv(&body, mp->ctrl, ZMQ_DONTWAIT) < 0)
         goto out;
-    if (zmq_msg_more(&body)) { /* we never send multipart: drop it all */
-        drain(mp->ctrl, &body);
-        mp__log(mp, MOSHPIT_LOG_WARN, "multipart control message dropped");
-        goto out;
+    if (zmq_msg_more(&body)) { /* a second frame: piggybacked gossip */
+        if (zmq_msg_recv(&pb, mp->ctrl, ZMQ_DONTWAIT) < 0)
+            goto out;
+        has_pb = true;
+        if (zmq_msg_more(&pb)) { /* never more than two: drop it all */
+            drain(mp->ctrl, &pb);
+            mp__log(mp, MOSHPIT_LOG_WARN,
+                    "control message of more than two frames dropped");
+            goto out;
+        }
     }
     const char *uid = zmq_msg_gets(&body, "User-Id");
     uint8_t id[32];
@@ -97,7 +105,9 @@ static void on_ctrl(moshpit_t *mp) {
         goto out;
     }
     if (mp->round.cmd != NULL)
-        mp->round.bytes_received += zmq_msg_size(&body);
+        mp->round.bytes_received += zmq_msg_size(&body) + zmq_msg_size(&pb);
+    if (has_pb)
+        mp__swim_on_piggyback(mp, p, zmq_msg_data(&pb), zmq_msg_size(&pb));
     mp_msg_t *m = mp->msg;
     moshpit_err_t e =
         mp__msg_decode(zmq_msg_data(&body), zmq_msg_size(&body), m);
@@ -182,6 +192,7 @@ static void on_ctrl(moshpit_t *mp) {
 out:
     zmq_msg_close(&rid);
     zmq_msg_close(&body);
+    zmq_msg_close(&pb);
 }
 
 static void on_data(moshpit_t *mp) {

@@ -13,6 +13,7 @@
 #include <zmq.h>
 
 #include "engine.h"
+#include "wire/wire_swim.h"
 
 _Static_assert(sizeof(zmq_msg_t) <= 64, "zmq_msg_t storage in mp_peer_t");
 
@@ -86,6 +87,18 @@ void mp__swim_pump(moshpit_t *mp);
 bool mp__swim_on_ctrl(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
                       size_t len);
 void mp__swim_peer_live(moshpit_t *mp, mp_peer_t *p);
+/* Piggybacking: membership updates ride on round traffic (JOIN, JOIN_ACK,
+ * GROUP, ALONE) to a live peer as a second frame, a GOSSIP block of at
+ * most MP_PB_FRAME_MAX bytes. mp__swim_piggyback encodes the updates due
+ * for p into buf and returns the length (0: none); mp__swim_on_piggyback
+ * takes such a frame from p (anything but a GOSSIP block is dropped and
+ * logged). */
+#define MP_PB_UPDATE_BYTES 1024u
+#define MP_PB_FRAME_MAX (MP_PB_UPDATE_BYTES + MP_SWIM_BLOCK_OVERHEAD)
+size_t mp__swim_piggyback(moshpit_t *mp, const mp_peer_t *p, uint8_t *buf,
+                          size_t cap);
+void mp__swim_on_piggyback(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
+                           size_t len);
 void mp__swim_housekeeping(moshpit_t *mp, uint64_t now);
 uint64_t mp__swim_wakeup(const moshpit_t *mp);
 void mp__swim_close(moshpit_t *mp);

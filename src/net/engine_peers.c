@@ -114,11 +114,19 @@ void mp__send_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m) {
                 (int)m->type, moshpit_strerror(e));
         return;
     }
-    if (zmq_send(p->ctrl, mp->msgbuf, len, ZMQ_DONTWAIT) < 0)
+    /* membership news rides on round traffic (docs/PROTOCOL.md) */
+    uint8_t pb[MP_PB_FRAME_MAX];
+    size_t pblen = 0;
+    if (m->type == MP_MSG_JOIN || m->type == MP_MSG_JOIN_ACK ||
+        m->type == MP_MSG_GROUP || m->type == MP_MSG_ALONE)
+        pblen = mp__swim_piggyback(mp, p, pb, sizeof(pb));
+    if (zmq_send(p->ctrl, mp->msgbuf, len,
+                 ZMQ_DONTWAIT | (pblen > 0 ? ZMQ_SNDMORE : 0)) < 0 ||
+        (pblen > 0 && zmq_send(p->ctrl, pb, pblen, ZMQ_DONTWAIT) < 0))
         mp__log(mp, MOSHPIT_LOG_DEBUG, "control message to %.8s dropped: %s",
                 p->id_txt, zmq_strerror(errno));
     else if (mp->round.cmd != NULL)
-        mp->round.bytes_sent += len;
+        mp->round.bytes_sent += len + pblen;
 }
 
 void mp__send_hello(moshpit_t *mp, mp_peer_t *p, bool reply) {

@@ -34,7 +34,8 @@ moshpit_err_t mp__swim_setup(moshpit_t *mp) {
     cfg.max_members = mp->peers_max;
     mp->swim_out = malloc(sizeof(*mp->swim_out));
     mp->swim_msg = malloc(sizeof(*mp->swim_msg));
-    if (mp->swim_out == NULL || mp->swim_msg == NULL)
+    mp->swim_pb = malloc(MP_SWIM_PB_MAX * sizeof(*mp->swim_pb));
+    if (mp->swim_out == NULL || mp->swim_msg == NULL || mp->swim_pb == NULL)
         return MOSHPIT_ENOMEM;
     return mp__swim_new(&cfg, mp->pub, mp->ctrl_ep, mp__crypto_random_u64(),
                         mp__now_ms(), &mp->swim);
@@ -45,8 +46,10 @@ void mp__swim_teardown(moshpit_t *mp) {
     mp->swim = NULL;
     free(mp->swim_out);
     free(mp->swim_msg);
+    free(mp->swim_pb);
     mp->swim_out = NULL;
     mp->swim_msg = NULL;
+    mp->swim_pb = NULL;
     for (size_t i = 0; i < mp->npeers; i++) {
         free(mp->peers[i]->swim_pending);
         mp->peers[i]->swim_pending = NULL;
@@ -247,6 +250,34 @@ bool mp__swim_on_ctrl(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
     }
     /* from a peer without a session (not admitted yet): ignored */
     return true;
+}
+
+size_t mp__swim_piggyback(moshpit_t *mp, const mp_peer_t *p, uint8_t *buf,
+                          size_t cap) {
+    if (mp->swim == NULL || mp->swim_pb == NULL || p->state != MP_PEER_LIVE)
+        return 0;
+    size_t n = mp__swim_take_updates(mp->swim, p->id, MP_PB_UPDATE_BYTES,
+                                     mp->swim_pb, MP_SWIM_PB_MAX);
+    size_t len = 0;
+    if (n == 0 ||
+        mp__swim_block_encode(mp__swim_self_inc(mp->swim), mp->swim_pb, n, buf,
+                              cap, &len) != MOSHPIT_OK)
+        return 0;
+    return len;
+}
+
+void mp__swim_on_piggyback(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
+                           size_t len) {
+    uint64_t t = 0;
+    if (p == NULL || p->state != MP_PEER_LIVE || mp->swim == NULL)
+        return; /* only members' gossip counts */
+    if (len > MP_PB_FRAME_MAX ||
+        mp__swim_wire_peek_type(buf, len, &t) != MOSHPIT_OK ||
+        t != MP_SWIM_MSG_GOSSIP || !mp__swim_on_ctrl(mp, p, buf, len))
+        mp__log(mp, MOSHPIT_LOG_WARN,
+                "second frame from %.8s is not a membership update block "
+                "(%zu bytes), dropped",
+                p->id_txt, len);
 }
 
 void mp__swim_peer_live(moshpit_t *mp, mp_peer_t *p) {

@@ -151,6 +151,8 @@ static void on_router_msg(hostile_t *h, zmq_msg_t *rid, zmq_msg_t *body) {
             for (size_t i = 0; i < h->npeers && p == NULL; i++)
                 if (strcmp(h->peers[i].addr, m.u.hello.ctrl_addr) == 0)
                     p = &h->peers[i];
+            if (p == NULL)
+                h->n_stranger_hello++;
             if (p == NULL || zmq_msg_size(rid) > sizeof(p->rid))
                 return;
             memcpy(p->rid, zmq_msg_data(rid), zmq_msg_size(rid));
@@ -200,11 +202,21 @@ int hx_pump(hostile_t *h, int timeout_ms) {
             zmq_msg_recv(&body, h->router, ZMQ_DONTWAIT) >= 0) {
             on_router_msg(h, &rid, &body);
             n++;
-            while (zmq_msg_more(&body)) { /* nobody sends these: drop */
+            hx_peer_t *p =
+                peer_by_rid(h, zmq_msg_data(&rid), zmq_msg_size(&rid));
+            for (int k = 0; zmq_msg_more(&body); k++) {
                 zmq_msg_close(&body);
                 zmq_msg_init(&body);
                 if (zmq_msg_recv(&body, h->router, ZMQ_DONTWAIT) < 0)
                     break;
+                /* the second frame: piggybacked membership updates */
+                static mp_swim_msg_t sm;
+                if (k == 0 && p != NULL &&
+                    mp__swim_msg_decode(zmq_msg_data(&body),
+                                        zmq_msg_size(&body),
+                                        &sm) == MOSHPIT_OK &&
+                    sm.type == MP_SWIM_MSG_GOSSIP)
+                    p->n_pb++;
             }
         }
         zmq_msg_close(&rid);
@@ -235,6 +247,19 @@ int hx_send_msg(hostile_t *h, size_t i, const mp_msg_t *m) {
     if (mp__msg_encode(m, h->buf, MP_CTRL_MAX, &len) != MOSHPIT_OK)
         return -1;
     return hx_send_raw(h, i, h->buf, len);
+}
+
+int hx_send_msg_pb(hostile_t *h, size_t i, const mp_msg_t *m, const void *pb,
+                   size_t pb_len) {
+    size_t len = 0;
+    if (i >= h->npeers ||
+        mp__msg_encode(m, h->buf, MP_CTRL_MAX, &len) != MOSHPIT_OK)
+        return -1;
+    void *s = h->peers[i].ctrl;
+    return zmq_send(s, h->buf, len, ZMQ_SNDMORE) == (int)len &&
+                   zmq_send(s, pb, pb_len, 0) == (int)pb_len
+               ? 0
+               : -1;
 }
 
 int hx_send_swim(hostile_t *h, size_t i, const mp_swim_msg_t *m) {

@@ -36,6 +36,7 @@ typedef struct hx_peer {
     uint8_t rid[256]; /* routing id of its connection to our ROUTER */
     size_t rid_len;
     uint64_t n_hello, n_ack, n_alone, n_swim, n_other; /* received */
+    uint64_t n_pb;    /* second frames that decoded as a GOSSIP block */
     uint64_t counter; /* nonce counter of our data frames to it */
 } hx_peer_t;
 
@@ -54,7 +55,8 @@ typedef struct hostile {
     uint64_t my_tag;
     hx_peer_t peers[HX_PEERS_MAX];
     size_t npeers;
-    uint8_t *buf; /* MP_CTRL_WIRE bytes of scratch */
+    uint64_t n_stranger_hello; /* HELLOs from peers we never dialled */
+    uint8_t *buf;              /* MP_CTRL_WIRE bytes of scratch */
 } hostile_t;
 
 /* Opens an identity for swarm `swarm` (secret NULL: open swarm). listen:
@@ -81,6 +83,10 @@ int hx_wait_hello(hostile_t *h, size_t i, int timeout_ms);
 int hx_send_raw(hostile_t *h, size_t i, const void *buf, size_t len);
 int hx_send_msg(hostile_t *h, size_t i, const mp_msg_t *m);
 int hx_send_swim(hostile_t *h, size_t i, const mp_swim_msg_t *m);
+/* Control message m with a second frame of pb_len bytes (piggybacked
+ * gossip, or whatever a test puts there). 0 or -1. */
+int hx_send_msg_pb(hostile_t *h, size_t i, const mp_msg_t *m, const void *pb,
+                   size_t pb_len);
 /* A JOIN for key[0..key_len) (needs no round of ours). weight may be
  * one the encoder refuses (NaN, negative, above MOSHPIT_WEIGHT_MAX): the
  * message is then crafted by hand. */
