@@ -26,13 +26,14 @@
 #include "core/share.h"
 #include "sim/simnet.h"
 
+#include "group_drive.h"
+
 #define TEST_MAX_PRINTED 40
 #include "test_util.h"
 
 #define NONE UINT64_MAX
 #define MSG_PART 1u
 
-enum { TAG_START = 1, TAG_WAKE, TAG_PUMP, TAG_FAIL };
 typedef enum { B_NORMAL, B_SILENT, B_NAN } behave_t;
 typedef enum { W_RANDOM, W_SOME_ZERO, W_ALL_ZERO } wmode_t;
 typedef enum { D_UNIFORM, D_SEPARATED } dmode_t;
@@ -61,17 +62,11 @@ typedef struct scen {
 typedef struct world world_t;
 
 typedef struct gnode {
+    gdrive_t d; /* first: the driver hands it to send_part */
     world_t *w;
-    uint32_t id;
-    mp_group_t *g;
     float *values;
     float *local;
     behave_t behave;
-    bool done;
-    uint64_t done_ms;
-    mp_group_result_t res;
-    uint64_t wake_at; /* earliest pending wake timer, NONE if none */
-    uint64_t pump_at; /* earliest pending pump timer */
 } gnode_t;
 
 struct world {
@@ -88,9 +83,10 @@ struct world {
 /* ------------------------------------------------------------------ */
 /* driver                                                              */
 
-static void send_part(gnode_t *nd, uint32_t dest, const mp_send_t *snd) {
+static void send_part(gdrive_t *d, uint32_t dest, const mp_send_t *snd) {
+    gnode_t *nd = (gnode_t *)d; /* d is its first member */
     world_t *w = nd->w;
-    simnet_msg_t m = {.src = nd->id, .dst = dest, .type = MSG_PART};
+    simnet_msg_t m = {.src = nd->d.id, .dst = dest, .type = MSG_PART};
     m.arg[0] = snd->kind;
     m.arg[1] = snd->share;
     m.arg[2] = snd->part;
@@ -105,82 +101,20 @@ static void send_part(gnode_t *nd, uint32_t dest, const mp_send_t *snd) {
     simnet_send(w->net, &m);
 }
 
-/* Pulls sends for every destination while its link has room (the link
- * drains within 1 ms), like a socket that can take more. */
-static void pump(gnode_t *nd) {
-    world_t *w = nd->w;
-    if (nd->behave == B_SILENT)
-        return;
-    uint64_t now = simnet_now(w->net), retry = NONE;
-    for (uint32_t d = 0; d < w->sc.n; d++) {
-        if (d == nd->id)
-            continue;
-        for (;;) {
-            uint64_t free_at = simnet_link_free_at(w->net, nd->id, d);
-            if (free_at > now + 1) {
-                if (free_at - 1 < retry)
-                    retry = free_at - 1;
-                break;
-            }
-            mp_send_t snd;
-            if (!mp__group_next_send(nd->g, d, &snd))
-                break;
-            send_part(nd, d, &snd);
-        }
-    }
-    if (retry != NONE && mp__group_has_sends(nd->g) &&
-        (nd->pump_at == NONE || retry < nd->pump_at)) {
-        simnet_timer(w->net, nd->id, retry, TAG_PUMP);
-        nd->pump_at = retry;
-    }
-}
-
-static void after_event(gnode_t *nd) {
-    world_t *w = nd->w;
-    pump(nd);
-    uint64_t wake = mp__group_next_wakeup(nd->g);
-    if (wake != NONE && (nd->wake_at == NONE || wake < nd->wake_at)) {
-        simnet_timer(w->net, nd->id, wake, TAG_WAKE);
-        nd->wake_at = wake;
-    }
-    if (!nd->done && mp__group_done(nd->g)) {
-        nd->done = true;
-        nd->done_ms = simnet_now(w->net);
-        mp__group_result(nd->g, &nd->res);
-    }
-}
-
 static void on_timer(simnet_t *s, uint32_t id, uint64_t tag, void *user) {
     gnode_t *nd = user;
-    uint64_t now = simnet_now(s);
-    (void)id;
-    switch (tag & 0xff) {
-    case TAG_WAKE:
-        if (nd->wake_at != NONE && now >= nd->wake_at)
-            nd->wake_at = NONE;
-        mp__group_on_tick(nd->g, now);
-        break;
-    case TAG_PUMP:
-        if (nd->pump_at != NONE && now >= nd->pump_at)
-            nd->pump_at = NONE;
-        break;
-    case TAG_FAIL:
-        mp__group_on_member_failed(nd->g, now, (uint32_t)(tag >> 8));
-        break;
-    default:
-        break;
-    }
-    after_event(nd);
+    (void)s, (void)id;
+    gdrive_on_timer(&nd->d, tag);
 }
 
 /* Status the machine must give a malformed part, given its state. */
 static mp_part_status_t expect_bad(const gnode_t *nd, uint32_t from,
                                    mp_part_status_t bad) {
-    if (mp__group_done(nd->g))
+    if (mp__group_done(nd->d.g))
         return MP_PART_LATE;
     if (bad == MP_PART_BAD_SENDER)
         return bad;
-    return mp__group_member_alive(nd->g, from) ? bad : MP_PART_FROM_FAILED;
+    return mp__group_member_alive(nd->d.g, from) ? bad : MP_PART_FROM_FAILED;
 }
 
 static void garbage_one(gnode_t *nd, uint32_t from, mp_part_kind_t kind,
@@ -188,8 +122,9 @@ static void garbage_one(gnode_t *nd, uint32_t from, mp_part_kind_t kind,
                         uint32_t count, double wsum, mp_part_status_t bad) {
     world_t *w = nd->w;
     mp_part_status_t want = expect_bad(nd, from, bad);
-    mp_part_status_t got = mp__group_on_part(
-        nd->g, simnet_now(w->net), from, kind, share, part, data, count, wsum);
+    mp_part_status_t got =
+        mp__group_on_part(nd->d.g, simnet_now(w->net), from, kind, share, part,
+                          data, count, wsum);
     w->garbage_calls++;
     if (got != want) {
         w->garbage_bad++;
@@ -204,7 +139,7 @@ static void feed_garbage(gnode_t *nd, uint32_t from, mp_part_kind_t kind,
     world_t *w = nd->w;
     uint32_t n = w->sc.n;
     const uint32_t bs = MP_PART_BAD_SENDER, bi = MP_PART_BAD_INDEX;
-    garbage_one(nd, nd->id, kind, share, part, data, count, wsum, bs);
+    garbage_one(nd, nd->d.id, kind, share, part, data, count, wsum, bs);
     garbage_one(nd, n + 3, kind, share, part, data, count, wsum, bs);
     garbage_one(nd, UINT32_MAX, kind, share, part, data, count, wsum, bs);
     garbage_one(nd, from, (mp_part_kind_t)0, share, part, data, count, wsum,
@@ -247,17 +182,18 @@ static void on_msg(simnet_t *s, uint32_t id, const simnet_msg_t *m,
     int finite =
         (part & 1) ? (int)mp__vec_all_finite(data, count) : MP_FINITE_UNKNOWN;
     mp_part_status_t st =
-        mp__group_on_part_checked(nd->g, simnet_now(s), m->src, kind, share,
+        mp__group_on_part_checked(nd->d.g, simnet_now(s), m->src, kind, share,
                                   part, data, count, wsum, finite);
     if (w->sc.garbage) {
         /* A second copy: duplicate, or whatever state we are now in. */
         mp_part_status_t want =
-            mp__group_done(nd->g)                    ? MP_PART_LATE
-            : !mp__group_member_alive(nd->g, m->src) ? MP_PART_FROM_FAILED
-            : st == MP_PART_OK || st == MP_PART_DUP  ? MP_PART_DUP
-                                                     : st;
-        mp_part_status_t again = mp__group_on_part(
-            nd->g, simnet_now(s), m->src, kind, share, part, data, count, wsum);
+            mp__group_done(nd->d.g)                    ? MP_PART_LATE
+            : !mp__group_member_alive(nd->d.g, m->src) ? MP_PART_FROM_FAILED
+            : st == MP_PART_OK || st == MP_PART_DUP    ? MP_PART_DUP
+                                                       : st;
+        mp_part_status_t again =
+            mp__group_on_part(nd->d.g, simnet_now(s), m->src, kind, share, part,
+                              data, count, wsum);
         w->garbage_calls++;
         if (again != want) {
             w->garbage_bad++;
@@ -265,7 +201,7 @@ static void on_msg(simnet_t *s, uint32_t id, const simnet_msg_t *m,
                   (int)want);
         }
     }
-    after_event(nd);
+    gdrive_after_event(&nd->d);
 }
 
 static const simnet_ops_t node_ops = {on_msg, on_timer};
@@ -277,7 +213,7 @@ static void kill_hook(simnet_t *s, uint32_t victim, void *user) {
     for (uint32_t i = 0; i < w->sc.n; i++)
         if (i != victim && simnet_alive(s, i))
             simnet_timer(s, i, simnet_now(s) + w->sc.notify_ms,
-                         TAG_FAIL | (uint64_t)victim << 8);
+                         GDRIVE_TAG_FAIL | (uint64_t)victim << 8);
 }
 
 /* ------------------------------------------------------------------ */
@@ -370,7 +306,7 @@ static void world_free(world_t *w) {
     if (w == NULL)
         return;
     for (uint32_t i = 0; i < w->sc.n; i++) {
-        mp__group_free(w->node[i].g);
+        mp__group_free(w->node[i].d.g);
         free(w->node[i].values);
         free(w->node[i].local);
     }
@@ -419,12 +355,14 @@ static world_t *run(const scen_t *sc) {
     for (uint32_t i = 0; i < sc->n; i++) {
         gnode_t *nd = &w->node[i];
         nd->w = w;
-        nd->id = simnet_add_node(w->net, &node_ops, nd);
+        gdrive_init(&nd->d, w->net, simnet_add_node(w->net, &node_ops, nd),
+                    sc->n);
+        nd->d.send = send_part;
         nd->values = xcalloc(sc->count, sizeof(float));
         nd->local = xcalloc(sc->count, sizeof(float));
-        nd->wake_at = nd->pump_at = NONE;
         nd->behave = is_victim(sc, i) ? sc->victim_behave : B_NORMAL;
-        simnet_set_node_bw(w->net, nd->id, (uint64_t)w->bws[i] * sc->bw_unit);
+        nd->d.silent = nd->behave == B_SILENT;
+        simnet_set_node_bw(w->net, nd->d.id, (uint64_t)w->bws[i] * sc->bw_unit);
     }
     make_data(w, &rng);
     for (uint32_t i = 0; i < sc->n; i++) {
@@ -443,11 +381,11 @@ static world_t *run(const scen_t *sc) {
             .deadline_ms = sc->deadline,
             .peer_timeout_ms = sc->timeout,
         };
-        moshpit_err_t err = mp__group_new(&cfg, &nd->g);
+        moshpit_err_t err = mp__group_new(&cfg, &nd->d.g);
         CHECK(err == MOSHPIT_OK, "mp__group_new: %d", (int)err);
         if (err != MOSHPIT_OK)
             exit(1);
-        simnet_timer(w->net, nd->id, 0, TAG_START);
+        simnet_timer(w->net, nd->d.id, 0, GDRIVE_TAG_START);
     }
     for (uint32_t i = 0; i < sc->n; i++)
         if (sc->kill_after[i] != NONE)
@@ -496,27 +434,27 @@ static double check_exact(const world_t *w, const char *name) {
     double tol = 1e-6 * (maxabs > 0 ? maxabs : 1);
     for (uint32_t i = 0; i < sc->n; i++) {
         const gnode_t *nd = &w->node[i];
-        CHECK(nd->done && nd->done_ms < sc->deadline,
+        CHECK(nd->d.done && nd->d.done_ms < sc->deadline,
               "%s n=%u count=%zu: member %u not done before the deadline "
               "(done=%d at %" PRIu64 ")",
-              name, sc->n, sc->count, i, nd->done, nd->done_ms);
-        CHECK(nd->res.group_size == sc->n && nd->res.peers_failed == 0,
+              name, sc->n, sc->count, i, nd->d.done, nd->d.done_ms);
+        CHECK(nd->d.res.group_size == sc->n && nd->d.res.peers_failed == 0,
               "%s n=%u: member %u size %u failed %u", name, sc->n, i,
-              nd->res.group_size, nd->res.peers_failed);
-        CHECK(fabs(nd->res.group_weight - wsum) <= 1e-12 * (1 + wsum),
+              nd->d.res.group_size, nd->d.res.peers_failed);
+        CHECK(fabs(nd->d.res.group_weight - wsum) <= 1e-12 * (1 + wsum),
               "%s: group_weight", name);
         double want_frac = all_zero && sc->count > 0 ? 0.0 : 1.0;
-        CHECK(nd->res.fraction_averaged == want_frac,
+        CHECK(nd->d.res.fraction_averaged == want_frac,
               "%s n=%u count=%zu: member %u fraction %.17g want %g", name,
-              sc->n, sc->count, i, nd->res.fraction_averaged, want_frac);
+              sc->n, sc->count, i, nd->d.res.fraction_averaged, want_frac);
         uint64_t own = w->len[i];
         uint64_t sent = (sc->count - own + (uint64_t)(sc->n - 1) * own) * 4;
         uint64_t recv = ((uint64_t)(sc->n - 1) * own + sc->count - own) * 4;
-        CHECK(nd->res.bytes_sent == sent && nd->res.bytes_received == recv,
+        CHECK(nd->d.res.bytes_sent == sent && nd->d.res.bytes_received == recv,
               "%s n=%u: member %u bytes %" PRIu64 "/%" PRIu64 " want %" PRIu64
               "/%" PRIu64,
-              name, sc->n, i, nd->res.bytes_sent, nd->res.bytes_received, sent,
-              recv);
+              name, sc->n, i, nd->d.res.bytes_sent, nd->d.res.bytes_received,
+              sent, recv);
         if (all_zero) {
             CHECK(memcmp(nd->values, nd->local, sc->count * sizeof(float)) == 0,
                   "%s: all weights 0 but member %u changed values", name, i);
@@ -625,7 +563,7 @@ static void case_zero_weights(void) {
         w = run(&sc);
         check_exact(w, "all-zero");
         for (uint32_t i = 0; i < n; i++)
-            CHECK(w->node[i].res.group_weight == 0, "all-zero: weight");
+            CHECK(w->node[i].d.res.group_weight == 0, "all-zero: weight");
         world_free(w);
         runs++;
     }
@@ -664,15 +602,15 @@ static void check_faults(const world_t *w, const char *name) {
         if (!is_survivor(w, i))
             continue;
         const gnode_t *nd = &w->node[i];
-        CHECK(nd->done && nd->done_ms < sc->deadline,
-              "%s: survivor %u done=%d at %" PRIu64, name, i, nd->done,
-              nd->done_ms);
-        CHECK(nd->res.peers_failed <= nv &&
-                  nd->res.group_size == sc->n - nd->res.peers_failed,
+        CHECK(nd->d.done && nd->d.done_ms < sc->deadline,
+              "%s: survivor %u done=%d at %" PRIu64, name, i, nd->d.done,
+              nd->d.done_ms);
+        CHECK(nd->d.res.peers_failed <= nv &&
+                  nd->d.res.group_size == sc->n - nd->d.res.peers_failed,
               "%s: survivor %u failed=%u size=%u", name, i,
-              nd->res.peers_failed, nd->res.group_size);
+              nd->d.res.peers_failed, nd->d.res.group_size);
         for (uint32_t j = 0; j < sc->n; j++)
-            CHECK(!is_survivor(w, j) || mp__group_member_alive(nd->g, j),
+            CHECK(!is_survivor(w, j) || mp__group_member_alive(nd->d.g, j),
                   "%s: survivor %u dropped survivor %u", name, i, j);
         size_t nonlocal = 0, bad = 0, local_outside = 0;
         for (size_t e = 0; e < count; e++) {
@@ -697,11 +635,11 @@ static void check_faults(const world_t *w, const char *name) {
         CHECK(local_outside == 0,
               "%s: survivor %u: %zu local elements outside victims' shares",
               name, i, local_outside);
-        CHECK(nd->res.fraction_averaged ==
+        CHECK(nd->d.res.fraction_averaged ==
                   (count ? (double)nonlocal / (double)count : 1.0),
               "%s: survivor %u fraction %.9f, counted %.9f", name, i,
-              nd->res.fraction_averaged, (double)nonlocal / (double)count);
-        if (nd->res.peers_failed == 0)
+              nd->d.res.fraction_averaged, (double)nonlocal / (double)count);
+        if (nd->d.res.peers_failed == 0)
             CHECK(nonlocal == count,
                   "%s: survivor %u dropped nobody but "
                   "kept %zu local",
@@ -765,9 +703,9 @@ static void case_kill_sweep(void) {
                     for (uint32_t i = 0; i < n; i++) {
                         if (i == v)
                             continue;
-                        if (w->node[i].done_ms > max_done)
-                            max_done = w->node[i].done_ms;
-                        drops += w->node[i].res.peers_failed;
+                        if (w->node[i].d.done_ms > max_done)
+                            max_done = w->node[i].d.done_ms;
+                        drops += w->node[i].d.res.peers_failed;
                     }
                     world_free(w);
                     runs++;
@@ -810,7 +748,7 @@ static void case_multi_faults(void) {
         snprintf(name, sizeof name, "multi-fault run %d n=%u", r, n);
         check_faults(w, name);
         for (uint32_t i = 0; i < n; i++)
-            drops += is_survivor(w, i) ? w->node[i].res.peers_failed : 0;
+            drops += is_survivor(w, i) ? w->node[i].d.res.peers_failed : 0;
         world_free(w);
     }
     printf("case 3b random multiple faults: %d runs, %" PRIu64
@@ -842,13 +780,14 @@ static void check_without(const world_t *w, const char *name) {
         if (is_victim(sc, i))
             continue;
         const gnode_t *nd = &w->node[i];
-        CHECK(nd->done && nd->done_ms < sc->deadline, "%s: member %u done",
+        CHECK(nd->d.done && nd->d.done_ms < sc->deadline, "%s: member %u done",
               name, i);
-        CHECK(nd->res.peers_failed == nv && nd->res.group_size == sc->n - nv,
-              "%s: member %u failed=%u", name, i, nd->res.peers_failed);
-        CHECK(fabs(nd->res.group_weight - wsum) <= 1e-12 * wsum,
+        CHECK(nd->d.res.peers_failed == nv &&
+                  nd->d.res.group_size == sc->n - nv,
+              "%s: member %u failed=%u", name, i, nd->d.res.peers_failed);
+        CHECK(fabs(nd->d.res.group_weight - wsum) <= 1e-12 * wsum,
               "%s: member %u group_weight %g want %g", name, i,
-              nd->res.group_weight, wsum);
+              nd->d.res.group_weight, wsum);
         size_t bad = 0;
         for (size_t e = 0; e < sc->count; e++) {
             bool in_v = false;
@@ -861,9 +800,9 @@ static void check_without(const world_t *w, const char *name) {
         }
         CHECK(bad == 0, "%s: member %u has %zu wrong elements", name, i, bad);
         double frac = (double)(sc->count - bad_len) / (double)sc->count;
-        CHECK(nd->res.fraction_averaged == frac,
+        CHECK(nd->d.res.fraction_averaged == frac,
               "%s: member %u fraction %g want %g", name, i,
-              nd->res.fraction_averaged, frac);
+              nd->d.res.fraction_averaged, frac);
     }
     free(without);
 }
@@ -897,13 +836,13 @@ static bool same_results(const world_t *a, const world_t *b) {
     for (uint32_t i = 0; i < a->sc.n; i++) {
         const gnode_t *x = &a->node[i], *y = &b->node[i];
         same &= memcmp(x->values, y->values, a->sc.count * sizeof(float)) == 0;
-        same &= x->done == y->done && x->done_ms == y->done_ms;
-        same &= x->res.group_size == y->res.group_size &&
-                x->res.peers_failed == y->res.peers_failed &&
-                x->res.group_weight == y->res.group_weight &&
-                x->res.fraction_averaged == y->res.fraction_averaged &&
-                x->res.bytes_sent == y->res.bytes_sent &&
-                x->res.bytes_received == y->res.bytes_received;
+        same &= x->d.done == y->d.done && x->d.done_ms == y->d.done_ms;
+        same &= x->d.res.group_size == y->d.res.group_size &&
+                x->d.res.peers_failed == y->d.res.peers_failed &&
+                x->d.res.group_weight == y->d.res.group_weight &&
+                x->d.res.fraction_averaged == y->d.res.fraction_averaged &&
+                x->d.res.bytes_sent == y->d.res.bytes_sent &&
+                x->d.res.bytes_received == y->d.res.bytes_received;
     }
     return same;
 }

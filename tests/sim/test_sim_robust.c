@@ -66,6 +66,8 @@
 #include "sim/moshsim.h"
 #include "sim/simnet.h"
 
+#include "group_drive.h"
+
 #define TEST_MAX_PRINTED 40
 #include "test_util.h"
 
@@ -73,7 +75,6 @@
 #define MSG_PART 1u
 #define POISON 1e20f
 
-enum { TAG_START = 1, TAG_WAKE, TAG_PUMP, TAG_FAIL };
 typedef enum { B_HONEST, B_POISON, B_LIE } behave_t;
 typedef enum { A_HUGE, A_FLIP } attack_t;
 
@@ -99,15 +100,10 @@ typedef struct scen {
 typedef struct world world_t;
 
 typedef struct gnode {
+    gdrive_t d; /* first: the driver hands it to send_part */
     world_t *w;
-    uint32_t id;
-    mp_group_t *g;
     float *values, *local;
     behave_t behave;
-    bool done;
-    uint64_t done_ms;
-    mp_group_result_t res;
-    uint64_t wake_at, pump_at;
 } gnode_t;
 
 struct world {
@@ -144,8 +140,9 @@ static double now_s(void) {
 /* ------------------------------------------------------------------ */
 /* driver (as test_sim_group.c)                                        */
 
-static void send_part(gnode_t *nd, uint32_t dest, const mp_send_t *snd) {
-    simnet_msg_t m = {.src = nd->id, .dst = dest, .type = MSG_PART};
+static void send_part(gdrive_t *d, uint32_t dest, const mp_send_t *snd) {
+    gnode_t *nd = (gnode_t *)d; /* d is its first member */
+    simnet_msg_t m = {.src = nd->d.id, .dst = dest, .type = MSG_PART};
     m.arg[0] = snd->kind;
     m.arg[1] = snd->share;
     m.arg[2] = snd->part;
@@ -157,68 +154,10 @@ static void send_part(gnode_t *nd, uint32_t dest, const mp_send_t *snd) {
     simnet_send(nd->w->net, &m);
 }
 
-static void pump(gnode_t *nd) {
-    world_t *w = nd->w;
-    uint64_t now = simnet_now(w->net), retry = NONE;
-    for (uint32_t d = 0; d < w->sc.n; d++) {
-        if (d == nd->id)
-            continue;
-        for (;;) {
-            uint64_t free_at = simnet_link_free_at(w->net, nd->id, d);
-            if (free_at > now + 1) {
-                if (free_at - 1 < retry)
-                    retry = free_at - 1;
-                break;
-            }
-            mp_send_t snd;
-            if (!mp__group_next_send(nd->g, d, &snd))
-                break;
-            send_part(nd, d, &snd);
-        }
-    }
-    if (retry != NONE && mp__group_has_sends(nd->g) &&
-        (nd->pump_at == NONE || retry < nd->pump_at)) {
-        simnet_timer(w->net, nd->id, retry, TAG_PUMP);
-        nd->pump_at = retry;
-    }
-}
-
-static void after_event(gnode_t *nd) {
-    world_t *w = nd->w;
-    pump(nd);
-    uint64_t wake = mp__group_next_wakeup(nd->g);
-    if (wake != NONE && (nd->wake_at == NONE || wake < nd->wake_at)) {
-        simnet_timer(w->net, nd->id, wake, TAG_WAKE);
-        nd->wake_at = wake;
-    }
-    if (!nd->done && mp__group_done(nd->g)) {
-        nd->done = true;
-        nd->done_ms = simnet_now(w->net);
-        mp__group_result(nd->g, &nd->res);
-    }
-}
-
 static void on_timer(simnet_t *s, uint32_t id, uint64_t tag, void *user) {
     gnode_t *nd = user;
-    uint64_t now = simnet_now(s);
-    (void)id;
-    switch (tag & 0xff) {
-    case TAG_WAKE:
-        if (nd->wake_at != NONE && now >= nd->wake_at)
-            nd->wake_at = NONE;
-        mp__group_on_tick(nd->g, now);
-        break;
-    case TAG_PUMP:
-        if (nd->pump_at != NONE && now >= nd->pump_at)
-            nd->pump_at = NONE;
-        break;
-    case TAG_FAIL:
-        mp__group_on_member_failed(nd->g, now, (uint32_t)(tag >> 8));
-        break;
-    default:
-        break;
-    }
-    after_event(nd);
+    (void)s, (void)id;
+    gdrive_on_timer(&nd->d, tag);
 }
 
 static void on_msg(simnet_t *s, uint32_t id, const simnet_msg_t *m,
@@ -229,10 +168,10 @@ static void on_msg(simnet_t *s, uint32_t id, const simnet_msg_t *m,
         return;
     double wsum;
     memcpy(&wsum, &m->arg[3], sizeof wsum);
-    mp__group_on_part(nd->g, simnet_now(s), m->src, (mp_part_kind_t)m->arg[0],
+    mp__group_on_part(nd->d.g, simnet_now(s), m->src, (mp_part_kind_t)m->arg[0],
                       (uint32_t)m->arg[1], (uint32_t)m->arg[2], m->data,
                       (uint32_t)(m->len / sizeof(float)), wsum);
-    after_event(nd);
+    gdrive_after_event(&nd->d);
 }
 
 static const simnet_ops_t node_ops = {on_msg, on_timer};
@@ -244,7 +183,7 @@ static void kill_hook(simnet_t *s, uint32_t victim, void *user) {
     for (uint32_t i = 0; i < w->sc.n; i++)
         if (i != victim && simnet_alive(s, i))
             simnet_timer(s, i, simnet_now(s) + w->sc.notify_ms,
-                         TAG_FAIL | (uint64_t)victim << 8);
+                         GDRIVE_TAG_FAIL | (uint64_t)victim << 8);
 }
 
 /* ------------------------------------------------------------------ */
@@ -258,7 +197,7 @@ static void world_free(world_t *w) {
     if (w == NULL)
         return;
     for (uint32_t i = 0; i < w->sc.n; i++) {
-        mp__group_free(w->node[i].g);
+        mp__group_free(w->node[i].d.g);
         free(w->node[i].values);
         free(w->node[i].local);
     }
@@ -302,10 +241,11 @@ static world_t *run(const scen_t *sc) {
     for (uint32_t i = 0; i < sc->n; i++) {
         gnode_t *nd = &w->node[i];
         nd->w = w;
-        nd->id = simnet_add_node(w->net, &node_ops, nd);
+        gdrive_init(&nd->d, w->net, simnet_add_node(w->net, &node_ops, nd),
+                    sc->n);
+        nd->d.send = send_part;
         nd->values = xcalloc(sc->count, sizeof(float));
         nd->local = xcalloc(sc->count, sizeof(float));
-        nd->wake_at = nd->pump_at = NONE;
         nd->behave = is_byz(sc, i) ? sc->byz_behave : B_HONEST;
         for (size_t e = 0; e < sc->count; e++)
             nd->local[e] = (float)(2 * simnet_rng01(&rng) - 1);
@@ -351,11 +291,11 @@ static world_t *run(const scen_t *sc) {
             .peer_timeout_ms = sc->timeout,
             .agg = sc->agg,
         };
-        moshpit_err_t err = mp__group_new(&cfg, &nd->g);
+        moshpit_err_t err = mp__group_new(&cfg, &nd->d.g);
         CHECK(err == MOSHPIT_OK, "mp__group_new: %d", (int)err);
         if (err != MOSHPIT_OK)
             exit(1);
-        simnet_timer(w->net, nd->id, 0, TAG_START);
+        simnet_timer(w->net, nd->d.id, 0, GDRIVE_TAG_START);
     }
     for (uint32_t i = 0; i < sc->n; i++)
         if (sc->kill_after[i] != NONE)
@@ -432,10 +372,10 @@ static measure_t check_attack(const world_t *w, const char *name) {
         const gnode_t *nd = &w->node[i];
         if (is_byz(sc, i))
             continue;
-        CHECK(nd->done && nd->res.peers_failed == 0 &&
-                  nd->res.fraction_averaged == 1.0,
-              "%s: member %u done %d failed %u fraction %g", name, i, nd->done,
-              nd->res.peers_failed, nd->res.fraction_averaged);
+        CHECK(nd->d.done && nd->d.res.peers_failed == 0 &&
+                  nd->d.res.fraction_averaged == 1.0,
+              "%s: member %u done %d failed %u fraction %g", name, i,
+              nd->d.done, nd->d.res.peers_failed, nd->d.res.fraction_averaged);
         CHECK(memcmp(nd->values, w->node[first].values,
                      sc->count * sizeof(float)) == 0,
               "%s: honest members %u and %u differ", name, i, first);
@@ -663,7 +603,7 @@ static bool same_results(const world_t *a, const world_t *b) {
     for (uint32_t i = 0; i < a->sc.n; i++)
         same &= memcmp(a->node[i].values, b->node[i].values,
                        a->sc.count * sizeof(float)) == 0 &&
-                a->node[i].done_ms == b->node[i].done_ms;
+                a->node[i].d.done_ms == b->node[i].d.done_ms;
     return same;
 }
 
@@ -730,10 +670,10 @@ static void check_faults(const world_t *w, const char *name) {
         if (!(surv & bit(i)))
             continue;
         const gnode_t *nd = &w->node[i];
-        CHECK(nd->done && nd->done_ms < sc->deadline, "%s: survivor %u done",
-              name, i);
+        CHECK(nd->d.done && nd->d.done_ms < sc->deadline,
+              "%s: survivor %u done", name, i);
         for (uint32_t k = 0; k < sc->n; k++)
-            CHECK(!(surv & bit(k)) || mp__group_member_alive(nd->g, k),
+            CHECK(!(surv & bit(k)) || mp__group_member_alive(nd->d.g, k),
                   "%s: survivor %u dropped survivor %u", name, i, k);
     }
     for (uint32_t j = 0; j < sc->n; j++) {
@@ -793,7 +733,7 @@ static void check_faults(const world_t *w, const char *name) {
     for (uint32_t i = 0; i < sc->n; i++) {
         if (!(surv & bit(i)))
             continue;
-        double got = w->node[i].res.fraction_averaged * (double)sc->count;
+        double got = w->node[i].d.res.fraction_averaged * (double)sc->count;
         CHECK(got >= (double)only[i] - 0.5 && got <= (double)matched[i] + 0.5,
               "%s: survivor %u fraction %g not in [%zu, %zu] elements", name, i,
               got, only[i], matched[i]);
@@ -827,10 +767,10 @@ static void case_small(void) {
         check_faults(w, "small group");
         for (uint32_t i = 0; i < sc.n; i++) {
             double want = cases[k].averaged ? 1.0 : 0.0;
-            CHECK(w->node[i].res.fraction_averaged == want,
+            CHECK(w->node[i].d.res.fraction_averaged == want,
                   "n=%u mode %u trim %u zero %d: member %u fraction %g",
                   cases[k].n, cases[k].mode, cases[k].trim, cases[k].zero, i,
-                  w->node[i].res.fraction_averaged);
+                  w->node[i].d.res.fraction_averaged);
         }
         world_free(w);
     }
@@ -873,7 +813,7 @@ static void case_kill_sweep(void) {
                              notify ? "notified" : "silent", k);
                     check_faults(w, name);
                     for (uint32_t i = 0; i < n; i++)
-                        drops += i != v ? w->node[i].res.peers_failed : 0;
+                        drops += i != v ? w->node[i].d.res.peers_failed : 0;
                     world_free(w);
                     runs++;
                 }
