@@ -3,7 +3,8 @@
 # another: the first two outputs must be identical byte for byte, the third
 # must differ, and every run must exit 0 (no call hung) and print its final
 # line. Usage: cmake -DSIM=path/to/moshpit-sim [-DEXTRA=arg;arg...]
-# -P sim_repro.cmake (EXTRA: more moshpit-sim arguments, a CMake list)
+# [-DEMU=emulator;args] -P sim_repro.cmake (EXTRA: more moshpit-sim
+# arguments, a CMake list; EMU: the cross-compiling emulator, if any)
 set(args --peers 600 --group-size 8 --rounds 8 --fail-prob 0.02
          --loss 0.01 --churn 3 --weights random --positions random ${EXTRA})
 foreach(run a b c)
@@ -11,7 +12,7 @@ foreach(run a b c)
   if(run STREQUAL "c")
     set(seed 12)
   endif()
-  execute_process(COMMAND ${SIM} ${args} --seed ${seed}
+  execute_process(COMMAND ${EMU} ${SIM} ${args} --seed ${seed}
                   OUTPUT_VARIABLE out_${run} RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "moshpit-sim run ${run} exited with ${rc}:\n${out_${run}}")
