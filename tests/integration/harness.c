@@ -567,6 +567,11 @@ void it_kill(it_peer_t *p) {
     p->alive = 0;
 }
 
+int it_running(const it_peer_t *p) {
+    return p->pid > 0 && waitpid(p->pid, NULL, WNOHANG) == 0 &&
+           kill(p->pid, 0) == 0;
+}
+
 void it_stop(it_peer_t *p) {
     if (p->pid <= 0)
         return;

@@ -123,6 +123,8 @@ long it_log_count(it_peer_t *p, const char *text, int timeout_ms);
  * passes; returns the last count (or -1). */
 long it_wait_log(it_peer_t *p, const char *text, int timeout_ms);
 
+/* 1 while p's process runs (not exited, not reaped), else 0. */
+int it_running(const it_peer_t *p);
 void it_kill(it_peer_t *p); /* SIGKILL + reap */
 void it_stop(it_peer_t *p); /* graceful: close + exit + reap */
 

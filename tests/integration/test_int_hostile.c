@@ -219,9 +219,7 @@ int main(void) {
                (unsigned long long)P.peers[i].n_alone);
 
     for (int i = 0; i < 3; i++)
-        IT_CHECK(waitpid(hp[i].pid, NULL, WNOHANG) == 0 &&
-                     kill(hp[i].pid, 0) == 0,
-                 "peer %d died", i);
+        IT_CHECK(it_running(&hp[i]), "peer %d died", i);
     hx_close(&P);
     zmq_ctx_term(ctx);
     for (int i = 0; i < 3; i++)

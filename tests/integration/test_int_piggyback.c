@@ -159,9 +159,7 @@ int main(void) {
            worst);
     free(v);
     for (int i = 0; i < 3; i++)
-        IT_CHECK(waitpid(hp[i].pid, NULL, WNOHANG) == 0 &&
-                     kill(hp[i].pid, 0) == 0,
-                 "peer %d died", i);
+        IT_CHECK(it_running(&hp[i]), "peer %d died", i);
     hx_close(&P);
     hx_close(&D);
     zmq_ctx_term(ctx);
