@@ -207,6 +207,8 @@ bool mp__aegis256x2_available(void) {
 
 #else /* no VAES code path in this build */
 
+/* Never announced here; the calls behave like AEGIS-256's stand-ins of a
+ * build without AES-NI (zeroed output, every open fails). */
 bool mp__aegis256x2_available(void) {
     return false;
 }
@@ -214,21 +216,15 @@ bool mp__aegis256x2_available(void) {
 void mp__aegis256x2_encrypt(const uint8_t key[32], const uint8_t nonce[32],
                             const uint8_t *ad, size_t adlen, const uint8_t *m,
                             size_t mlen, uint8_t *c, uint8_t tag[16]) {
-    (void)key, (void)nonce, (void)ad, (void)adlen, (void)m;
-    if (mlen > 0)
-        memset(c, 0, mlen);
-    memset(tag, 0, 16);
+    mp__aegis256_encrypt(key, nonce, ad, adlen, m, mlen, c, tag);
 }
 
 int mp__aegis256x2_decrypt(const uint8_t key[32], const uint8_t nonce[32],
                            const uint8_t *ad, size_t adlen, const uint8_t *c,
                            size_t clen, const uint8_t tag[16], uint8_t *m,
                            mp_aegis_scan_fn scan, void *ctx) {
-    (void)key, (void)nonce, (void)ad, (void)adlen, (void)c, (void)tag;
-    (void)scan, (void)ctx;
-    if (clen > 0)
-        memset(m, 0, clen);
-    return -1;
+    return mp__aegis256_decrypt(key, nonce, ad, adlen, c, clen, tag, m, scan,
+                                ctx);
 }
 
 #endif
