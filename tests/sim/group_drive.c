@@ -43,6 +43,13 @@ static void pump(gdrive_t *d) {
     }
 }
 
+moshpit_err_t gdrive_start(gdrive_t *d, const mp_group_cfg_t *cfg) {
+    moshpit_err_t err = mp__group_new(cfg, &d->g);
+    if (err == MOSHPIT_OK)
+        simnet_timer(d->net, d->id, cfg->now_ms, GDRIVE_TAG_START);
+    return err;
+}
+
 void gdrive_after_event(gdrive_t *d) {
     pump(d);
     uint64_t wake = mp__group_next_wakeup(d->g);

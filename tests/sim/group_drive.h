@@ -48,6 +48,10 @@ struct gdrive {
 /* Sets up d for member id of n (g, send and silent are the caller's). */
 void gdrive_init(gdrive_t *d, simnet_t *net, uint32_t id, uint32_t n);
 
+/* Creates d's group machine from cfg and arms its start at cfg->now_ms.
+ * Errors: those of mp__group_new (d->g stays NULL). */
+moshpit_err_t gdrive_start(gdrive_t *d, const mp_group_cfg_t *cfg);
+
 /* After anything happened to d's machine: sends what the links take,
  * arms the timers, records completion. */
 void gdrive_after_event(gdrive_t *d);

@@ -381,11 +381,10 @@ static world_t *run(const scen_t *sc) {
             .deadline_ms = sc->deadline,
             .peer_timeout_ms = sc->timeout,
         };
-        moshpit_err_t err = mp__group_new(&cfg, &nd->d.g);
+        moshpit_err_t err = gdrive_start(&nd->d, &cfg);
         CHECK(err == MOSHPIT_OK, "mp__group_new: %d", (int)err);
         if (err != MOSHPIT_OK)
             exit(1);
-        simnet_timer(w->net, nd->d.id, 0, GDRIVE_TAG_START);
     }
     for (uint32_t i = 0; i < sc->n; i++)
         if (sc->kill_after[i] != NONE)
