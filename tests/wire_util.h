@@ -30,6 +30,7 @@ static inline int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
         const mp_hello_t *x = &a->u.hello, *y = &b->u.hello;
         return memcmp(x->swarm, y->swarm, 32) == 0 &&
                memcmp(x->eph, y->eph, 32) == 0 &&
+               memcmp(x->seen, y->seen, 32) == 0 &&
                memcmp(x->proof, y->proof, MP_PROOF_BYTES) == 0 &&
                x->has_proof == y->has_proof && x->reply == y->reply &&
                x->tag == y->tag && x->bandwidth == y->bandwidth &&

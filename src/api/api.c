@@ -217,7 +217,6 @@ static void free_peer_struct(moshpit_t *mp) {
     free(mp->swarm);
     free(mp->auth);
     mp__crypto_secure_free(mp->sec);
-    mp__crypto_secure_free(mp->eph_sec);
     mp__crypto_secure_free(mp->swarm_secret);
     free(mp->scratch);
     free(mp->msgbuf);
@@ -277,13 +276,12 @@ moshpit_err_t moshpit_open(const moshpit_config_t *cfg, moshpit_t **out) {
     e = MOSHPIT_ENOMEM;
     mp->swarm = strdup(cfg->swarm);
     mp->sec = mp__crypto_secure_alloc(32);
-    mp->eph_sec = mp__crypto_secure_alloc(32);
     mp->scratch = malloc((size_t)MP_DATA_MAX_COUNT * sizeof(float));
     mp->msgbuf = malloc(MP_CTRL_MAX);
     mp->msg = malloc(sizeof(*mp->msg));
     mp->mm_out = malloc(sizeof(*mp->mm_out));
-    if (!mp->swarm || !mp->sec || !mp->eph_sec || !mp->scratch || !mp->msgbuf ||
-        !mp->msg || !mp->mm_out)
+    if (!mp->swarm || !mp->sec || !mp->scratch || !mp->msgbuf || !mp->msg ||
+        !mp->mm_out)
         goto fail;
     if (!mp__crypto_is_zero(cfg->swarm_secret, 32)) {
         mp->swarm_secret = mp__crypto_secure_alloc(32);
@@ -317,9 +315,6 @@ moshpit_err_t moshpit_open(const moshpit_config_t *cfg, moshpit_t **out) {
     mp__net_z85_encode(mp->pub_txt, mp->pub);
     e = check_own_cert(mp);
     if (e != MOSHPIT_OK)
-        goto fail;
-    e = MOSHPIT_ECRYPTO;
-    if (mp__crypto_keypair(mp->eph_pub, mp->eph_sec) != MOSHPIT_OK)
         goto fail;
 
     /* authorized keys and bootstrap list */

@@ -306,39 +306,60 @@ static moshpit_err_t keys_make(uint32_t cipher, const uint8_t tx[32],
     return MOSHPIT_OK;
 }
 
-moshpit_err_t mp__session_keys_new(uint32_t cipher, const uint8_t my_id[32],
-                                   const uint8_t my_eph_sec[32],
-                                   const uint8_t my_eph_pub[32],
-                                   const uint8_t their_id[32],
-                                   const uint8_t their_eph_pub[32],
+static void put_u32le(crypto_generichash_state *st, uint32_t v) {
+    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16),
+                    (uint8_t)(v >> 24)};
+    crypto_generichash_update(st, b, sizeof(b));
+}
+
+moshpit_err_t mp__session_keys_new(const mp_session_hs_t *hs,
                                    mp_session_keys_t **out) {
-    static const char label[] = "moshpit-data-v1";
+    static const char label[] = "moshpit-data-v2";
     uint8_t shared[32], okm[64];
     *out = NULL;
-    if (!known_cipher(cipher))
+    if (!known_cipher(hs->cipher))
         return MOSHPIT_ECRYPTO;
-    if (crypto_scalarmult(shared, my_eph_sec, their_eph_pub) != 0)
+    if (crypto_scalarmult(shared, hs->my_eph_sec, hs->their_eph) != 0)
         return MOSHPIT_ECRYPTO; /* low-order point */
-    int me_low = memcmp(my_id, their_id, 32) < 0;
-    const uint8_t *lo_id = me_low ? my_id : their_id;
-    const uint8_t *hi_id = me_low ? their_id : my_id;
-    const uint8_t *lo_eph = me_low ? my_eph_pub : their_eph_pub;
-    const uint8_t *hi_eph = me_low ? their_eph_pub : my_eph_pub;
+    int me_low = memcmp(hs->my_id, hs->their_id, 32) < 0;
     crypto_generichash_state st;
     crypto_generichash_init(&st, shared, 32, 64);
     crypto_generichash_update(&st, (const uint8_t *)label, sizeof(label) - 1);
-    crypto_generichash_update(&st, lo_id, 32);
-    crypto_generichash_update(&st, hi_id, 32);
-    crypto_generichash_update(&st, lo_eph, 32);
-    crypto_generichash_update(&st, hi_eph, 32);
+    crypto_generichash_update(&st, me_low ? hs->my_id : hs->their_id, 32);
+    crypto_generichash_update(&st, me_low ? hs->their_id : hs->my_id, 32);
+    crypto_generichash_update(&st, me_low ? hs->my_eph : hs->their_eph, 32);
+    crypto_generichash_update(&st, me_low ? hs->their_eph : hs->my_eph, 32);
+    put_u32le(&st, hs->cipher);
+    put_u32le(&st, me_low ? hs->my_ciphers : hs->their_ciphers);
+    put_u32le(&st, me_low ? hs->their_ciphers : hs->my_ciphers);
     crypto_generichash_final(&st, okm, 64);
     sodium_memzero(shared, sizeof(shared));
     sodium_memzero(&st, sizeof(st));
 
-    moshpit_err_t e = keys_make(cipher, me_low ? okm : okm + 32,
+    moshpit_err_t e = keys_make(hs->cipher, me_low ? okm : okm + 32,
                                 me_low ? okm + 32 : okm, out);
     sodium_memzero(okm, sizeof(okm));
     return e;
+}
+
+static uint64_t key_id(const uint8_t key[32]) {
+    static const char label[] = "moshpit-key-id-v1";
+    uint8_t h[32];
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, NULL, 0, sizeof(h));
+    crypto_generichash_update(&st, (const uint8_t *)label, sizeof(label) - 1);
+    crypto_generichash_update(&st, key, 32);
+    crypto_generichash_final(&st, h, sizeof(h));
+    uint64_t id = 0;
+    for (int i = 7; i >= 0; i--)
+        id = id << 8 | h[i];
+    return id;
+}
+
+void mp__session_keys_ids(const mp_session_keys_t *k, uint64_t *tx_id,
+                          uint64_t *rx_id) {
+    *tx_id = key_id(k->tx);
+    *rx_id = key_id(k->rx);
 }
 
 moshpit_err_t mp__session_keys_from_raw(uint32_t cipher, const uint8_t key[32],

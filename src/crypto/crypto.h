@@ -69,17 +69,30 @@ int mp__crypto_equal32(const uint8_t a[32], const uint8_t b[32]);
 /* Per-session data keys for one peer. */
 typedef struct mp_session_keys mp_session_keys_t;
 
-/* Derives tx/rx keys: shared = X25519(my_eph_sec, their_eph_pub), then
- * BLAKE2b-512 keyed with shared over "moshpit-data-v1" || ids and ephemeral
- * keys in canonical (sorted by id) order; the lower id sends with the first
- * half. cipher is the one both support (see mp__crypto_pick_cipher).
- * Errors: ECRYPTO (degenerate key), ENOMEM. */
-moshpit_err_t mp__session_keys_new(uint32_t cipher, const uint8_t my_id[32],
-                                   const uint8_t my_eph_sec[32],
-                                   const uint8_t my_eph_pub[32],
-                                   const uint8_t their_id[32],
-                                   const uint8_t their_eph_pub[32],
+/* What one side of a session feeds into the key derivation: both
+ * identities, both ephemeral X25519 keys of this session, the cipher chosen
+ * and both announced cipher sets. */
+typedef struct mp_session_hs {
+    uint32_t cipher; /* the one both support (mp__crypto_pick_cipher) */
+    const uint8_t *my_id, *their_id;    /* 32 bytes each */
+    const uint8_t *my_eph_sec;          /* 32 bytes */
+    const uint8_t *my_eph, *their_eph;  /* public keys, 32 bytes each */
+    uint32_t my_ciphers, their_ciphers; /* as announced in HELLO */
+} mp_session_hs_t;
+
+/* Derives tx/rx keys: shared = X25519(my_eph_sec, their_eph), then
+ * BLAKE2b-512 keyed with shared over "moshpit-data-v2" || ids || ephemeral
+ * keys || cipher || cipher sets, each pair in canonical (sorted by id)
+ * order; the lower id sends with the first half (docs/PROTOCOL.md,
+ * "Session setup"). Fresh ephemeral keys on either side give fresh keys.
+ * Errors: ECRYPTO (degenerate key, unknown cipher), ENOMEM. */
+moshpit_err_t mp__session_keys_new(const mp_session_hs_t *hs,
                                    mp_session_keys_t **out);
+/* Public fingerprints of a key object's send and receive keys: the first 8
+ * bytes (little-endian) of BLAKE2b-256 over "moshpit-key-id-v1" || key.
+ * For logs and tests; they reveal nothing usable about the keys. */
+void mp__session_keys_ids(const mp_session_keys_t *k, uint64_t *tx_id,
+                          uint64_t *rx_id);
 /* A key object that seals and opens with one raw key (both directions):
  * the one-round keys of shared gather parts. Errors: ECRYPTO, ENOMEM. */
 moshpit_err_t mp__session_keys_from_raw(uint32_t cipher, const uint8_t key[32],

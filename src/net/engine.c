@@ -655,8 +655,7 @@ void mp__engine_teardown(moshpit_t *mp) {
     mp__state_teardown(mp);
     mp__swim_teardown(mp);
     for (size_t i = 0; i < mp->npeers; i++) {
-        mp__peer_close(mp->peers[i]);
-        free(mp->peers[i]);
+        mp__peer_free(mp->peers[i]);
     }
     free(mp->peers);
     mp->peers = NULL;

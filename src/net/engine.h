@@ -78,9 +78,17 @@ typedef struct mp_peer {
     void *data; /* DEALER to their data ROUTER */
     void *mon;  /* PAIR reading ctrl's monitor events */
     bool hello_recv;
-    uint8_t eph[32];
-    uint64_t their_tag; /* put on data frames we send them */
-    uint64_t my_tag;    /* they put it on data frames to us */
+    /* session key agreement (docs/PROTOCOL.md, "Session setup"): our
+     * ephemeral X25519 key for this peer, made fresh for every session;
+     * its secret stays until the session ends, so an answer to it can still
+     * be keyed */
+    uint8_t my_eph[32];
+    uint8_t *my_eph_sec;   /* secure memory, 32; NULL: no ephemeral key yet */
+    bool my_eph_used;      /* session keys were derived with it */
+    bool my_eph_retire;    /* our session ended: the next use makes a new one */
+    uint8_t their_eph[32]; /* the peer's ephemeral key of the keyed session */
+    uint64_t their_tag;    /* put on data frames we send them */
+    uint64_t my_tag;       /* they put it on data frames to us */
     uint32_t bandwidth;
     uint32_t ciphers;
     bool serves_state;     /* said so in its HELLO */
@@ -186,9 +194,7 @@ struct moshpit {
     size_t auth_n;
     uint8_t pub[32];
     char pub_txt[41];
-    uint8_t *sec; /* secure memory, 32 */
-    uint8_t eph_pub[32];
-    uint8_t *eph_sec;      /* secure memory, 32 */
+    uint8_t *sec;          /* secure memory, 32 */
     uint8_t *swarm_secret; /* secure memory, 32, or NULL (open swarm) */
     uint8_t swarm_hash[32];
     uint32_t ciphers;

@@ -60,6 +60,8 @@ void mp__peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
                         const char *why);
 /* Closes a peer's sockets and forgets its session (the entry stays). */
 void mp__peer_close(mp_peer_t *p);
+/* Closes p and frees it with its secrets (teardown). */
+void mp__peer_free(mp_peer_t *p);
 void mp__poll_mm(moshpit_t *mp, mp_mm_t *mm, uint64_t now);
 void mp__pump_joiner(moshpit_t *mp);
 void mp__pump_sends(moshpit_t *mp);

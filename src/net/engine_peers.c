@@ -97,8 +97,35 @@ void mp__peer_close(mp_peer_t *p) {
     mp__net_close(&p->data);
     mp__session_keys_free(p->keys);
     p->keys = NULL;
+    memset(p->their_eph, 0, sizeof(p->their_eph));
     p->hello_recv = false;
     p->rx_counter = 0;
+}
+
+/* Makes a fresh ephemeral key for p's next session, wiping the old one;
+ * the send counter restarts with it (the keys are new). */
+static moshpit_err_t eph_fresh(moshpit_t *mp, mp_peer_t *p) {
+    if (p->my_eph_sec == NULL) {
+        p->my_eph_sec = mp__crypto_secure_alloc(32);
+        if (p->my_eph_sec == NULL)
+            return MOSHPIT_ENOMEM;
+    }
+    if (mp__crypto_keypair(p->my_eph, p->my_eph_sec) != MOSHPIT_OK) {
+        mp__crypto_secure_free(p->my_eph_sec);
+        p->my_eph_sec = NULL;
+        return MOSHPIT_ECRYPTO;
+    }
+    p->my_eph_used = false;
+    p->my_eph_retire = false;
+    p->tx_counter = 0;
+    mp__log(mp, MOSHPIT_LOG_DEBUG, "new ephemeral key for %.8s", p->id_txt);
+    return MOSHPIT_OK;
+}
+
+void mp__peer_free(mp_peer_t *p) {
+    mp__peer_close(p);
+    mp__crypto_secure_free(p->my_eph_sec);
+    free(p);
 }
 
 /* ------------------------------------------------------------------ */
@@ -134,11 +161,21 @@ void mp__send_hello(moshpit_t *mp, mp_peer_t *p, bool reply) {
     memset(m, 0, sizeof(*m));
     m->type = MP_MSG_HELLO;
     mp_hello_t *h = &m->u.hello;
+    if ((p->my_eph_sec == NULL || p->my_eph_retire) &&
+        eph_fresh(mp, p) != MOSHPIT_OK) {
+        mp__log(mp, MOSHPIT_LOG_ERROR,
+                "no ephemeral key for %.8s: HELLO not "
+                "sent",
+                p->id_txt);
+        return;
+    }
     memcpy(h->swarm, mp->swarm_hash, 32);
-    memcpy(h->eph, mp->eph_pub, 32);
+    memcpy(h->eph, p->my_eph, 32);
+    if (p->keys != NULL)
+        memcpy(h->seen, p->their_eph, 32);
     if (mp->swarm_secret != NULL) {
         mp__crypto_admit_proof(mp->swarm_secret, mp->swarm_hash, mp->pub, p->id,
-                               mp->eph_pub, h->proof);
+                               p->my_eph, h->proof);
         h->has_proof = 1;
     }
     h->reply = reply ? 1 : 0;
@@ -272,6 +309,7 @@ void mp__peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
                                 : "refused",
             why);
     if (s == MP_PEER_DEAD || s == MP_PEER_REFUSED) {
+        p->my_eph_retire = true; /* the next session gets fresh keys */
         if (old == MP_PEER_LIVE || old == MP_PEER_NEW) {
             mp__round_peer_failed(mp, p);
             mp__state_peer_failed(mp, p);
@@ -427,13 +465,18 @@ void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
         /* a peer that restarted with the right secret may come back */
         p->state = MP_PEER_NEW;
     }
-    bool rekey = p->keys == NULL || memcmp(p->eph, h->eph, 32) != 0;
+    /* A HELLO with an ephemeral key other than the one our keys were made
+     * with starts a new session of the sender's (docs/PROTOCOL.md,
+     * "Session setup"). */
+    bool rekey = p->keys == NULL || memcmp(p->their_eph, h->eph, 32) != 0;
     bool was_live = p->state == MP_PEER_LIVE;
     if (rekey && was_live) {
-        /* it restarted: the old session is gone */
-        mp__peer_set_state(mp, p, MP_PEER_DEAD, "restarted");
+        /* its session ended (a restart, or it lost the connection) */
+        mp__peer_set_state(mp, p, MP_PEER_DEAD, "new session");
         p->state = MP_PEER_NEW;
         was_live = false;
+        /* whether our key goes with the old session is decided below */
+        p->my_eph_retire = false;
     }
     if (strcmp(p->ctrl_addr, h->ctrl_addr) != 0 && p->ctrl != NULL &&
         !was_live) {
@@ -442,18 +485,48 @@ void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
     snprintf(p->ctrl_addr, sizeof(p->ctrl_addr), "%s", h->ctrl_addr);
     if (peer_connect(mp, p) != MOSHPIT_OK)
         return;
+    /* they keyed their side with our current ephemeral key */
+    bool answered = p->my_eph_sec != NULL && !p->my_eph_retire &&
+                    mp__crypto_equal32(h->seen, p->my_eph);
     if (rekey) {
+        /* Our key serves one session: a key already used with another of
+         * theirs is only kept when this HELLO answers it (then both sides
+         * key the same pair, and the send counter goes on, so no (key,
+         * nonce) pair can repeat even if an old key of theirs came back).
+         * Otherwise make a fresh one and tell them. */
+        if ((p->my_eph_sec == NULL || p->my_eph_retire ||
+             (p->my_eph_used && !answered)) &&
+            eph_fresh(mp, p) != MOSHPIT_OK) {
+            mp__log(mp, MOSHPIT_LOG_ERROR, "no ephemeral key for %.8s",
+                    p->id_txt);
+            return;
+        }
+        answered = mp__crypto_equal32(h->seen, p->my_eph);
         mp__session_keys_free(p->keys);
         p->keys = NULL;
-        if (mp__session_keys_new(cipher, mp->pub, mp->eph_sec, mp->eph_pub, id,
-                                 h->eph, &p->keys) != MOSHPIT_OK) {
+        mp_session_hs_t hs = {.cipher = cipher,
+                              .my_id = mp->pub,
+                              .their_id = id,
+                              .my_eph_sec = p->my_eph_sec,
+                              .my_eph = p->my_eph,
+                              .their_eph = h->eph,
+                              .my_ciphers = mp->ciphers,
+                              .their_ciphers = h->ciphers};
+        if (mp__session_keys_new(&hs, &p->keys) != MOSHPIT_OK) {
             mp__log(mp, MOSHPIT_LOG_WARN, "session keys for %.8s failed",
                     p->id_txt);
             return;
         }
-        memcpy(p->eph, h->eph, 32);
-        p->tx_counter = 0;
+        p->my_eph_used = true;
+        memcpy(p->their_eph, h->eph, 32);
         p->rx_counter = 0;
+        uint64_t txid, rxid;
+        mp__session_keys_ids(p->keys, &txid, &rxid);
+        mp__log(mp, MOSHPIT_LOG_DEBUG,
+                "session keys with %.8s: tx %016llx rx %016llx, tx counter "
+                "from %llu",
+                p->id_txt, (unsigned long long)txid, (unsigned long long)rxid,
+                (unsigned long long)p->tx_counter + 1);
     }
     p->their_tag = h->tag;
     p->cert_not_after = cert_end;
@@ -471,7 +544,8 @@ void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
         }
     }
     p->hello_recv = true;
-    if (!h->reply)
+    /* answer a HELLO, and tell them our key when they did not key with it */
+    if (!h->reply || !answered)
         mp__send_hello(mp, p, true);
     if (!was_live) {
         mp__peer_set_state(mp, p, MP_PEER_LIVE, "session established");

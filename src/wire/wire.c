@@ -56,6 +56,7 @@ enum {
     K_CNT,
     K_DIG,
     K_CT,
+    K_SE,
     K_COUNT
 };
 
@@ -66,7 +67,7 @@ static const char *const key_names[K_COUNT] = {
     [K_P] = "p",     [K_SEQ] = "seq",     [K_W] = "w",     [K_WIN] = "win",
     [K_KEY] = "key", [K_GID] = "gid",     [K_M] = "m",     [K_SS] = "ss",
     [K_VER] = "ver", [K_FIRST] = "first", [K_N] = "n",     [K_RND] = "rnd",
-    [K_CNT] = "cnt", [K_DIG] = "dig",     [K_CT] = "ct",
+    [K_CNT] = "cnt", [K_DIG] = "dig",     [K_CT] = "ct",   [K_SE] = "se",
 };
 
 /* ------------------------------------------------------------------ */
@@ -200,7 +201,7 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
     size_t entries;
     switch (msg->type) {
     case MP_MSG_HELLO:
-        entries = 10u + msg->u.hello.has_proof + msg->u.hello.serves_state +
+        entries = 11u + msg->u.hello.has_proof + msg->u.hello.serves_state +
                   msg->u.hello.has_cert;
         break;
     case MP_MSG_STATE_REQ:
@@ -233,6 +234,8 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         put_bin(pk, h->swarm, sizeof h->swarm);
         put_key(pk, K_EPH);
         put_bin(pk, h->eph, sizeof h->eph);
+        put_key(pk, K_SE);
+        put_bin(pk, h->seen, sizeof h->seen);
         if (h->has_proof) {
             put_key(pk, K_PF);
             put_bin(pk, h->proof, sizeof h->proof);
@@ -579,11 +582,12 @@ static int key_index(const msgpack_object_str *s) {
 }
 
 static int decode_hello(const msgpack_object *const *val, mp_hello_t *h) {
-    if (!val[K_SW] || !val[K_EPH] || !val[K_RE] || !val[K_TAG] || !val[K_BW] ||
-        !val[K_CI] || !val[K_CA] || !val[K_DA])
+    if (!val[K_SW] || !val[K_EPH] || !val[K_SE] || !val[K_RE] || !val[K_TAG] ||
+        !val[K_BW] || !val[K_CI] || !val[K_CA] || !val[K_DA])
         return -1;
     if (get_bin32(val[K_SW], h->swarm) != 0 ||
         get_bin32(val[K_EPH], h->eph) != 0 ||
+        get_bin32(val[K_SE], h->seen) != 0 ||
         get_bool(val[K_RE], &h->reply) != 0 ||
         get_u64(val[K_TAG], &h->tag) != 0 ||
         get_u32(val[K_BW], &h->bandwidth) != 0 ||

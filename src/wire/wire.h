@@ -17,7 +17,7 @@
 #include "../core/match.h"
 #include "moshpit.h"
 
-#define MP_WIRE_VERSION 1u
+#define MP_WIRE_VERSION 2u
 #define MP_ADDR_MAX 128u   /* bytes incl. NUL of an endpoint string */
 #define MP_PEERS_MAX 64u   /* entries in one PEERS message */
 #define MP_CTRL_MAX 16384u /* largest control message accepted */
@@ -41,8 +41,10 @@ typedef enum {
 #define MP_STATE_COUNT_MAX (1ull << 34) /* floats in a served state */
 
 typedef struct mp_hello {
-    uint8_t swarm[32];             /* BLAKE2b-256 of the swarm name */
-    uint8_t eph[32];               /* sender's ephemeral X25519 public key */
+    uint8_t swarm[32]; /* BLAKE2b-256 of the swarm name */
+    uint8_t eph[32];   /* sender's ephemeral X25519 key for this session */
+    uint8_t seen[32];  /* the receiver's ephemeral key the sender keyed its
+                          session with; all zero: none yet */
     uint8_t proof[MP_PROOF_BYTES]; /* admission proof (all zero if none) */
     uint8_t has_proof;
     uint8_t reply;      /* 1 = answer to a HELLO */

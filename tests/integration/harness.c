@@ -7,6 +7,7 @@
 #include "harness.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
@@ -156,6 +157,7 @@ static int recv_all(int fd, void *buf, size_t len, int timeout_ms) {
 /* ---- the peer process ---- */
 
 static int g_fd = -1;
+static int g_log_fd = -1; /* cfg log_dir: the peer's log file */
 
 static const char *g_notify_log;
 
@@ -208,6 +210,14 @@ static uint64_t log_count(const char *text) {
 static void peer_log(void *user, int level, const char *msg) {
     int notify = *(int *)user;
     log_keep(msg);
+    if (g_log_fd >= 0) {
+        char line[1024];
+        int n = snprintf(line, sizeof(line), "%d %s\n", level, msg);
+        if (n > 0)
+            (void)!write(g_log_fd, line,
+                         (size_t)n < sizeof(line) ? (size_t)n
+                                                  : sizeof(line) - 1);
+    }
     if (getenv("MOSHPIT_TEST_LOG") != NULL)
         fprintf(stderr, "[%d] %d %s\n", (int)getpid(), level, msg);
     int hit = g_notify_log != NULL ? strstr(msg, g_notify_log) != NULL
@@ -267,6 +277,12 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
                                    : MOSHPIT_LOG_WARN;
     if (getenv("MOSHPIT_TEST_LOG") != NULL)
         cfg.log_level = MOSHPIT_LOG_DEBUG;
+    if (pc->log_dir != NULL) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/peer-%zu.log", pc->log_dir, pc->index);
+        g_log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        cfg.log_level = MOSHPIT_LOG_DEBUG;
+    }
 
     rec_t r;
     memset(&r, 0, sizeof(r));

@@ -45,6 +45,9 @@ typedef struct it_peer_cfg {
     uint32_t peers_max;      /* config peers_max (0 = library default) */
     uint32_t peer_msg_rate;  /* config peer_msg_rate (0 = library default) */
     int log_info;            /* nonzero: INFO lines are kept too */
+    /* non-NULL: the peer also writes every log line, debug level included,
+     * to <log_dir>/peer-<index>.log as it logs it (one write per line) */
+    const char *log_dir;
     size_t index; /* peer number; it_start_swarm/it_start_more set it to i */
     /* Runs in the peer process after its config is filled and before
      * moshpit_open, e.g. to enter a network namespace and set cfg->listen

@@ -27,6 +27,7 @@
 typedef struct side {
     uint8_t id[32];
     uint8_t eph_pub[32], eph_sec[32];
+    uint32_t ciphers; /* announced cipher set */
 } side_t;
 
 static void side_new(side_t *s) {
@@ -34,7 +35,24 @@ static void side_new(side_t *s) {
     CHECK(mp__crypto_keypair(s->id, sec) == MOSHPIT_OK, "identity keypair");
     CHECK(mp__crypto_keypair(s->eph_pub, s->eph_sec) == MOSHPIT_OK,
           "ephemeral keypair");
+    s->ciphers = mp__crypto_ciphers();
     mp__crypto_wipe(sec, sizeof(sec));
+}
+
+/* mp__session_keys_new for `me` talking to `them` with a peer ephemeral
+ * key that may differ from them->eph_pub. */
+static moshpit_err_t keys_raw(uint32_t cipher, const side_t *me,
+                              const side_t *them, const uint8_t *their_eph,
+                              mp_session_keys_t **k) {
+    mp_session_hs_t hs = {.cipher = cipher,
+                          .my_id = me->id,
+                          .their_id = them->id,
+                          .my_eph_sec = me->eph_sec,
+                          .my_eph = me->eph_pub,
+                          .their_eph = their_eph,
+                          .my_ciphers = me->ciphers,
+                          .their_ciphers = them->ciphers};
+    return mp__session_keys_new(&hs, k);
 }
 
 /* Session keys of `me` talking to `them`; NULL (and a failed check) on
@@ -42,8 +60,7 @@ static void side_new(side_t *s) {
 static mp_session_keys_t *keys_for(uint32_t cipher, const side_t *me,
                                    const side_t *them) {
     mp_session_keys_t *k = NULL;
-    moshpit_err_t e = mp__session_keys_new(
-        cipher, me->id, me->eph_sec, me->eph_pub, them->id, them->eph_pub, &k);
+    moshpit_err_t e = keys_raw(cipher, me, them, them->eph_pub, &k);
     CHECK(e == MOSHPIT_OK && k != NULL, "session keys (cipher %u): %s", cipher,
           moshpit_strerror(e));
     return e == MOSHPIT_OK ? k : NULL;
@@ -231,6 +248,38 @@ static void test_session(uint32_t cipher) {
     }
     mp__session_keys_free(kc);
 
+    /* the cipher sets both sides announced are bound too: a HELLO whose
+     * set was changed on the way gives keys that do not match */
+    side_t b4 = b;
+    b4.ciphers ^= 0x100u;
+    mp_session_keys_t *k4 = keys_for(cipher, &a, &b4);
+    if (k4 != NULL) {
+        CHECK(mp__session_seal(k4, ctr, ad, ADLEN, m, MLEN, c, tag) ==
+                  MOSHPIT_OK,
+              "seal");
+        CHECK(mp__session_open(kb, ctr, ad, ADLEN, c, MLEN, tag, out) ==
+                  MOSHPIT_ECRYPTO,
+              "%s: announced cipher sets are not bound into the keys", cn);
+    }
+    mp__session_keys_free(k4);
+
+    /* key ids: each direction's id is the other side's id of the same key,
+     * and sessions with another ephemeral key have other ids */
+    {
+        uint64_t atx, arx, btx, brx, a2tx, a2rx;
+        mp_session_keys_t *x = keys_for(cipher, &a2, &b);
+        mp__session_keys_ids(ka, &atx, &arx);
+        mp__session_keys_ids(kb, &btx, &brx);
+        CHECK(atx == brx && arx == btx && atx != arx,
+              "%s: key ids do not pair up", cn);
+        if (x != NULL) {
+            mp__session_keys_ids(x, &a2tx, &a2rx);
+            CHECK(a2tx != atx && a2rx != arx,
+                  "%s: a new ephemeral key kept a key id", cn);
+        }
+        mp__session_keys_free(x);
+    }
+
     mp__crypto_wipe(a.eph_sec, 32);
     mp__crypto_wipe(b.eph_sec, 32);
     mp__session_keys_free(ka);
@@ -281,23 +330,20 @@ static void test_session_reject(void) {
     static const uint8_t zero[32];
 
     /* all-zero peer ephemeral key: a low-order point, X25519 gives 0 */
-    moshpit_err_t e = mp__session_keys_new(MP_CIPHER_CHACHA, a.id, a.eph_sec,
-                                           a.eph_pub, b.id, zero, &k);
+    moshpit_err_t e = keys_raw(MP_CIPHER_CHACHA, &a, &b, zero, &k);
     CHECK(e == MOSHPIT_ECRYPTO, "zero peer ephemeral: %s", moshpit_strerror(e));
     CHECK(k == NULL, "out not NULL after refusal");
     /* another low-order point: 1 (little endian) */
     uint8_t one[32] = {1};
     k = (mp_session_keys_t *)(uintptr_t)1;
-    e = mp__session_keys_new(MP_CIPHER_CHACHA, a.id, a.eph_sec, a.eph_pub, b.id,
-                             one, &k);
+    e = keys_raw(MP_CIPHER_CHACHA, &a, &b, one, &k);
     CHECK(e == MOSHPIT_ECRYPTO, "peer ephemeral 1: %s", moshpit_strerror(e));
     CHECK(k == NULL, "out not NULL after refusal");
 
     static const uint32_t bad[] = {0, 3, 5, 12, 16, 0x80000000u, 0xffffffffu};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         k = (mp_session_keys_t *)(uintptr_t)1;
-        e = mp__session_keys_new(bad[i], a.id, a.eph_sec, a.eph_pub, b.id,
-                                 b.eph_pub, &k);
+        e = keys_raw(bad[i], &a, &b, b.eph_pub, &k);
         CHECK(e == MOSHPIT_ECRYPTO, "cipher 0x%x: %s", bad[i],
               moshpit_strerror(e));
         CHECK(k == NULL, "cipher 0x%x: out not NULL", bad[i]);
@@ -425,8 +471,9 @@ static void test_helpers(void) {
  * This vector PINS THE DATA-PLANE FORMAT. Peers of different versions must
  * derive the same session keys and nonces, or they cannot open each other's
  * frames. It fixes, together: the X25519 shared secret of the ephemeral keys,
- * the BLAKE2b-512 derivation (label "moshpit-data-v1", keyed with the shared
- * secret, ids and ephemeral keys in id order), the rule that the lower id
+ * the BLAKE2b-512 derivation (label "moshpit-data-v2", keyed with the shared
+ * secret; ids, ephemeral keys, the cipher and both announced cipher sets,
+ * pairs in id order), the rule that the lower id
  * sends with the first half, the 96-bit nonce (counter little-endian in bytes
  * 0..7, bytes 8..11 zero) and ChaCha20-Poly1305 (IETF) with detached tag. The
  * bytes were computed once from crypto.c and are cross-checked below against
@@ -434,15 +481,17 @@ static void test_helpers(void) {
  * Both AEAD backends (libsodium, and OpenSSL libcrypto when built with
  * MOSHPIT_HAVE_OPENSSL) must produce exactly these bytes. If this test
  * fails, the format changed: that breaks interoperability with every
- * deployed peer. Do not update the bytes; fix the code.
+ * deployed peer. Do not update the bytes; fix the code. (The bytes were
+ * last changed with wire protocol version 2, whose derivation binds the
+ * cipher choice.)
  */
 static const uint8_t GOLDEN_CT[] = {
-    0x1d, 0x05, 0x63, 0x74, 0xd1, 0xd5, 0xa3, 0xc4, 0xfe, 0xca, 0xf6, 0xbd,
-    0x9f, 0xd6, 0x49, 0x56, 0x88, 0xa5, 0x93, 0x0c, 0x9f, 0x4a, 0x5a, 0x32,
-    0xbb, 0xac, 0x19, 0x45, 0x8e, 0xd0, 0xc9, 0x6c, 0x0a, 0xfa, 0x1a};
-static const uint8_t GOLDEN_TAG[16] = {0xb7, 0x0b, 0x7b, 0xd5, 0x08, 0x10,
-                                       0x4d, 0xf5, 0x3c, 0x06, 0xb5, 0x77,
-                                       0x53, 0x87, 0x0e, 0xe7};
+    0xc8, 0x4a, 0xf1, 0xfe, 0x5e, 0x45, 0x8a, 0x9a, 0xb8, 0xde, 0x55, 0x33,
+    0x55, 0x28, 0xd8, 0xf9, 0x58, 0x16, 0xf1, 0xea, 0x31, 0xae, 0x62, 0x0f,
+    0x3f, 0x80, 0x81, 0x1c, 0x69, 0xd2, 0xf9, 0xf5, 0x4e, 0x29, 0xf9};
+static const uint8_t GOLDEN_TAG[16] = {0xe7, 0x47, 0xe8, 0xb8, 0x75, 0x91,
+                                       0x28, 0x46, 0x50, 0x45, 0xe5, 0x42,
+                                       0x47, 0xde, 0x8c, 0xe8};
 
 static const char GOLDEN_MSG[] = "moshpit data plane golden vector v1";
 static const char GOLDEN_AD[] = "hdr:gather";
@@ -453,6 +502,8 @@ static void golden_sides(side_t *a, side_t *b) {
     memset(b->id, 0x22, 32); /* a has the lower id: a sends with half 1 */
     memset(a->eph_sec, 0x33, 32);
     memset(b->eph_sec, 0x44, 32);
+    a->ciphers = 0x0f;
+    b->ciphers = 0x03;
     CHECK(mp__crypto_public_from_secret(a->eph_sec, a->eph_pub) == MOSHPIT_OK,
           "eph pub a");
     CHECK(mp__crypto_public_from_secret(b->eph_sec, b->eph_pub) == MOSHPIT_OK,
@@ -464,8 +515,11 @@ static void golden_sides(side_t *a, side_t *b) {
 static void independent_seal(uint32_t cipher, const side_t *a, const side_t *b,
                              const uint8_t *m, size_t mlen, uint8_t *c,
                              uint8_t tag[16]) {
-    static const char label[] = "moshpit-data-v1";
+    static const char label[] = "moshpit-data-v2";
     uint8_t shared[32], okm[64], nonce[32] = {0};
+    const uint8_t tail[12] = {(uint8_t)cipher,     0, 0, 0,
+                              (uint8_t)a->ciphers, 0, 0, 0,
+                              (uint8_t)b->ciphers, 0, 0, 0};
     CHECK(crypto_scalarmult(shared, a->eph_sec, b->eph_pub) == 0, "x25519");
     crypto_generichash_state st;
     crypto_generichash_init(&st, shared, 32, 64);
@@ -474,6 +528,7 @@ static void independent_seal(uint32_t cipher, const side_t *a, const side_t *b,
     crypto_generichash_update(&st, b->id, 32);
     crypto_generichash_update(&st, a->eph_pub, 32);
     crypto_generichash_update(&st, b->eph_pub, 32);
+    crypto_generichash_update(&st, tail, sizeof(tail)); /* u32 LE each */
     crypto_generichash_final(&st, okm, 64);
     for (int i = 0; i < 8; i++)
         nonce[i] = (uint8_t)(GOLDEN_COUNTER >> (8 * i));

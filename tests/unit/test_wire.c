@@ -54,6 +54,7 @@ static void msg_hello(mp_msg_t *m) {
     m->type = MP_MSG_HELLO;
     fill(m->u.hello.swarm, 32, 0x00);
     fill(m->u.hello.eph, 32, 0x20);
+    fill(m->u.hello.seen, 32, 0x30);
     fill(m->u.hello.proof, 32, 0x40);
     m->u.hello.has_proof = 1;
     m->u.hello.reply = 1;
@@ -238,6 +239,7 @@ static void test_roundtrips(void) {
     msg_hello(m);
     memset(m->u.hello.swarm, 0xff, 32);
     memset(m->u.hello.eph, 0xff, 32);
+    memset(m->u.hello.seen, 0xff, 32);
     memset(m->u.hello.proof, 0xff, 32);
     m->u.hello.reply = 0;
     m->u.hello.tag = UINT64_MAX;
@@ -516,6 +518,7 @@ static void spec_for(msg_fn make, spec_t *s) {
     case MP_MSG_HELLO:
         add_bin(s, "sw", m->u.hello.swarm, 32, A_BIN32, 0);
         add_bin(s, "eph", m->u.hello.eph, 32, A_BIN32, 0);
+        add_bin(s, "se", m->u.hello.seen, 32, A_BIN32, 0);
         add_bin(s, "pf", m->u.hello.proof, 32, A_BIN32, 1);
         add_begin();
         msgpack_pack_true(&fpk);
@@ -712,13 +715,15 @@ static moshpit_err_t dec_with(msg_fn make, const char *key, const uint8_t *v,
 
 static void test_values(void) {
     /* Version and type. */
-    static const uint8_t u0[] = {0x00}, u2[] = {0x02}, u9[] = {0x09},
-                         u255[] = {0xcc, 0xff},
+    static const uint8_t u0[] = {0x00}, u1[] = {0x01}, u3[] = {0x03},
+                         u9[] = {0x09}, u255[] = {0xcc, 0xff},
                          umax[] = {0xcf, 0xff, 0xff, 0xff, 0xff,
                                    0xff, 0xff, 0xff, 0xff},
                          t_big[] = {0xcf, 0, 0, 0, 1, 0, 0, 0, 1};
     CHECK(dec_with(msg_bye, "v", u0, 1) == MOSHPIT_EPROTO, "version 0");
-    CHECK(dec_with(msg_bye, "v", u2, 1) == MOSHPIT_EPROTO, "version 2");
+    CHECK(dec_with(msg_bye, "v", u1, 1) == MOSHPIT_EPROTO,
+          "version 1 (other session keys) accepted");
+    CHECK(dec_with(msg_bye, "v", u3, 1) == MOSHPIT_EPROTO, "version 3");
     CHECK(dec_with(msg_bye, "v", umax, 9) == MOSHPIT_EPROTO, "version max");
     CHECK(dec_with(msg_bye, "t", u0, 1) == MOSHPIT_EPROTO, "type 0");
     CHECK(dec_with(msg_bye, "t", u9, 1) == MOSHPIT_EPROTO, "type 9");
@@ -788,8 +793,8 @@ static void test_values(void) {
     uint8_t b[64];
     b[0] = 0xc4;
     memset(b + 2, 7, sizeof b - 2);
-    const char *bin32_keys[] = {"sw", "eph", "pf"};
-    for (size_t i = 0; i < 3; i++) {
+    const char *bin32_keys[] = {"sw", "eph", "se", "pf"};
+    for (size_t i = 0; i < 4; i++) {
         for (uint8_t n = 0; n < 40; n++) {
             b[1] = n;
             moshpit_err_t e = dec_with(msg_hello, bin32_keys[i], b, 2u + n);
@@ -1034,7 +1039,7 @@ static void test_counts(void) {
 }
 
 static void test_raw(void) {
-    static const uint8_t bye[] = {0x82, 0xa1, 'v', 0x01, 0xa1, 't', 0x08};
+    static const uint8_t bye[] = {0x82, 0xa1, 'v', 0x02, 0xa1, 't', 0x08};
     CHECK(mp__msg_decode(bye, sizeof bye, &dm) == MOSHPIT_OK &&
               dm.type == MP_MSG_BYE,
           "minimal BYE");
@@ -1074,7 +1079,7 @@ static void test_raw(void) {
     /* Nesting: an unknown key may hold a few levels, not many. */
     for (int depth = 1; depth <= 40; depth++) {
         bb.n = 0;
-        bb_raw(&bb, "\x83\xa1v\x01\xa1t\x08\xa1z", 9);
+        bb_raw(&bb, "\x83\xa1v\x02\xa1t\x08\xa1z", 9);
         for (int i = 0; i < depth; i++)
             bb_byte(&bb, 0x91);
         bb_byte(&bb, 0xc0);
@@ -1087,7 +1092,7 @@ static void test_raw(void) {
     /* Size limit: exactly MP_CTRL_MAX is fine, one more byte is not. */
     for (size_t total = MP_CTRL_MAX - 1; total <= MP_CTRL_MAX + 1; total++) {
         bb.n = 0;
-        bb_raw(&bb, "\x83\xa1v\x01\xa1t\x08\xa1z\xc5", 10);
+        bb_raw(&bb, "\x83\xa1v\x02\xa1t\x08\xa1z\xc5", 10);
         size_t body = total - 12;
         bb_byte(&bb, (uint8_t)(body >> 8));
         bb_byte(&bb, (uint8_t)body);
