@@ -56,6 +56,12 @@ void mp__crypto_swarm_hash(const char *name, uint8_t out[32]);
 /* BLAKE2b-256 of a served state: label, count (u64 LE), the float bytes. */
 void mp__crypto_state_digest(const float *v, size_t count, uint8_t out[32]);
 
+/* BLAKE2b-256("moshpit-gather-v1" || hdr (48 bytes) || body), body being
+ * a shared gather part's ciphertext and tag: what binds the body into
+ * each receiver's key wrap (docs/PROTOCOL.md, "Data frames"). */
+void mp__crypto_gather_hash(const uint8_t hdr[48], const uint8_t *body,
+                            size_t blen, uint8_t out[32]);
+
 /* Admission proof: keyed BLAKE2b-256 with the swarm secret over
  * "moshpit-admit-v1" || swarm_hash || from_pub || to_pub || from_eph. */
 void mp__crypto_admit_proof(const uint8_t secret[32],

@@ -17,6 +17,15 @@
 
 #include "core/vec.h"
 
+/* An own gather part sealed once for every receiver, with the hash that
+ * binds it into each receiver's wrap. The message comes first, so the
+ * round's teardown can close it through a zmq_msg_t pointer. */
+typedef struct gbody {
+    zmq_msg_t msg;
+    uint8_t hash[32]; /* mp__crypto_gather_hash of the canonical header and
+                         the sealed body */
+} gbody_t;
+
 static uint32_t member_index(const mp_round_t *r, const mp_peer_t *p) {
     for (uint32_t i = 0; i < r->n; i++)
         if (p != NULL && r->members[i] == p)
@@ -106,11 +115,14 @@ void mp__on_shared_gather(moshpit_t *mp, zmq_msg_t *head, zmq_msg_t *body) {
                 p->id_txt);
         return;
     }
-    /* the wrap authenticates the header and the body's tag together */
+    /* the wrap authenticates the header and a collision-resistant hash of
+     * the body: a member who knows the round key cannot make another body
+     * that passes (the body's own tag would not do, under a known key) */
     size_t clen = blen - MP_DATA_TAG_BYTES;
-    uint8_t ad[MP_DATA_HDR_BYTES + MP_DATA_TAG_BYTES], wrap[33];
+    uint8_t ad[MP_DATA_HDR_BYTES + 32], canon[MP_DATA_HDR_BYTES], wrap[33];
+    canonical_ad(hb, canon);
     memcpy(ad, hb, MP_DATA_HDR_BYTES);
-    memcpy(ad + MP_DATA_HDR_BYTES, bb + clen, MP_DATA_TAG_BYTES);
+    mp__crypto_gather_hash(canon, bb, blen, ad + MP_DATA_HDR_BYTES);
     if (mp__session_open(p->keys, h.counter, ad, sizeof(ad),
                          hb + MP_DATA_HDR_BYTES, sizeof(wrap),
                          hb + MP_DATA_HDR_BYTES + sizeof(wrap),
@@ -137,9 +149,8 @@ void mp__on_shared_gather(moshpit_t *mp, zmq_msg_t *head, zmq_msg_t *body) {
         memcpy(r->gk_rx_raw[from], wrap + 1, 32);
     }
     mp__crypto_wipe(wrap, sizeof(wrap));
-    canonical_ad(hb, ad);
     bool finite = true;
-    if (mp__session_open_scan(r->gk_rx[from], (uint64_t)h.part + 1, ad,
+    if (mp__session_open_scan(r->gk_rx[from], (uint64_t)h.part + 1, canon,
                               MP_DATA_HDR_BYTES, bb, clen, bb + clen,
                               (uint8_t *)mp->scratch, scan_finite,
                               &finite) != MOSHPIT_OK) {
@@ -252,7 +263,7 @@ static bool seal_part(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s) {
 
 /* The sealed body of own gather part s, sealed on first use and shared by
  * every receiver (zmq_msg_copy shares the buffer). */
-static zmq_msg_t *gather_body(moshpit_t *mp, const mp_send_t *s) {
+static gbody_t *gather_body(moshpit_t *mp, const mp_send_t *s) {
     mp_round_t *r = &mp->round;
     if (s->part >= r->ngbody) {
         uint32_t n = s->part + 1 > 2 * r->ngbody ? s->part + 1 : 2 * r->ngbody;
@@ -266,9 +277,10 @@ static zmq_msg_t *gather_body(moshpit_t *mp, const mp_send_t *s) {
     if (r->gbody[s->part] != NULL)
         return r->gbody[s->part];
     size_t plen = (size_t)s->count * 4u;
-    zmq_msg_t *zm = malloc(sizeof(*zm));
-    if (zm == NULL || zmq_msg_init_size(zm, plen + MP_DATA_TAG_BYTES) != 0) {
-        free(zm);
+    gbody_t *gb = malloc(sizeof(*gb));
+    zmq_msg_t *zm = gb != NULL ? &gb->msg : NULL;
+    if (gb == NULL || zmq_msg_init_size(zm, plen + MP_DATA_TAG_BYTES) != 0) {
+        free(gb);
         return NULL;
     }
     uint8_t hdr[MP_DATA_HDR_BYTES], ad[MP_DATA_HDR_BYTES];
@@ -285,20 +297,22 @@ static zmq_msg_t *gather_body(moshpit_t *mp, const mp_send_t *s) {
                          (const uint8_t *)s->data, plen, buf,
                          buf + plen) != MOSHPIT_OK) {
         zmq_msg_close(zm);
-        free(zm);
+        free(gb);
         return NULL;
     }
-    r->gbody[s->part] = zm;
-    return zm;
+    mp__crypto_gather_hash(ad, buf, plen + MP_DATA_TAG_BYTES, gb->hash);
+    r->gbody[s->part] = gb;
+    return gb;
 }
 
 /* Stashes a shared gather part for p: its own header with the round key
  * wrapped under the p session, plus the shared sealed body. */
 static bool seal_gather(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s) {
     mp_round_t *r = &mp->round;
-    zmq_msg_t *body = gather_body(mp, s);
-    if (body == NULL)
+    gbody_t *gb = gather_body(mp, s);
+    if (gb == NULL)
         return false;
+    zmq_msg_t *body = &gb->msg;
     zmq_msg_t *hm = mp__stash_of(p);
     zmq_msg_t *bm = (zmq_msg_t *)(void *)p->stash_body;
     if (zmq_msg_init_size(hm, MP_GATHER_HEAD_BYTES) != 0)
@@ -314,11 +328,9 @@ static bool seal_gather(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s) {
                        .wsum = s->wsum};
     mp__data_hdr_encode(&h, buf);
     size_t blen = zmq_msg_size(body);
-    uint8_t ad[MP_DATA_HDR_BYTES + MP_DATA_TAG_BYTES], wrap[33];
+    uint8_t ad[MP_DATA_HDR_BYTES + 32], wrap[33];
     memcpy(ad, buf, MP_DATA_HDR_BYTES);
-    memcpy(ad + MP_DATA_HDR_BYTES,
-           (const uint8_t *)zmq_msg_data(body) + blen - MP_DATA_TAG_BYTES,
-           MP_DATA_TAG_BYTES);
+    memcpy(ad + MP_DATA_HDR_BYTES, gb->hash, 32);
     wrap[0] = (uint8_t)r->gk_cipher;
     memcpy(wrap + 1, r->gk, 32);
     moshpit_err_t e = mp__session_seal(p->keys, h.counter, ad, sizeof(ad), wrap,
