@@ -342,17 +342,6 @@ moshpit_err_t mp__session_keys_new(const mp_session_hs_t *hs,
     return e;
 }
 
-void mp__crypto_gather_hash(const uint8_t hdr[48], const uint8_t *body,
-                            size_t blen, uint8_t out[32]) {
-    static const char label[] = "moshpit-gather-v1";
-    crypto_generichash_state st;
-    crypto_generichash_init(&st, NULL, 0, 32);
-    crypto_generichash_update(&st, (const uint8_t *)label, sizeof(label) - 1);
-    crypto_generichash_update(&st, hdr, 48);
-    crypto_generichash_update(&st, body, blen);
-    crypto_generichash_final(&st, out, 32);
-}
-
 static uint64_t key_id(const uint8_t key[32]) {
     static const char label[] = "moshpit-key-id-v1";
     uint8_t h[32];
@@ -371,14 +360,6 @@ void mp__session_keys_ids(const mp_session_keys_t *k, uint64_t *tx_id,
                           uint64_t *rx_id) {
     *tx_id = key_id(k->tx);
     *rx_id = key_id(k->rx);
-}
-
-moshpit_err_t mp__session_keys_from_raw(uint32_t cipher, const uint8_t key[32],
-                                        mp_session_keys_t **out) {
-    *out = NULL;
-    if (!known_cipher(cipher))
-        return MOSHPIT_ECRYPTO;
-    return keys_make(cipher, key, key, out);
 }
 
 void mp__session_keys_free(mp_session_keys_t *k) {

@@ -56,12 +56,6 @@ void mp__crypto_swarm_hash(const char *name, uint8_t out[32]);
 /* BLAKE2b-256 of a served state: label, count (u64 LE), the float bytes. */
 void mp__crypto_state_digest(const float *v, size_t count, uint8_t out[32]);
 
-/* BLAKE2b-256("moshpit-gather-v1" || hdr (48 bytes) || body), body being
- * a shared gather part's ciphertext and tag: what binds the body into
- * each receiver's key wrap (docs/PROTOCOL.md, "Data frames"). */
-void mp__crypto_gather_hash(const uint8_t hdr[48], const uint8_t *body,
-                            size_t blen, uint8_t out[32]);
-
 /* Admission proof: keyed BLAKE2b-256 with the swarm secret over
  * "moshpit-admit-v1" || swarm_hash || from_pub || to_pub || from_eph. */
 void mp__crypto_admit_proof(const uint8_t secret[32],
@@ -99,10 +93,6 @@ moshpit_err_t mp__session_keys_new(const mp_session_hs_t *hs,
  * For logs and tests; they reveal nothing usable about the keys. */
 void mp__session_keys_ids(const mp_session_keys_t *k, uint64_t *tx_id,
                           uint64_t *rx_id);
-/* A key object that seals and opens with one raw key (both directions):
- * the one-round keys of shared gather parts. Errors: ECRYPTO, ENOMEM. */
-moshpit_err_t mp__session_keys_from_raw(uint32_t cipher, const uint8_t key[32],
-                                        mp_session_keys_t **out);
 void mp__session_keys_free(mp_session_keys_t *k);
 uint32_t mp__crypto_pick_cipher(uint32_t mine, uint32_t theirs);
 

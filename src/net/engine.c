@@ -202,17 +202,9 @@ static void on_data(moshpit_t *mp) {
     if (zmq_msg_recv(&rid, mp->data, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&rid) &&
         zmq_msg_recv(&body, mp->data, ZMQ_DONTWAIT) >= 0) {
         if (zmq_msg_more(&body)) {
-            /* two parts: a shared gather frame; anything longer: junk */
-            zmq_msg_t second;
-            zmq_msg_init(&second);
-            if (zmq_msg_recv(&second, mp->data, ZMQ_DONTWAIT) >= 0 &&
-                !zmq_msg_more(&second)) {
-                mp__on_shared_gather(mp, &body, &second);
-            } else {
-                mp__log(mp, MOSHPIT_LOG_WARN, "multipart data message dropped");
-                drain(mp->data, &second);
-            }
-            zmq_msg_close(&second);
+            /* data messages are one frame */
+            mp__log(mp, MOSHPIT_LOG_WARN, "multipart data message dropped");
+            drain(mp->data, &body);
         } else {
             mp__on_data_msg(mp, &body);
         }

@@ -118,9 +118,7 @@ typedef struct mp_peer {
     uint64_t early_logged_ms;
     /* data plane: one sealed frame waiting for the socket */
     bool stash_full;
-    uint8_t stash_msg[64];  /* zmq_msg_t storage (zmq_msg_t is 64 bytes) */
-    uint8_t stash_body[64]; /* second part of a shared gather frame */
-    bool stash_multi;       /* stash_body is in use */
+    uint8_t stash_msg[64]; /* zmq_msg_t storage (zmq_msg_t is 64 bytes) */
     uint32_t stash_bytes;
 } mp_peer_t;
 
@@ -173,15 +171,6 @@ typedef struct mp_round {
     double weights[MP_GROUP_MAX];
     uint32_t bws[MP_GROUP_MAX];
     uint64_t bytes_sent, bytes_received;
-    /* shared gather parts: this reducer seals each final part once with a
-     * fresh round key gk and wraps gk per receiver (docs/PROTOCOL.md) */
-    uint8_t gk[32];
-    uint32_t gk_cipher;
-    mp_session_keys_t *gk_seal;
-    void **gbody; /* zmq_msg_t * per own part, sealed once */
-    uint32_t ngbody;
-    uint8_t gk_rx_raw[MP_GROUP_MAX][32]; /* reducers' keys as received */
-    mp_session_keys_t *gk_rx[MP_GROUP_MAX];
 } mp_round_t;
 
 struct moshpit {

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * engine_data.c - the data plane of a group all-reduce on the engine thread:
- * sealing parts straight from the caller's buffer (scatter parts per
- * destination, gather parts once per round under a wrapped round key),
+ * sealing parts straight from the caller's buffer under each destination's
+ * session keys (scatter and gather parts alike),
  * opening arriving frames into the scratch buffer while checking their
  * floats, holding frames that race ahead of their round, and moving sealed
  * frames to the sockets with back-pressure per destination
@@ -17,28 +17,11 @@
 
 #include "core/vec.h"
 
-/* An own gather part sealed once for every receiver, with the hash that
- * binds it into each receiver's wrap. The message comes first, so the
- * round's teardown can close it through a zmq_msg_t pointer. */
-typedef struct gbody {
-    zmq_msg_t msg;
-    uint8_t hash[32]; /* mp__crypto_gather_hash of the canonical header and
-                         the sealed body */
-} gbody_t;
-
 static uint32_t member_index(const mp_round_t *r, const mp_peer_t *p) {
     for (uint32_t i = 0; i < r->n; i++)
         if (p != NULL && r->members[i] == p)
             return i;
     return UINT32_MAX;
-}
-
-/* The header as every receiver of a shared gather part sees it: the
- * per-receiver tag and counter zeroed. */
-static void canonical_ad(const uint8_t hdr[MP_DATA_HDR_BYTES],
-                         uint8_t out[MP_DATA_HDR_BYTES]) {
-    memcpy(out, hdr, MP_DATA_HDR_BYTES);
-    memset(out + 8, 0, 16);
 }
 
 /* Scan of a part being opened (mp__session_open_scan): whether all its
@@ -88,79 +71,6 @@ void mp__process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
     p->rx_counter = h->counter;
     r->bytes_received += len;
     deliver(mp, p, from, h, finite);
-}
-
-/* A gather part in the shared form: part 1 = header + the round key wrapped
- * for us, part 2 = the part sealed once under that key for every member. */
-void mp__on_shared_gather(moshpit_t *mp, zmq_msg_t *head, zmq_msg_t *body) {
-    const uint8_t *hb = zmq_msg_data(head);
-    const uint8_t *bb = zmq_msg_data(body);
-    size_t blen = zmq_msg_size(body);
-    mp_round_t *r = &mp->round;
-    mp_data_hdr_t h;
-    if (zmq_msg_size(head) != MP_GATHER_HEAD_BYTES ||
-        blen < MP_DATA_TAG_BYTES ||
-        mp__data_hdr_decode(hb, MP_DATA_HDR_BYTES + blen, &h) != MOSHPIT_OK ||
-        h.kind != MP_PART_GATHER) {
-        mp__log(mp, MOSHPIT_LOG_DEBUG, "malformed gather frame dropped");
-        return;
-    }
-    mp_peer_t *p = mp__find_peer_by_tag(mp, h.tag);
-    uint32_t from = member_index(r, p);
-    if (p == NULL || p->state != MP_PEER_LIVE || r->group == NULL ||
-        h.round_id != r->gid || from == UINT32_MAX)
-        return; /* gathers never precede our round: nothing to hold */
-    if (h.counter <= p->rx_counter) {
-        mp__log(mp, MOSHPIT_LOG_WARN, "replayed data frame from %.8s dropped",
-                p->id_txt);
-        return;
-    }
-    /* the wrap authenticates the header and a collision-resistant hash of
-     * the body: a member who knows the round key cannot make another body
-     * that passes (the body's own tag would not do, under a known key) */
-    size_t clen = blen - MP_DATA_TAG_BYTES;
-    uint8_t ad[MP_DATA_HDR_BYTES + 32], canon[MP_DATA_HDR_BYTES], wrap[33];
-    canonical_ad(hb, canon);
-    memcpy(ad, hb, MP_DATA_HDR_BYTES);
-    mp__crypto_gather_hash(canon, bb, blen, ad + MP_DATA_HDR_BYTES);
-    if (mp__session_open(p->keys, h.counter, ad, sizeof(ad),
-                         hb + MP_DATA_HDR_BYTES, sizeof(wrap),
-                         hb + MP_DATA_HDR_BYTES + sizeof(wrap),
-                         wrap) != MOSHPIT_OK) {
-        mp__log(mp, MOSHPIT_LOG_WARN,
-                "gather key from %.8s failed authentication, dropped",
-                p->id_txt);
-        return;
-    }
-    p->rx_counter = h.counter;
-    uint32_t cipher = wrap[0];
-    if (r->gk_rx[from] == NULL ||
-        memcmp(r->gk_rx_raw[from], wrap + 1, 32) != 0) {
-        mp__session_keys_free(r->gk_rx[from]);
-        r->gk_rx[from] = NULL;
-        if ((cipher & mp->ciphers) == 0 ||
-            mp__session_keys_from_raw(cipher, wrap + 1, &r->gk_rx[from]) !=
-                MOSHPIT_OK) {
-            mp__crypto_wipe(wrap, sizeof(wrap));
-            mp__log(mp, MOSHPIT_LOG_WARN, "bad gather key from %.8s",
-                    p->id_txt);
-            return;
-        }
-        memcpy(r->gk_rx_raw[from], wrap + 1, 32);
-    }
-    mp__crypto_wipe(wrap, sizeof(wrap));
-    bool finite = true;
-    if (mp__session_open_scan(r->gk_rx[from], (uint64_t)h.part + 1, canon,
-                              MP_DATA_HDR_BYTES, bb, clen, bb + clen,
-                              (uint8_t *)mp->scratch, scan_finite,
-                              &finite) != MOSHPIT_OK) {
-        mp__log(mp, MOSHPIT_LOG_WARN,
-                "gather part from %.8s failed authentication, dropped",
-                p->id_txt);
-        return;
-    }
-    r->bytes_received += MP_GATHER_HEAD_BYTES + blen;
-    deliver(mp, p, from, &h, finite);
 }
 
 void mp__on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {
@@ -261,108 +171,9 @@ static bool seal_part(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s) {
     return true;
 }
 
-/* The sealed body of own gather part s, sealed on first use and shared by
- * every receiver (zmq_msg_copy shares the buffer). */
-static gbody_t *gather_body(moshpit_t *mp, const mp_send_t *s) {
-    mp_round_t *r = &mp->round;
-    if (s->part >= r->ngbody) {
-        uint32_t n = s->part + 1 > 2 * r->ngbody ? s->part + 1 : 2 * r->ngbody;
-        void **nb = realloc(r->gbody, n * sizeof(*nb));
-        if (nb == NULL)
-            return NULL;
-        memset(nb + r->ngbody, 0, (n - r->ngbody) * sizeof(*nb));
-        r->gbody = nb;
-        r->ngbody = n;
-    }
-    if (r->gbody[s->part] != NULL)
-        return r->gbody[s->part];
-    size_t plen = (size_t)s->count * 4u;
-    gbody_t *gb = malloc(sizeof(*gb));
-    zmq_msg_t *zm = gb != NULL ? &gb->msg : NULL;
-    if (gb == NULL || zmq_msg_init_size(zm, plen + MP_DATA_TAG_BYTES) != 0) {
-        free(gb);
-        return NULL;
-    }
-    uint8_t hdr[MP_DATA_HDR_BYTES], ad[MP_DATA_HDR_BYTES];
-    mp_data_hdr_t h = {.kind = MP_PART_GATHER,
-                       .count = s->count,
-                       .round_id = r->gid,
-                       .share = s->share,
-                       .part = s->part,
-                       .wsum = s->wsum};
-    mp__data_hdr_encode(&h, hdr);
-    canonical_ad(hdr, ad);
-    uint8_t *buf = zmq_msg_data(zm);
-    if (mp__session_seal(r->gk_seal, (uint64_t)s->part + 1, ad, sizeof(ad),
-                         (const uint8_t *)s->data, plen, buf,
-                         buf + plen) != MOSHPIT_OK) {
-        zmq_msg_close(zm);
-        free(gb);
-        return NULL;
-    }
-    mp__crypto_gather_hash(ad, buf, plen + MP_DATA_TAG_BYTES, gb->hash);
-    r->gbody[s->part] = gb;
-    return gb;
-}
-
-/* Stashes a shared gather part for p: its own header with the round key
- * wrapped under the p session, plus the shared sealed body. */
-static bool seal_gather(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s) {
-    mp_round_t *r = &mp->round;
-    gbody_t *gb = gather_body(mp, s);
-    if (gb == NULL)
-        return false;
-    zmq_msg_t *body = &gb->msg;
-    zmq_msg_t *hm = mp__stash_of(p);
-    zmq_msg_t *bm = (zmq_msg_t *)(void *)p->stash_body;
-    if (zmq_msg_init_size(hm, MP_GATHER_HEAD_BYTES) != 0)
-        return false;
-    uint8_t *buf = zmq_msg_data(hm);
-    mp_data_hdr_t h = {.kind = MP_PART_GATHER,
-                       .count = s->count,
-                       .tag = p->their_tag,
-                       .counter = ++p->tx_counter,
-                       .round_id = r->gid,
-                       .share = s->share,
-                       .part = s->part,
-                       .wsum = s->wsum};
-    mp__data_hdr_encode(&h, buf);
-    size_t blen = zmq_msg_size(body);
-    uint8_t ad[MP_DATA_HDR_BYTES + 32], wrap[33];
-    memcpy(ad, buf, MP_DATA_HDR_BYTES);
-    memcpy(ad + MP_DATA_HDR_BYTES, gb->hash, 32);
-    wrap[0] = (uint8_t)r->gk_cipher;
-    memcpy(wrap + 1, r->gk, 32);
-    moshpit_err_t e = mp__session_seal(p->keys, h.counter, ad, sizeof(ad), wrap,
-                                       sizeof(wrap), buf + MP_DATA_HDR_BYTES,
-                                       buf + MP_DATA_HDR_BYTES + sizeof(wrap));
-    mp__crypto_wipe(wrap, sizeof(wrap));
-    zmq_msg_init(bm);
-    if (e != MOSHPIT_OK || zmq_msg_copy(bm, body) != 0) {
-        zmq_msg_close(hm);
-        zmq_msg_close(bm);
-        return false;
-    }
-    p->stash_full = true;
-    p->stash_multi = true;
-    p->stash_bytes = (uint32_t)(MP_GATHER_HEAD_BYTES + blen);
-    return true;
-}
-
 /* Sends p's stashed frame if its socket takes it now. */
-static bool send_stash(moshpit_t *mp, mp_peer_t *p) {
-    if (!p->stash_multi)
-        return zmq_msg_send(mp__stash_of(p), p->data, ZMQ_DONTWAIT) >= 0;
-    if (zmq_msg_send(mp__stash_of(p), p->data, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
-        return false;
-    /* the first part went in, so the pipe takes the rest of the message */
-    zmq_msg_t *bm = (zmq_msg_t *)(void *)p->stash_body;
-    if (zmq_msg_send(bm, p->data, ZMQ_DONTWAIT) < 0) {
-        mp__log(mp, MOSHPIT_LOG_ERROR, "second part of a gather frame lost");
-        zmq_msg_close(bm);
-    }
-    p->stash_multi = false;
-    return true;
+static bool send_stash(mp_peer_t *p) {
+    return zmq_msg_send(mp__stash_of(p), p->data, ZMQ_DONTWAIT) >= 0;
 }
 
 /* Moves as many parts to the sockets as they take. Returns true if some
@@ -386,14 +197,12 @@ void mp__pump_sends(moshpit_t *mp) {
                 mp_send_t s;
                 if (!mp__group_next_send(r->group, i, &s))
                     continue;
-                bool sealed = s.kind == MP_PART_GATHER ? seal_gather(mp, p, &s)
-                                                       : seal_part(mp, p, &s);
-                if (!sealed) {
+                if (!seal_part(mp, p, &s)) {
                     mp__log(mp, MOSHPIT_LOG_ERROR, "sealing a part failed");
                     continue;
                 }
             }
-            if (send_stash(mp, p)) {
+            if (send_stash(p)) {
                 p->stash_full = false;
                 r->bytes_sent += p->stash_bytes;
                 progress = true;

@@ -31,8 +31,6 @@ _Static_assert(sizeof(zmq_msg_t) <= 64, "zmq_msg_t storage in mp_peer_t");
 #define ROUND_MARGIN_MS 100u
 #define POLL_MAX_MS 1000
 #define BATCH 64
-/* part 1 of a shared gather frame: header + wrapped cipher id and key */
-#define MP_GATHER_HEAD_BYTES (MP_DATA_HDR_BYTES + 33u + MP_DATA_TAG_BYTES)
 
 bool mp__authorized(const moshpit_t *mp, const uint8_t id[32]);
 bool mp__is_self(const moshpit_t *mp, const uint8_t id[32]);
@@ -49,7 +47,6 @@ void mp__process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
                        size_t len, const mp_data_hdr_t *h);
 /* Whether gid is one of the last rounds this peer finished. */
 bool mp__recent_gid(const moshpit_t *mp, uint64_t gid);
-void mp__on_shared_gather(moshpit_t *mp, zmq_msg_t *head, zmq_msg_t *body);
 void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
                   const mp_hello_t *h);
 void mp__on_join(moshpit_t *mp, mp_peer_t *p, const mp_join_t *j);

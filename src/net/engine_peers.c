@@ -81,9 +81,6 @@ bool mp__authorized(const moshpit_t *mp, const uint8_t id[32]) {
 void mp__stash_drop(mp_peer_t *p) {
     if (p->stash_full) {
         zmq_msg_close(mp__stash_of(p));
-        if (p->stash_multi)
-            zmq_msg_close((zmq_msg_t *)(void *)p->stash_body);
-        p->stash_multi = false;
         p->stash_full = false;
     }
 }

@@ -52,21 +52,6 @@ void mp__early_free_at(moshpit_t *mp, size_t i) {
     mp->nearly--;
 }
 
-/* Frees the shared-gather state of a round and wipes its keys. */
-static void gather_keys_free(mp_round_t *r) {
-    mp__session_keys_free(r->gk_seal);
-    for (uint32_t i = 0; i < r->ngbody; i++)
-        if (r->gbody[i] != NULL) {
-            zmq_msg_close(r->gbody[i]);
-            free(r->gbody[i]);
-        }
-    free(r->gbody);
-    for (uint32_t i = 0; i < MP_GROUP_MAX; i++)
-        mp__session_keys_free(r->gk_rx[i]);
-    mp__crypto_wipe(r->gk, sizeof(r->gk));
-    mp__crypto_wipe(r->gk_rx_raw, sizeof(r->gk_rx_raw));
-}
-
 static void withdraw_join(moshpit_t *mp);
 
 void mp__round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
@@ -107,7 +92,6 @@ void mp__round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
             mp__stash_drop(r->members[i]);
     mp__group_free(r->group);
     mp__joiner_free(r->joiner);
-    gather_keys_free(r);
     memset(r, 0, sizeof(*r));
     /* frames held for that round are useless now */
     for (size_t i = 0; i < mp->nearly;)
@@ -178,21 +162,6 @@ static void start_group(moshpit_t *mp) {
             r->members[i] = NULL;
             mp__group_on_member_failed(r->group, now, i);
         }
-    }
-    /* this member's gather parts are sealed once with a fresh round key;
-     * the cipher is one every member can open */
-    uint32_t ciphers = mp->ciphers;
-    for (uint32_t i = 0; i < n; i++)
-        if (r->members[i] != NULL)
-            ciphers &= r->members[i]->ciphers;
-    r->gk_cipher = mp__crypto_pick_cipher(ciphers, ciphers);
-    if (r->gk_cipher == 0) /* every peer of ours speaks ChaCha20-Poly1305 */
-        r->gk_cipher = MP_CIPHER_CHACHA;
-    mp__crypto_random(r->gk, sizeof(r->gk));
-    if (mp__session_keys_from_raw(r->gk_cipher, r->gk, &r->gk_seal) !=
-        MOSHPIT_OK) {
-        mp__round_end(mp, MOSHPIT_ECRYPTO, true);
-        return;
     }
     /* frames that raced ahead of our GROUP message */
     for (size_t i = 0; i < mp->nearly;) {

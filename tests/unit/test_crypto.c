@@ -622,45 +622,6 @@ static void test_derivation(uint32_t cipher) {
     mp__session_keys_free(ka);
 }
 
-/* The hash that binds a shared gather body into each receiver's wrap:
- * BLAKE2b-256 over the label, the header and the whole body, computed here
- * independently, and changed by any bit of header, ciphertext or tag. */
-static void test_gather_hash(void) {
-    uint8_t hdr[48], body[200 + 16], h[32], want[32], h2[32];
-    for (size_t i = 0; i < sizeof(hdr); i++)
-        hdr[i] = (uint8_t)(i * 7 + 1);
-    for (size_t i = 0; i < sizeof(body); i++)
-        body[i] = (uint8_t)(i * 13 + 5);
-    mp__crypto_gather_hash(hdr, body, sizeof(body), h);
-    static const char label[] = "moshpit-gather-v1";
-    crypto_generichash_state st;
-    crypto_generichash_init(&st, NULL, 0, 32);
-    crypto_generichash_update(&st, (const uint8_t *)label, sizeof(label) - 1);
-    crypto_generichash_update(&st, hdr, sizeof(hdr));
-    crypto_generichash_update(&st, body, sizeof(body));
-    crypto_generichash_final(&st, want, 32);
-    CHECK(memcmp(h, want, 32) == 0, "gather hash is not the documented one");
-    size_t changed = 0, tries = 0;
-    for (size_t i = 0; i < sizeof(hdr) * 8; i++, tries++) {
-        hdr[i / 8] ^= (uint8_t)(1u << (i % 8));
-        mp__crypto_gather_hash(hdr, body, sizeof(body), h2);
-        changed += memcmp(h, h2, 32) != 0;
-        hdr[i / 8] ^= (uint8_t)(1u << (i % 8));
-    }
-    for (size_t i = 0; i < sizeof(body) * 8; i++, tries++) {
-        body[i / 8] ^= (uint8_t)(1u << (i % 8));
-        mp__crypto_gather_hash(hdr, body, sizeof(body), h2);
-        changed += memcmp(h, h2, 32) != 0;
-        body[i / 8] ^= (uint8_t)(1u << (i % 8));
-    }
-    CHECK(changed == tries,
-          "%zu of %zu bit flips left the gather hash as it "
-          "was",
-          tries - changed, tries);
-    mp__crypto_gather_hash(hdr, body, sizeof(body) - 1, h2);
-    CHECK(memcmp(h, h2, 32) != 0, "a shorter body has the same gather hash");
-}
-
 int main(void) {
     CHECK(mp__crypto_init() == MOSHPIT_OK, "crypto init");
     CHECK(mp__crypto_init() == MOSHPIT_OK, "crypto init is not idempotent");
@@ -686,7 +647,6 @@ int main(void) {
     test_swarm_hash();
     test_helpers();
     test_golden();
-    test_gather_hash();
     test_derivation(MP_CIPHER_AESGCM);
     test_derivation(MP_CIPHER_AEGIS);
     test_derivation(MP_CIPHER_AEGISX2);
