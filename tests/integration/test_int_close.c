@@ -14,12 +14,12 @@
  *   fraction_averaged 1; after round 2 every peer holds the exact weighted
  *   mean of the 16 initial vectors (1e-6 relative); every close returns
  *   within its bound (include/moshpit.h: min(peer_timeout_ms,
- *   round_timeout_ms) + 1 s), plus 1 s for scheduling on a loaded machine.
+ *   round_timeout_ms) + 1 s), plus 2 s for scheduling on a loaded machine.
  * - nothing owed: 4 peers average once in a group of 4 and the test
  *   collects every result; then each peer closes, one after the other.
  *   peer_timeout_ms is 20 s, so a close that waited for its mates in vain
- *   would take 20 s; every close must return within 5 s. A peer that
- *   never averaged closes within 5 s too.
+ *   would take 20 s; every close must return within 10 s (it takes
+ *   milliseconds). A peer that never averaged closes within 10 s too.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,10 +33,10 @@
 #define PEER_TIMEOUT_MS 5000u
 #define ROUND_TIMEOUT_MS 30000u
 /* include/moshpit.h: a close returns within min(peer_timeout_ms,
- * round_timeout_ms) + 1 s; 1 s more for scheduling */
-#define CLOSE_BOUND_MS (PEER_TIMEOUT_MS + 1000u + 1000u)
-/* "nothing owed" closes: far below the 20 s a vain wait would take */
-#define FAST_CLOSE_MS 5000u
+ * round_timeout_ms) + 1 s; 2 s more for scheduling on a loaded machine */
+#define CLOSE_BOUND_MS (PEER_TIMEOUT_MS + 1000u + 2000u)
+/* "nothing owed" closes: half the 20 s a vain wait would take */
+#define FAST_CLOSE_MS 10000u
 
 static int round_ok(const it_result_t *res) {
     return res->err == MOSHPIT_OK && res->info.group_size == M &&
@@ -54,7 +54,9 @@ static int last_round_then_close(int iter, uint64_t *close_max) {
     memset(&cfg, 0, sizeof(cfg));
     cfg.swarm = "it-close";
     cfg.group_size = M;
-    cfg.matchmaking_ms = 4000;
+    /* a group closes as soon as its 4 JOINs are in: a long window costs
+     * nothing, and a loaded machine may take seconds to deliver a JOIN */
+    cfg.matchmaking_ms = 10000;
     cfg.round_timeout_ms = ROUND_TIMEOUT_MS;
     cfg.peer_timeout_ms = PEER_TIMEOUT_MS;
     cfg.grid = 1;
