@@ -20,7 +20,17 @@
  *   peer_timeout_ms is 20 s, so a close that waited for its mates in vain
  *   would take 20 s; every close must return within 10 s (it takes
  *   milliseconds). A peer that never averaged closes within 10 s too.
+ * - frozen mate: 2 peers average 16 MiB in a group of 2 with
+ *   round_timeout_ms 4 s and peer_timeout_ms 20 s; one is SIGSTOPped as
+ *   soon as its group forms, so the other's round ends at its deadline
+ *   with that mate still counted alive and silent. Its close must return
+ *   within its bound, min(20 s, 4 s) + 1 s, plus 2 s for scheduling.
+ *   (The close ends when the bound passes or when ZMTP heartbeats end
+ *   the frozen peer's session, about 5 s after the freeze, whichever is
+ *   first; if the frozen peer finished its round before the signal, it
+ *   said DONE and the close is fast. The bound holds either way.)
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,6 +180,52 @@ static void nothing_owed(void) {
            (unsigned long long)longest);
 }
 
+static void frozen_mate(void) {
+    const size_t count = (size_t)4 << 20;
+    it_peer_t peers[2];
+    it_peer_cfg_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.swarm = "it-close-frozen";
+    cfg.group_size = 2;
+    cfg.grid_dims = 1;
+    cfg.matchmaking_ms = 2000;
+    cfg.round_timeout_ms = 4000;
+    cfg.peer_timeout_ms = 20000;
+    cfg.notify_group = 1;
+    size_t up = it_start_swarm(peers, 2, &cfg);
+    IT_CHECK(up == 2, "%zu of 2 peers started", up);
+    if (up != 2) {
+        it_kill(&peers[0]);
+        it_kill(&peers[1]);
+        return;
+    }
+    for (size_t i = 0; i < 2; i++)
+        IT_CHECK(it_average_async(&peers[i], count, 900 + i, 1.0) == 0, "send");
+    int grouped = it_wait_group(&peers[1], 30000) == 0;
+    IT_CHECK(grouped, "no group formed");
+    if (grouped)
+        kill(peers[1].pid, SIGSTOP);
+    float *v = malloc(count * sizeof(float));
+    it_result_t res;
+    memset(&res, 0, sizeof(res));
+    IT_CHECK(it_collect(&peers[0], &res, v, count, 60000) == 0 &&
+                 res.err == MOSHPIT_OK,
+             "no OK result");
+    free(v);
+    uint64_t ms = 0;
+    int rc = it_close(&peers[0], &ms, 60000);
+    IT_CHECK(rc == 0, "close did not report");
+    IT_CHECK(rc != 0 || ms <= 4000 + 1000 + 2000,
+             "close with a frozen mate took %llu ms", (unsigned long long)ms);
+    printf("frozen mate: round %u ms, peers_failed %u, fraction averaged %g; "
+           "close %llu ms (bound 5000 ms)\n",
+           res.info.matchmaking_ms + res.info.allreduce_ms,
+           res.info.peers_failed, res.info.fraction_averaged,
+           (unsigned long long)ms);
+    kill(peers[1].pid, SIGCONT);
+    it_kill(&peers[1]);
+}
+
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : "";
     int iters = argc > 2 ? atoi(argv[2]) : 6;
@@ -187,6 +243,8 @@ int main(int argc, char **argv) {
     }
     if (!*only || strcmp(only, "idle") == 0)
         nothing_owed();
+    if (!*only || strcmp(only, "frozen") == 0)
+        frozen_mate();
     printf("%s\n", it_failures ? "FAILED" : "ok");
     return it_failures ? 1 : 0;
 }
