@@ -253,8 +253,26 @@ MOSHPIT_EXPORT size_t moshpit_members(moshpit_t *mp);
 MOSHPIT_EXPORT MOSHPIT_NODISCARD moshpit_err_t
 moshpit_wait_members(moshpit_t *mp, size_t n, uint32_t timeout_ms);
 
-/* Leaves the swarm gracefully, stops the engine, frees everything.
- * NULL is ignored. Must not race with other calls on the same peer. */
+/*
+ * Leaves the swarm gracefully, stops the engine, frees everything. NULL is
+ * ignored. Must not race with other calls on the same peer.
+ *
+ * A round that returned to this peer may still owe its group mates data
+ * (parts queued in ZeroMQ or on the wire). Before leaving, the close waits
+ * until every mate still alive in this peer's last round has confirmed
+ * that it holds everything it needs from that round (or is gone), while
+ * the engine keeps delivering; only then it tells the swarm it leaves. So
+ * a program may call moshpit_close right after its last moshpit_average
+ * without costing its mates part of that round. Parts of a round that
+ * ended at its deadline before they were sent are not sent afterwards
+ * (the buffer belongs to the caller again).
+ *
+ * Bound: moshpit_close returns within min(peer_timeout_ms,
+ * round_timeout_ms) + 1 s, whatever other peers do; with nothing owed
+ * (mates already confirmed, gone, or no round in a group yet) it returns
+ * at once, apart from up to 250 ms for its leave messages to reach the
+ * network.
+ */
 MOSHPIT_EXPORT void moshpit_close(moshpit_t *mp);
 
 /* Generates a new identity (CURVE keypair). Errors: EINVAL, ECRYPTO. */

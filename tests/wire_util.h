@@ -89,6 +89,8 @@ static inline int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
     }
     case MP_MSG_BYE:
         return 1;
+    case MP_MSG_DONE:
+        return a->u.done.group_id == b->u.done.group_id;
     }
     return 0;
 }

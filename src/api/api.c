@@ -511,7 +511,9 @@ void moshpit_close(moshpit_t *mp) {
         mp_cmd_t c;
         memset(&c, 0, sizeof(c));
         c.type = MP_CMD_CLOSE;
-        c.deadline_ms = mp_plat_clock_ms() + 2000;
+        /* the engine leaves by mp__close_wait_ms at the latest */
+        c.deadline_ms =
+            mp_plat_clock_ms() + mp__close_wait_ms(&mp->cfg) + CALL_SLACK_MS;
         (void)run_cmd(mp, &c);
         mp_plat_mutex_unlock(&mp->call_lock);
         /* the engine has left its loop after answering CLOSE */

@@ -172,6 +172,9 @@ static void on_ctrl(moshpit_t *mp) {
             if (mp->mms[i].mm != NULL)
                 mp__mm_on_leave(mp->mms[i].mm, p->id);
         break;
+    case MP_MSG_DONE:
+        p->done_gid = m->u.done.group_id;
+        break;
     case MP_MSG_BYE:
         p->left = true;
         mp__peer_set_state(mp, p, MP_PEER_DEAD, "left");
@@ -287,24 +290,68 @@ static void on_monitor(moshpit_t *mp, mp_peer_t *p) {
     }
 }
 
+uint32_t mp__close_wait_ms(const moshpit_config_t *cfg) {
+    return cfg->peer_timeout_ms < cfg->round_timeout_ms ? cfg->peer_timeout_ms
+                                                        : cfg->round_timeout_ms;
+}
+
+/* The leave itself: LEFT to a few members, then BYE to every live peer,
+ * on the control links (after the DONEs of the last round on the same
+ * links). The control sockets linger so that these reach the network. */
+static void close_leave(moshpit_t *mp) {
+    mp_cmd_t *c = mp->close_cmd;
+    mp__swim_close(mp);
+    mp_msg_t *m = mp->msg;
+    memset(m, 0, sizeof(*m));
+    m->type = MP_MSG_BYE;
+    for (size_t i = 0; i < mp->npeers; i++)
+        if (mp->peers[i]->state == MP_PEER_LIVE)
+            mp__send_msg(mp, mp->peers[i], m);
+    mp__state_teardown(mp);
+    mp->leave_linger = true;
+    mp->stopping = true;
+    mp->close_cmd = NULL;
+    mp__complete_cmd(mp, c, MOSHPIT_OK);
+}
+
+/* A close in progress: it leaves once every mate of the last round said
+ * DONE or is gone, or at its deadline, or when the caller gave up. Until
+ * then the engine runs as usual, so the data of that round keeps flowing
+ * (and this peer keeps serving its matchmaker and sessions). */
+static void close_progress(moshpit_t *mp, uint64_t now) {
+    mp_cmd_t *c = mp->close_cmd;
+    if (c == NULL)
+        return;
+    mp_plat_mutex_lock(&mp->lock);
+    bool cancel = c->cancel;
+    mp_plat_mutex_unlock(&mp->lock);
+    bool settled = mp__owed_settled(mp);
+    if (!settled && !cancel && now < mp->close_deadline_ms)
+        return;
+    if (!settled)
+        mp__log(mp, MOSHPIT_LOG_WARN,
+                "closing before every member of round %016llx confirmed it "
+                "(%s)",
+                (unsigned long long)mp->owed_gid,
+                cancel ? "the call gave up" : "waited the close bound");
+    close_leave(mp);
+}
+
 static void on_command(moshpit_t *mp) {
     mp_cmd_t *c = NULL;
     int rc = zmq_recv(mp->pipe_eng, &c, sizeof(c), ZMQ_DONTWAIT);
     if (rc != (int)sizeof(c) || c == NULL)
         return;
     if (c->type == MP_CMD_CLOSE) {
-        mp__swim_close(mp); /* LEFT to a few members, before the BYEs */
-        mp_msg_t *m = mp->msg;
-        memset(m, 0, sizeof(*m));
-        m->type = MP_MSG_BYE;
-        for (size_t i = 0; i < mp->npeers; i++)
-            if (mp->peers[i]->state == MP_PEER_LIVE)
-                mp__send_msg(mp, mp->peers[i], m);
+        if (mp->close_cmd != NULL) { /* cannot happen: calls are serialized */
+            mp__complete_cmd(mp, c, MOSHPIT_EINVAL);
+            return;
+        }
         if (mp->round.cmd != NULL)
             mp__round_end(mp, MOSHPIT_ECLOSED, true);
-        mp__state_teardown(mp);
-        mp->stopping = true;
-        mp__complete_cmd(mp, c, MOSHPIT_OK);
+        mp->close_cmd = c;
+        mp->close_deadline_ms = mp__now_ms() + mp__close_wait_ms(&mp->cfg);
+        close_progress(mp, mp__now_ms());
         return;
     }
     if (c->type == MP_CMD_FETCH) {
@@ -406,6 +453,8 @@ static uint64_t next_wakeup(moshpit_t *mp) {
     w = ft < w ? ft : w;
     ft = mp__swim_wakeup(mp);
     w = ft < w ? ft : w;
+    if (mp->close_cmd != NULL)
+        w = mp->close_deadline_ms < w ? mp->close_deadline_ms : w;
     mp_round_t *r = &mp->round;
     if (r->cmd != NULL) {
         uint64_t t = r->deadline_ms + ROUND_MARGIN_MS;
@@ -456,6 +505,9 @@ void mp__engine_main(void *arg) {
         housekeeping(mp, now);
         mp__round_progress(mp);
         check_cancel(mp);
+        close_progress(mp, now);
+        if (mp->stopping)
+            break;
 
         size_t need = 4 + 2 * mp->npeers;
         if (need > items_cap) {
@@ -647,7 +699,13 @@ void mp__engine_teardown(moshpit_t *mp) {
     mp__state_teardown(mp);
     mp__swim_teardown(mp);
     for (size_t i = 0; i < mp->npeers; i++) {
-        mp__peer_free(mp->peers[i]);
+        mp_peer_t *p = mp->peers[i];
+        if (mp->leave_linger && p->ctrl != NULL) {
+            /* the DONEs, LEFT and BYE still queued there go out */
+            zmq_socket_monitor(p->ctrl, NULL, 0);
+            mp__net_close_linger(&p->ctrl, MP_LEAVE_LINGER_MS);
+        }
+        mp__peer_free(p);
     }
     free(mp->peers);
     mp->peers = NULL;

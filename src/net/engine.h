@@ -106,6 +106,7 @@ typedef struct mp_peer {
     uint64_t cert_not_after; /* its certificate's end (certificate mode) */
     uint64_t last_live_ms;   /* when it was last seen live (or learned) */
     bool left;               /* it said BYE: not dialled again unasked */
+    uint64_t done_gid;       /* the last round it said DONE for */
     uint64_t next_hello_ms;
     uint32_t hello_tries;
     /* limits: control message token bucket (thousandths of a message),
@@ -227,6 +228,16 @@ struct moshpit {
     uint32_t mon_seq;
     mp_mm_slot_t mms[MP_MM_KEYS];
     mp_round_t round; /* round.cmd == NULL: no round running */
+    /* The mates of the last round this peer finished in a group (alive
+     * in it when it ended): until each says DONE for owed_gid, data this
+     * peer sent them may still be on its way, so a close waits for them
+     * (docs/DESIGN.md, "Closing"). */
+    uint64_t owed_gid;
+    uint32_t owed_n;
+    mp_peer_t *owed[MP_GROUP_MAX];
+    mp_cmd_t *close_cmd; /* a moshpit_close waiting for the owed mates */
+    uint64_t close_deadline_ms;
+    bool leave_linger; /* closing gracefully: control sockets linger */
     uint64_t join_seq;
     mp_early_t *early;
     size_t nearly, early_bytes;
@@ -258,6 +269,13 @@ void mp__log(moshpit_t *mp, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+
+/* How long a close waits for the mates of the last round to confirm that
+ * they hold everything they need from this peer: min(peer_timeout_ms,
+ * round_timeout_ms). A close then gives its leave messages up to
+ * MP_LEAVE_LINGER_MS to reach the network. */
+uint32_t mp__close_wait_ms(const moshpit_config_t *cfg);
+#define MP_LEAVE_LINGER_MS 250
 
 /* Sets up sockets (API thread, before the engine starts). */
 moshpit_err_t mp__engine_setup(moshpit_t *mp);

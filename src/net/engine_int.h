@@ -63,6 +63,8 @@ void mp__poll_mm(moshpit_t *mp, mp_mm_t *mm, uint64_t now);
 void mp__pump_joiner(moshpit_t *mp);
 void mp__pump_sends(moshpit_t *mp);
 void mp__round_end(moshpit_t *mp, moshpit_err_t e, bool alone);
+/* Every mate of the last round in a group said DONE for it or is gone. */
+bool mp__owed_settled(const moshpit_t *mp);
 void mp__round_peer_failed(moshpit_t *mp, mp_peer_t *p);
 void mp__round_progress(moshpit_t *mp);
 void mp__send_hello(moshpit_t *mp, mp_peer_t *p, bool reply);

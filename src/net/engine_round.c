@@ -54,11 +54,45 @@ void mp__early_free_at(moshpit_t *mp, size_t i) {
 
 static void withdraw_join(moshpit_t *mp);
 
+/* The end of a round in a group, whatever ended it: DONE to every member
+ * with a session (this peer needs nothing more from them, so they may
+ * close), and the members still alive in the round become the mates a
+ * close waits for until they say DONE too (what this peer sent them may
+ * still be queued in ZeroMQ or on the wire). */
+static void group_done(moshpit_t *mp) {
+    mp_round_t *r = &mp->round;
+    mp_msg_t *m = mp->msg;
+    mp->owed_gid = r->gid;
+    mp->owed_n = 0;
+    for (uint32_t i = 0; i < r->n; i++) {
+        mp_peer_t *p = r->members[i];
+        if (p == NULL || p->state != MP_PEER_LIVE)
+            continue;
+        memset(m, 0, sizeof(*m));
+        m->type = MP_MSG_DONE;
+        m->u.done.group_id = r->gid;
+        mp__send_msg(mp, p, m);
+        if (mp__group_member_alive(r->group, i))
+            mp->owed[mp->owed_n++] = p;
+    }
+}
+
+bool mp__owed_settled(const moshpit_t *mp) {
+    for (uint32_t i = 0; i < mp->owed_n; i++) {
+        const mp_peer_t *p = mp->owed[i];
+        if (p->state == MP_PEER_LIVE && p->done_gid != mp->owed_gid)
+            return false;
+    }
+    return true;
+}
+
 void mp__round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
     mp_round_t *r = &mp->round;
     mp_cmd_t *c = r->cmd;
     if (r->group == NULL)
         withdraw_join(mp);
+    else
+        group_done(mp);
     uint64_t now = mp__now_ms();
     memset(&c->info, 0, sizeof(c->info));
     c->info.group_size = 1;

@@ -58,12 +58,16 @@ static int set_int(void *s, int opt, int v) {
     return zmq_setsockopt(s, opt, &v, sizeof(v));
 }
 
-void mp__net_close(void **sock) {
+void mp__net_close_linger(void **sock, int linger_ms) {
     if (*sock != NULL) {
-        set_int(*sock, ZMQ_LINGER, 0);
+        set_int(*sock, ZMQ_LINGER, linger_ms);
         zmq_close(*sock);
         *sock = NULL;
     }
+}
+
+void mp__net_close(void **sock) {
+    mp__net_close_linger(sock, 0);
 }
 
 void *mp__net_ctrl_dealer(void *zctx, const char *addr,

@@ -34,6 +34,9 @@ void *mp__net_ctrl_dealer(void *zctx, const char *addr,
 void *mp__net_data_dealer(void *zctx, const char *addr);
 /* Closes a socket if non-NULL (linger 0). */
 void mp__net_close(void **sock);
+/* Closes a socket if non-NULL, letting what is queued on it reach the
+ * network for up to linger_ms (zmq_ctx_term waits for that). */
+void mp__net_close_linger(void **sock, int linger_ms);
 
 /* Z85 text of a 32-byte key (40 chars + NUL). Return 0, or -1. */
 int mp__net_z85_encode(char out[41], const uint8_t key[32]);

@@ -165,6 +165,8 @@ static moshpit_err_t check_msg(const mp_msg_t *msg) {
         if (msg->u.state_info.count > MP_STATE_COUNT_MAX)
             return MOSHPIT_EINVAL;
         return MOSHPIT_OK;
+    case MP_MSG_DONE:
+        return msg->u.done.group_id != 0 ? MOSHPIT_OK : MOSHPIT_EINVAL;
     case MP_MSG_REFUSE:
     case MP_MSG_JOIN_ACK:
     case MP_MSG_ALONE:
@@ -219,7 +221,7 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
     case MP_MSG_BYE:
         entries = 2;
         break;
-    default: /* REFUSE, PEERS, JOIN_ACK, ALONE, LEAVE */
+    default: /* REFUSE, PEERS, JOIN_ACK, ALONE, LEAVE, DONE */
         entries = 3;
         break;
     }
@@ -312,6 +314,9 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         break;
     case MP_MSG_LEAVE:
         put_u64(pk, K_SEQ, msg->u.leave.seq);
+        break;
+    case MP_MSG_DONE:
+        put_u64(pk, K_GID, msg->u.done.group_id);
         break;
     case MP_MSG_GROUP: {
         const mp_group_msg_t *g = &msg->u.group;
@@ -751,6 +756,12 @@ static int decode_map(const msgpack_object *root, mp_msg_t *msg) {
     case MP_MSG_STATE_INFO:
         msg->type = MP_MSG_STATE_INFO;
         return decode_state_info(val, &msg->u.state_info);
+    case MP_MSG_DONE:
+        msg->type = MP_MSG_DONE;
+        return val[K_GID] && get_u64(val[K_GID], &msg->u.done.group_id) == 0 &&
+                       msg->u.done.group_id != 0
+                   ? 0
+                   : -1;
     default:
         return -1;
     }

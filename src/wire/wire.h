@@ -24,17 +24,18 @@
 #define MP_PROOF_BYTES 32u
 
 typedef enum {
-    MP_MSG_HELLO = 1,      /* session setup, both directions */
-    MP_MSG_REFUSE = 2,     /* admission refused */
-    MP_MSG_PEERS = 3,      /* membership: peers the sender knows */
-    MP_MSG_JOIN = 4,       /* joiner -> matchmaker */
-    MP_MSG_JOIN_ACK = 5,   /* matchmaker -> joiner: JOIN received */
-    MP_MSG_GROUP = 6,      /* matchmaker -> each member: the group */
-    MP_MSG_ALONE = 7,      /* matchmaker -> joiner: no group this time */
-    MP_MSG_BYE = 8,        /* graceful leave */
-    MP_MSG_LEAVE = 9,      /* joiner -> matchmaker: forget my JOIN "seq" */
-    MP_MSG_STATE_REQ = 10, /* state client -> server: INFO or chunks */
-    MP_MSG_STATE_INFO = 11 /* server -> client: the state it holds */
+    MP_MSG_HELLO = 1,       /* session setup, both directions */
+    MP_MSG_REFUSE = 2,      /* admission refused */
+    MP_MSG_PEERS = 3,       /* membership: peers the sender knows */
+    MP_MSG_JOIN = 4,        /* joiner -> matchmaker */
+    MP_MSG_JOIN_ACK = 5,    /* matchmaker -> joiner: JOIN received */
+    MP_MSG_GROUP = 6,       /* matchmaker -> each member: the group */
+    MP_MSG_ALONE = 7,       /* matchmaker -> joiner: no group this time */
+    MP_MSG_BYE = 8,         /* graceful leave */
+    MP_MSG_LEAVE = 9,       /* joiner -> matchmaker: forget my JOIN "seq" */
+    MP_MSG_STATE_REQ = 10,  /* state client -> server: INFO or chunks */
+    MP_MSG_STATE_INFO = 11, /* server -> client: the state it holds */
+    MP_MSG_DONE = 12        /* group member -> the others: round "gid" over */
 } mp_msg_type_t;
 
 #define MP_STATE_GET_MAX 64u            /* chunks asked for in one STATE_REQ */
@@ -93,6 +94,10 @@ typedef struct mp_group_msg {
     mp_member_t members[MP_GROUP_MAX]; /* seq of each member is not sent */
 } mp_group_msg_t;
 
+typedef struct mp_done { /* DONE */
+    uint64_t group_id;   /* nonzero */
+} mp_done_t;
+
 typedef struct mp_state_req {
     uint64_t seq;     /* the client's fetch id */
     uint64_t version; /* 0: "what do you hold?"; else the state wanted */
@@ -121,6 +126,7 @@ typedef struct mp_msg {
         mp_seq_msg_t leave; /* LEAVE */
         mp_state_req_t state_req;
         mp_state_info_t state_info;
+        mp_done_t done;
     } u;
 } mp_msg_t;
 

@@ -34,8 +34,14 @@ enum {
     CMD_WAIT_MEMBERS,
     CMD_FETCH,
     CMD_WAIT_MEMBERS_MAX,
-    CMD_LOG_COUNT
+    CMD_LOG_COUNT,
+    CMD_CLOSE
 };
+
+/* flags of CMD_AVERAGE (in rec.err) */
+#define AVG_AGAIN 1 /* average the vector the last call left */
+#define AVG_CARRY 2 /* weight = last group_weight / group_size */
+#define AVG_CLOSE 4 /* moshpit_close as soon as the call returns */
 
 typedef struct rec {
     uint32_t type;
@@ -310,6 +316,8 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
     }
     float *kept = NULL; /* the vector the last call left */
     size_t kept_n = 0;
+    moshpit_round_t last; /* what the last call reported */
+    memset(&last, 0, sizeof(last));
     for (;;) {
         rec_t c;
         if (recv_all(fd, &c, sizeof(c), 3600 * 1000) != 0 || c.type == CMD_QUIT)
@@ -369,27 +377,47 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
                 break;
             continue;
         }
+        if (c.type == CMD_CLOSE) {
+            memset(&r, 0, sizeof(r));
+            r.type = EV_MEMBERS;
+            uint64_t t0 = it_now_ms();
+            moshpit_close(mp);
+            mp = NULL;
+            r.b = it_now_ms() - t0;
+            (void)send_all(fd, &r, sizeof(r));
+            break;
+        }
         if (c.type != CMD_AVERAGE)
             continue;
         size_t count = (size_t)c.a;
         float *v = malloc((count ? count : 1) * sizeof(float));
         if (v == NULL)
             break;
-        if (c.err == 1 && kept != NULL && kept_n == count)
+        if ((c.err & AVG_AGAIN) && kept != NULL && kept_n == count)
             memcpy(v, kept, count * sizeof(float));
         else
             it_fill(v, count, c.b);
+        double w = c.w;
+        if (c.err & AVG_CARRY)
+            w = last.group_size > 0 ? last.group_weight / last.group_size : 1.0;
         memset(&r, 0, sizeof(r));
         r.type = EV_RESULT;
         uint64_t t0 = it_now_ms();
-        r.res.err = (int32_t)moshpit_average(mp, v, count, c.w, &r.res.info);
+        r.res.err = (int32_t)moshpit_average(mp, v, count, w, &r.res.info);
         r.res.call_ms = it_now_ms() - t0;
+        last = r.res.info;
+        if (c.err & AVG_CLOSE) {
+            t0 = it_now_ms();
+            moshpit_close(mp);
+            mp = NULL;
+            r.res.close_ms = it_now_ms() - t0;
+        }
         int bad = send_all(fd, &r, sizeof(r)) != 0 ||
                   send_all(fd, v, count * sizeof(float)) != 0;
         free(kept);
         kept = v;
         kept_n = count;
-        if (bad)
+        if (bad || mp == NULL)
             break;
     }
     free(kept);
@@ -494,10 +522,46 @@ int it_average_again_async(it_peer_t *p, size_t count, double w) {
     rec_t c;
     memset(&c, 0, sizeof(c));
     c.type = CMD_AVERAGE;
-    c.err = 1; /* again */
+    c.err = AVG_AGAIN;
     c.a = count;
     c.w = w;
     return send_all(p->fd, &c, sizeof(c));
+}
+
+int it_average_carry_async(it_peer_t *p, size_t count) {
+    rec_t c;
+    memset(&c, 0, sizeof(c));
+    c.type = CMD_AVERAGE;
+    c.err = AVG_AGAIN | AVG_CARRY;
+    c.a = count;
+    return send_all(p->fd, &c, sizeof(c));
+}
+
+int it_average_close_async(it_peer_t *p, size_t count) {
+    rec_t c;
+    memset(&c, 0, sizeof(c));
+    c.type = CMD_AVERAGE;
+    c.err = AVG_AGAIN | AVG_CARRY | AVG_CLOSE;
+    c.a = count;
+    return send_all(p->fd, &c, sizeof(c));
+}
+
+int it_close(it_peer_t *p, uint64_t *close_ms, int timeout_ms) {
+    rec_t c;
+    memset(&c, 0, sizeof(c));
+    c.type = CMD_CLOSE;
+    rec_t r;
+    int rc = send_all(p->fd, &c, sizeof(c));
+    do /* group notices of earlier rounds are not waited for: skip */
+        rc = rc != 0 ? rc : recv_all(p->fd, &r, sizeof(r), timeout_ms);
+    while (rc == 0 && r.type == EV_GROUP);
+    if (rc != 0 || r.type != EV_MEMBERS) {
+        it_kill(p);
+        return -1;
+    }
+    *close_ms = r.b;
+    it_stop(p);
+    return 0;
 }
 
 int it_average_async(it_peer_t *p, size_t count, uint64_t seed, double w) {

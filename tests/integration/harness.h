@@ -67,7 +67,8 @@ typedef struct it_peer {
 typedef struct it_result {
     int32_t err;
     moshpit_round_t info;
-    uint64_t call_ms; /* wall time of the call */
+    uint64_t call_ms;  /* wall time of the call */
+    uint64_t close_ms; /* it_average_close_async: wall time of the close */
 } it_result_t;
 
 /* Starts a peer process; waits until it reports its endpoint and that it
@@ -99,6 +100,19 @@ int it_wait_group_any(it_peer_t *const *peers, size_t n, int timeout_ms);
 /* Asks the peer to average again the vector its last call left it with
  * (count must match that call), weight w. */
 int it_average_again_async(it_peer_t *p, size_t count, double w);
+/* Like it_average_again_async, with the weight carried from the peer's
+ * previous call: its group_weight / group_size, as README says. Commands
+ * queue, so a peer given several runs them back to back, each as soon as
+ * the previous call returned. */
+int it_average_carry_async(it_peer_t *p, size_t count);
+/* Like it_average_carry_async, and the peer calls moshpit_close as soon as
+ * moshpit_average returns, then reports the result (close_ms: how long
+ * the close took) and exits (it_stop then reaps it). */
+int it_average_close_async(it_peer_t *p, size_t count);
+/* The peer calls moshpit_close, reports how long it took (*close_ms) and
+ * exits; the process is reaped. 0, or -1 if it did not report within
+ * timeout_ms (then it is killed). */
+int it_close(it_peer_t *p, uint64_t *close_ms, int timeout_ms);
 /* Collects the result; values (count floats) receive the peer's vector
  * after the call. Returns 0, or -1 on timeout/death. If a GROUP event
  * arrives first and on_group is set, it is called (e.g. to kill). */

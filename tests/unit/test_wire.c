@@ -132,6 +132,12 @@ static void msg_bye(mp_msg_t *m) {
     m->type = MP_MSG_BYE;
 }
 
+static void msg_done(mp_msg_t *m) {
+    memset(m, 0, sizeof *m);
+    m->type = MP_MSG_DONE;
+    m->u.done.group_id = 0xdeadbeefcafef00du;
+}
+
 static void msg_state_req(mp_msg_t *m) {
     memset(m, 0, sizeof *m);
     m->type = MP_MSG_STATE_REQ;
@@ -180,6 +186,7 @@ static const struct {
     {"bye", msg_bye},
     {"state_req", msg_state_req},
     {"state_info", msg_state_info},
+    {"done", msg_done},
 };
 #define NFIXED (sizeof fixed / sizeof fixed[0])
 
@@ -298,6 +305,12 @@ static void test_roundtrips(void) {
     roundtrip("leave min", m);
     m->u.leave.seq = UINT64_MAX;
     roundtrip("leave max", m);
+    memset(m, 0, sizeof *m);
+    m->type = MP_MSG_DONE;
+    m->u.done.group_id = 1;
+    roundtrip("done min", m);
+    m->u.done.group_id = UINT64_MAX;
+    roundtrip("done max", m);
 
     memset(m, 0, sizeof *m);
     m->type = MP_MSG_GROUP;
@@ -571,6 +584,9 @@ static void spec_for(msg_fn make, spec_t *s) {
         break;
     case MP_MSG_LEAVE:
         add_uint(s, "seq", m->u.leave.seq);
+        break;
+    case MP_MSG_DONE:
+        add_uint(s, "gid", m->u.done.group_id);
         break;
     case MP_MSG_GROUP:
         add_uint(s, "seq", m->u.group.seq);
@@ -880,6 +896,7 @@ static void test_values(void) {
 
     /* GROUP id must be nonzero. */
     CHECK(dec_with(msg_group, "gid", u0, 1) == MOSHPIT_EPROTO, "gid 0");
+    CHECK(dec_with(msg_done, "gid", u0, 1) == MOSHPIT_EPROTO, "done of gid 0");
 }
 
 /* Builds "p" or "m" arrays by hand. */
@@ -1125,7 +1142,8 @@ static void test_encode_rejects(void) {
     } while (0)
 
     REJECT((msg_bye(&m), m.type = (mp_msg_type_t)0), "type 0");
-    REJECT((msg_bye(&m), m.type = (mp_msg_type_t)12), "type 12");
+    REJECT((msg_bye(&m), m.type = (mp_msg_type_t)13), "type 13");
+    REJECT((msg_done(&m), m.u.done.group_id = 0), "done of group 0");
     REJECT((msg_hello(&m), m.u.hello.serves_state = 2), "serves_state 2");
     REJECT((msg_state_req(&m), m.u.state_req.n = 0), "state req of 0");
     REJECT((msg_state_req(&m), m.u.state_req.n = MP_STATE_GET_MAX + 1),
