@@ -12,6 +12,7 @@
  * mp__aegis256_available() is asked.
  */
 #include "crypto/aegis.h"
+#include "crypto/cpu.h"
 
 #include <sodium.h>
 #include <string.h>
@@ -229,8 +230,7 @@ static bool known_answer(void) {
 }
 
 bool mp__aegis256_available(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("aes") && known_answer();
+    return mp__cpu_has_aesni() && known_answer();
 }
 
 #else /* no AES-NI code path in this build */

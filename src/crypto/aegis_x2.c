@@ -10,6 +10,7 @@
  * at run time. Checked against the draft's vectors in test_aegis.
  */
 #include "crypto/aegis.h"
+#include "crypto/cpu.h"
 
 #include <sodium.h>
 #include <string.h>
@@ -200,9 +201,7 @@ static bool known_answer(void) {
 }
 
 bool mp__aegis256x2_available(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("vaes") && __builtin_cpu_supports("avx2") &&
-           known_answer();
+    return mp__cpu_has_vaes_avx2() && known_answer();
 }
 
 #else /* no VAES code path in this build */
