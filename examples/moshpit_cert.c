@@ -145,7 +145,8 @@ static int cmd_authority(int argc, char **argv) {
 static int cmd_issue(int argc, char **argv) {
     const char *secret = NULL, *secret_file = NULL, *peer = NULL;
     const char *swarm = NULL, *days = NULL, *until = NULL;
-    for (int i = 0; i < argc; i++) {
+    /* option and value pairs */
+    for (int i = 0; i < argc; i += 2) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (v == NULL) {
@@ -168,7 +169,6 @@ static int cmd_issue(int argc, char **argv) {
             usage(stderr);
             return 2;
         }
-        i++;
     }
     if ((secret == NULL) == (secret_file == NULL) || peer == NULL ||
         swarm == NULL || (days == NULL) == (until == NULL)) {

@@ -5,7 +5,10 @@
  * vectorizes loops whose trip count is a known multiple of the vector
  * length, and a fixed inner block gives it one. The finiteness test is
  * integer arithmetic on the bits, one lane per block element, so it needs
- * no float reduction (which compilers may not reorder) and no branch.
+ * no float reduction (which compilers may not reorder) and no branch: it
+ * reads every element whatever it finds, and its time depends only on the
+ * length. The data plane runs it on plaintext that is not authenticated
+ * yet, so that matters (docs/SECURITY.md).
  */
 #include "core/vec.h"
 
@@ -26,7 +29,7 @@
  * is where the data plane calls it (a chunk just decrypted). */
 typedef uint32_t u32x4_t __attribute__((vector_size(16)));
 
-bool mp__vec_all_finite(const float *x, size_t n) {
+uint32_t mp__vec_nonfinite_bits(const float *x, size_t n) {
     const u32x4_t e = {EXP, EXP, EXP, EXP};
     const u32x4_t l = {LSB_EXP, LSB_EXP, LSB_EXP, LSB_EXP};
     u32x4_t acc = {0, 0, 0, 0};
@@ -47,10 +50,10 @@ bool mp__vec_all_finite(const float *x, size_t n) {
         memcpy(&u, x + i, sizeof u);
         bad |= (u & EXP) + LSB_EXP;
     }
-    return (bad & 0x80000000u) == 0;
+    return bad;
 }
 #else
-bool mp__vec_all_finite(const float *x, size_t n) {
+uint32_t mp__vec_nonfinite_bits(const float *x, size_t n) {
     uint32_t lane[BLOCK] = {0};
     uint32_t bad = 0;
     size_t i = 0;
@@ -67,9 +70,20 @@ bool mp__vec_all_finite(const float *x, size_t n) {
         memcpy(&u, x + i, sizeof u);
         bad |= (u & EXP) + LSB_EXP;
     }
-    return (bad & 0x80000000u) == 0;
+    return bad;
 }
 #endif
+
+bool mp__vec_all_finite(const float *x, size_t n) {
+    return (mp__vec_nonfinite_bits(x, n) & MP_VEC_NONFINITE) == 0;
+}
+
+void mp__vec_scan_nonfinite(void *acc, const uint8_t *m, size_t len) {
+    uint32_t *bits = acc;
+    /* no test of *bits first: a chunk after a non-finite one costs the same
+     * as any other */
+    *bits |= mp__vec_nonfinite_bits((const float *)(const void *)m, len / 4);
+}
 
 void mp__vec_acc_first(double *restrict acc, const float *restrict xs,
                        double ws, const float *restrict xm, double wm,

@@ -10,9 +10,27 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* True if none of the n floats is an infinity or a NaN. */
 bool mp__vec_all_finite(const float *x, size_t n);
+
+/* Bit 31 (MP_VEC_NONFINITE) of the result is set if any of the n floats is
+ * an infinity or a NaN. The word is the OR of one term per float (the other
+ * bits carry no meaning beyond that), so the OR over consecutive pieces
+ * equals one call over the whole. Branch-free over the values, no early
+ * exit: the time depends on n only. */
+#define MP_VEC_NONFINITE 0x80000000u
+uint32_t mp__vec_nonfinite_bits(const float *x, size_t n);
+
+/* A decryption scan (the shape of mp_scan_fn in crypto/crypto.h): ORs
+ * mp__vec_nonfinite_bits() of the len / 4 floats at m (any alignment) into
+ * the uint32_t at acc, which starts at 0; after the last chunk it holds
+ * mp__vec_nonfinite_bits() of them all. It looks at every chunk whatever
+ * earlier ones held, so its time depends only on the lengths, never on the
+ * not yet authenticated values; read the verdict only after the tag
+ * verified. */
+void mp__vec_scan_nonfinite(void *acc, const uint8_t *m, size_t len);
 
 /* acc[i] = ws * xs[i] + wm * xm[i] */
 void mp__vec_acc_first(double *restrict acc, const float *restrict xs,

@@ -8,10 +8,12 @@
  * without -maes and the CPU is checked at run time.
  *
  * Checked against the draft's and Wycheproof's test vectors in
- * tests/unit/test_crypto.c, and by a known answer test each time
+ * tests/unit/test_aegis.c, and by a known answer test (associated data,
+ * whole and partial blocks, a refused tag) each time
  * mp__aegis256_available() is asked.
  */
 #include "crypto/aegis.h"
+#include "crypto/cpu.h"
 
 #include <sodium.h>
 #include <string.h>
@@ -210,27 +212,39 @@ AES_FN int mp__aegis256_decrypt(const uint8_t key[32], const uint8_t nonce[32],
     return mp__aegis_tag_check(want, tag, m, clen);
 }
 
-/* Draft test vector 1 (key 10 01 00.., nonce 10 00 02 00.., one zero
- * block). */
+/* Draft test vector 5 (key 10 01 00.., nonce 10 00 02 00..): 42 bytes of
+ * associated data (two whole blocks and a partial one), 40 bytes of
+ * message (two whole blocks and a partial one), so every path of encrypt
+ * and decrypt runs; then the same with one tag bit flipped is refused. */
 static bool known_answer(void) {
     uint8_t key[32] = {0x10, 0x01}, nonce[32] = {0x10, 0x00, 0x02};
-    uint8_t m[16] = {0}, c[16], tag[16], back[16];
-    static const uint8_t want_c[16] = {0x75, 0x4f, 0xc3, 0xd8, 0xc9, 0x73,
-                                       0x24, 0x6d, 0xcc, 0x6d, 0x74, 0x14,
-                                       0x12, 0xa4, 0xb2, 0x36};
-    static const uint8_t want_tag[16] = {0x3f, 0xe9, 0x19, 0x94, 0x76, 0x8b,
-                                         0x33, 0x2e, 0xd7, 0xf5, 0x70, 0xa1,
-                                         0x9e, 0xc5, 0x89, 0x6e};
-    mp__aegis256_encrypt(key, nonce, NULL, 0, m, sizeof(m), c, tag);
-    return memcmp(c, want_c, 16) == 0 && memcmp(tag, want_tag, 16) == 0 &&
-           mp__aegis256_decrypt(key, nonce, NULL, 0, c, sizeof(c), tag, back,
-                                NULL, NULL) == 0 &&
-           memcmp(back, m, 16) == 0;
+    uint8_t ad[42], m[40], c[40], tag[16], back[40];
+    static const uint8_t want_c[40] = {
+        0x57, 0x75, 0x4a, 0x7d, 0x09, 0x96, 0x3e, 0x7c, 0x78, 0x75,
+        0x83, 0xa2, 0xe7, 0xb8, 0x59, 0xbb, 0x24, 0xfa, 0x1e, 0x04,
+        0xd4, 0x9f, 0xd5, 0x50, 0xb2, 0x51, 0x1a, 0x35, 0x8e, 0x3b,
+        0xca, 0x25, 0x2a, 0x9b, 0x1b, 0x8b, 0x30, 0xcc, 0x4a, 0x67};
+    static const uint8_t want_tag[16] = {0xab, 0x8a, 0x7d, 0x53, 0xfd, 0x0e,
+                                         0x98, 0xd7, 0x27, 0xac, 0xcc, 0xa9,
+                                         0x49, 0x25, 0xe1, 0x28};
+    for (unsigned i = 0; i < sizeof(ad); i++)
+        ad[i] = (uint8_t)i;
+    for (unsigned i = 0; i < sizeof(m); i++)
+        m[i] = (uint8_t)(0x10 + i);
+    mp__aegis256_encrypt(key, nonce, ad, sizeof(ad), m, sizeof(m), c, tag);
+    if (memcmp(c, want_c, sizeof(c)) != 0 || memcmp(tag, want_tag, 16) != 0)
+        return false;
+    if (mp__aegis256_decrypt(key, nonce, ad, sizeof(ad), c, sizeof(c), tag,
+                             back, NULL, NULL) != 0 ||
+        memcmp(back, m, sizeof(m)) != 0)
+        return false;
+    tag[15] ^= 1;
+    return mp__aegis256_decrypt(key, nonce, ad, sizeof(ad), c, sizeof(c), tag,
+                                back, NULL, NULL) != 0;
 }
 
 bool mp__aegis256_available(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("aes") && known_answer();
+    return mp__cpu_has_aesni() && known_answer();
 }
 
 #else /* no AES-NI code path in this build */

@@ -40,7 +40,8 @@ typedef void (*mp_aegis_scan_fn)(void *ctx, const uint8_t *m, size_t len);
  * multiple of 32, the last one shorter) right after each is decrypted,
  * while it is in the L1
  * cache; the bytes are not authenticated yet, so scan may only compute
- * something the caller looks at once this returned 0. */
+ * something the caller looks at once this returned 0, in a time that does
+ * not depend on them. */
 #define MP_AEGIS_SCAN_CHUNK 4096u
 int mp__aegis256_decrypt(const uint8_t key[32], const uint8_t nonce[32],
                          const uint8_t *ad, size_t adlen, const uint8_t *c,

@@ -7,9 +7,12 @@
  * runs about 1.7 times as fast as AEGIS-256 on CPUs that have VAES and
  * AVX2; it is only announced there (see aegis.h). The functions carry a
  * target attribute, so the file builds without -mvaes and the CPU is checked
- * at run time. Checked against the draft's vectors in test_aegis.
+ * at run time. Checked against the draft's vectors in test_aegis, and by a
+ * known answer test (associated data, whole and partial blocks, a refused
+ * tag) each time mp__aegis256x2_available() is asked.
  */
 #include "crypto/aegis.h"
+#include "crypto/cpu.h"
 
 #include <sodium.h>
 #include <string.h>
@@ -183,26 +186,47 @@ X2_FN int mp__aegis256x2_decrypt(const uint8_t key[32], const uint8_t nonce[32],
     return mp__aegis_tag_check(want, tag, m, clen);
 }
 
-/* Draft AEGIS-256X2 test vector 1 (empty message and associated data). */
+/* Draft AEGIS-256X2 test vector 2: 8 bytes of associated data (a padded
+ * block), 120 bytes of message (three whole 32-byte blocks and a partial
+ * one), so every path of encrypt and decrypt runs in both lanes; then the
+ * same with one tag bit flipped is refused. */
 static bool known_answer(void) {
-    uint8_t key[32], nonce[32], tag[16];
-    static const uint8_t want[16] = {0x62, 0xcd, 0xba, 0xb0, 0x84, 0xc8,
-                                     0x3d, 0xac, 0xdb, 0x94, 0x5b, 0xb4,
-                                     0x46, 0xf0, 0x49, 0xc8};
+    uint8_t key[32], nonce[32], m[120], c[120], back[120], tag[16];
+    static const uint8_t ad[8] = {1, 2, 3, 4, 1, 2, 3, 4};
+    static const uint8_t want_c[120] = {
+        0x72, 0x12, 0x0c, 0x2e, 0xa8, 0x23, 0x61, 0x80, 0xd6, 0x78, 0x59, 0x00,
+        0x1f, 0x47, 0x29, 0x07, 0x7b, 0x70, 0x64, 0xc4, 0x14, 0x38, 0x4f, 0xe3,
+        0xa7, 0xb5, 0x2f, 0x15, 0x71, 0xf4, 0xf8, 0xa7, 0xd0, 0xf0, 0x1e, 0x18,
+        0xdb, 0x4f, 0x3b, 0xc0, 0xad, 0xb1, 0x50, 0x70, 0x2e, 0x5d, 0x14, 0x7a,
+        0x8d, 0x36, 0x52, 0x21, 0x32, 0x76, 0x1b, 0x99, 0x4c, 0x1b, 0xd3, 0x95,
+        0x58, 0x9e, 0x2c, 0xcf, 0x07, 0x90, 0xdf, 0xe2, 0xa3, 0xd1, 0x2d, 0x61,
+        0xcd, 0x66, 0x6b, 0x28, 0x59, 0x82, 0x77, 0x39, 0xdb, 0x40, 0x37, 0xdd,
+        0x31, 0x24, 0xc7, 0x84, 0x24, 0x45, 0x93, 0x76, 0xf6, 0xca, 0xc0, 0x8e,
+        0x1a, 0x72, 0x23, 0xa2, 0xa4, 0x3e, 0x39, 0x8c, 0xe6, 0x38, 0x5c, 0xd6,
+        0x54, 0xa1, 0x9f, 0x48, 0x1c, 0xba, 0x3b, 0x8f, 0x25, 0x91, 0x0b, 0x42};
+    static const uint8_t want_tag[16] = {0x63, 0x5d, 0x39, 0x18, 0x28, 0x52,
+                                         0x0b, 0xf1, 0x51, 0x27, 0x63, 0xf0,
+                                         0xc8, 0xf5, 0xcd, 0xbd};
     for (int i = 0; i < 32; i++) {
         key[i] = (uint8_t)i;
         nonce[i] = (uint8_t)(i + 16);
     }
-    mp__aegis256x2_encrypt(key, nonce, NULL, 0, NULL, 0, NULL, tag);
-    return memcmp(tag, want, 16) == 0 &&
-           mp__aegis256x2_decrypt(key, nonce, NULL, 0, NULL, 0, tag, NULL, NULL,
-                                  NULL) == 0;
+    for (int i = 0; i < 120; i++)
+        m[i] = (uint8_t)(4 + i % 4);
+    mp__aegis256x2_encrypt(key, nonce, ad, sizeof(ad), m, sizeof(m), c, tag);
+    if (memcmp(c, want_c, sizeof(c)) != 0 || memcmp(tag, want_tag, 16) != 0)
+        return false;
+    if (mp__aegis256x2_decrypt(key, nonce, ad, sizeof(ad), c, sizeof(c), tag,
+                               back, NULL, NULL) != 0 ||
+        memcmp(back, m, sizeof(m)) != 0)
+        return false;
+    tag[15] ^= 1;
+    return mp__aegis256x2_decrypt(key, nonce, ad, sizeof(ad), c, sizeof(c), tag,
+                                  back, NULL, NULL) != 0;
 }
 
 bool mp__aegis256x2_available(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("vaes") && __builtin_cpu_supports("avx2") &&
-           known_answer();
+    return mp__cpu_has_vaes_avx2() && known_answer();
 }
 
 #else /* no VAES code path in this build */

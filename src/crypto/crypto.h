@@ -117,7 +117,9 @@ typedef void (*mp_scan_fn)(void *ctx, const uint8_t *m, size_t len);
  * reads it from the L1 cache instead of in a second pass. The chunks may
  * not be authenticated yet when scan sees them: scan may only compute
  * something that the caller uses after this returned MOSHPIT_OK, never act
- * on the bytes. On ECRYPTO whatever scan computed must be ignored. */
+ * on the bytes, and its time must not depend on them (no early exit; see
+ * mp__vec_scan_nonfinite). On ECRYPTO whatever scan computed must be
+ * ignored. */
 moshpit_err_t mp__session_open_scan(const mp_session_keys_t *k,
                                     uint64_t counter, const uint8_t *ad,
                                     size_t adlen, const uint8_t *c, size_t clen,

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Installs the built library into a temporary prefix, then builds a program
-# outside the tree twice: with `cc prog.c $(pkg-config --cflags --libs
-# moshpit)` and with CMake's find_package(moshpit). Both binaries must run
-# (a lone peer averaging alone). Arguments: build dir, source dir.
+# outside the tree four times: against the shared library with `cc prog.c
+# $(pkg-config --cflags --libs moshpit)` and with CMake's
+# find_package(moshpit) and moshpit::moshpit, and against the static one
+# with `pkg-config --static` and with moshpit::moshpit_static (which must
+# bring its dependencies along). Every binary must run (a lone peer
+# averaging alone), and the static ones must not load libmoshpit.so.
+# Arguments: build dir, source dir.
 set -euo pipefail
 build="$1"
 src="$2"
@@ -22,6 +26,24 @@ cp "$src/examples/hello.c" "$tmp/prog.c"
 cc -o "$tmp/prog" "$tmp/prog.c" $(pkg-config --cflags --libs moshpit) \
     -Wl,-rpath,"$libdir"
 "$tmp/prog" | grep -q "round 4: success, group of 1"
+
+# static: both libraries are installed side by side and -lmoshpit would pick
+# the shared one, so the archive is named instead (-l:libmoshpit.a); the
+# rest is what --static adds for it
+static_flags=$(pkg-config --static --cflags --libs moshpit)
+case " $static_flags " in
+*" -lzmq "*) ;;
+*) echo "pkg-config --static does not name libzmq: $static_flags"; exit 1 ;;
+esac
+# shellcheck disable=SC2086
+cc -o "$tmp/prog_static" "$tmp/prog.c" \
+    ${static_flags/-lmoshpit/-l:libmoshpit.a}
+if readelf -d "$tmp/prog_static" | grep -q 'libmoshpit\.so'; then
+    echo "pkg-config --static consumer loads libmoshpit.so"
+    exit 1
+fi
+"$tmp/prog_static" | grep -q "round 4: success, group of 1"
+
 mkdir "$tmp/cm"
 cat > "$tmp/cm/CMakeLists.txt" <<'CM'
 cmake_minimum_required(VERSION 3.25)
@@ -35,6 +57,25 @@ cmake -S "$tmp/cm" -B "$tmp/cm/b" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
     -DCMAKE_BUILD_RPATH="$libdir" >/dev/null
 cmake --build "$tmp/cm/b" >/dev/null
 "$tmp/cm/b/prog" | grep -q "round 4: success, group of 1"
+
+# moshpit::moshpit_static: the package itself says what else to link
+mkdir "$tmp/cms"
+cat > "$tmp/cms/CMakeLists.txt" <<'CM'
+cmake_minimum_required(VERSION 3.25)
+project(consumer_static C)
+find_package(moshpit REQUIRED)
+add_executable(prog prog.c)
+target_link_libraries(prog moshpit::moshpit_static)
+CM
+cp "$src/examples/hello.c" "$tmp/cms/prog.c"
+cmake -S "$tmp/cms" -B "$tmp/cms/b" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+    >/dev/null
+cmake --build "$tmp/cms/b" >/dev/null
+if readelf -d "$tmp/cms/b/prog" | grep -q 'libmoshpit\.so'; then
+    echo "moshpit::moshpit_static consumer loads libmoshpit.so"
+    exit 1
+fi
+"$tmp/cms/b/prog" | grep -q "round 4: success, group of 1"
 # only moshpit_* symbols are exported
 bad=$(nm -D --defined-only "$libdir"/libmoshpit.so | awk '{print $3}' |
       grep -v '^moshpit_' | grep -v '^_' || true)
@@ -42,4 +83,5 @@ if [ -n "$bad" ]; then
     echo "unexpected exported symbols: $bad"
     exit 1
 fi
-echo "install test: pkg-config and find_package consumers built and ran"
+echo "install test: pkg-config and find_package consumers, shared and" \
+    "static, built and ran"

@@ -4,7 +4,9 @@
  * finiteness check finds a single infinity or NaN (of either sign, quiet or
  * signalling, any payload) at every position of arrays of every length up to
  * a few vector blocks, and accepts the largest finite values, denormals and
- * zeros; the accumulation kernels equal their scalar definitions exactly.
+ * zeros; the decryption scan over chunks gives the same word as one pass
+ * and reads every chunk (no early exit after a NaN); the accumulation
+ * kernels equal their scalar definitions exactly.
  */
 #include <float.h>
 #include <math.h>
@@ -51,6 +53,59 @@ static void test_all_finite(void) {
     CHECK(wrong == 0, "%d wrong finiteness verdicts", wrong);
 }
 
+/* The decryption scan over chunks (as the AEAD calls it: multiples of 16
+ * bytes but the last, from an unaligned buffer) gives the verdict of one
+ * pass over everything, and reads every chunk: a later chunk's bits are in
+ * the result even after an earlier chunk held a NaN, so it cannot have
+ * stopped early. */
+static void test_scan(void) {
+    enum { CHUNK = 4096, LEN = 3 * CHUNK + 44 };
+    static uint8_t raw[LEN + 1];
+    uint8_t *buf = raw + 1;
+    float f;
+    int wrong = 0;
+    /* values 1.0 to 2.5: their terms set bits 30 and 23 only */
+    for (size_t i = 0; i < LEN / 4; i++) {
+        f = (float)(i % 7) * 0.25f + 1.0f;
+        memcpy(buf + 4 * i, &f, 4);
+    }
+    const size_t spots[] = {0, CHUNK / 4 - 1, CHUNK / 4, LEN / 4 - 1};
+    for (size_t k = 0; k <= sizeof spots / sizeof spots[0]; k++) {
+        uint8_t keep[4] = {0};
+        size_t at = k < sizeof spots / sizeof spots[0] ? spots[k] : SIZE_MAX;
+        if (at != SIZE_MAX) {
+            memcpy(keep, buf + 4 * at, 4);
+            f = from_bits(0x7fc00000u);
+            memcpy(buf + 4 * at, &f, 4);
+        }
+        uint32_t acc = 0;
+        for (size_t done = 0; done < LEN; done += CHUNK)
+            mp__vec_scan_nonfinite(&acc, buf + done,
+                                   LEN - done < CHUNK ? LEN - done : CHUNK);
+        float whole[LEN / 4];
+        memcpy(whole, buf, sizeof whole);
+        wrong += acc != mp__vec_nonfinite_bits(whole, LEN / 4);
+        wrong += ((acc & MP_VEC_NONFINITE) != 0) != (at != SIZE_MAX);
+        if (at != SIZE_MAX)
+            memcpy(buf + 4 * at, keep, 4);
+    }
+    CHECK(wrong == 0, "%d wrong scan verdicts", wrong);
+    /* a NaN in the first chunk, FLT_MAX (exponent bits 23..30) only in the
+     * last: both show in the result */
+    f = from_bits(0x7fc00000u);
+    memcpy(buf, &f, 4);
+    f = FLT_MAX;
+    memcpy(buf + LEN - 4, &f, 4);
+    uint32_t acc = 0;
+    for (size_t done = 0; done < LEN; done += CHUNK)
+        mp__vec_scan_nonfinite(&acc, buf + done,
+                               LEN - done < CHUNK ? LEN - done : CHUNK);
+    CHECK(acc == 0xff800000u,
+          "scan result %08x: a chunk after the NaN was not read (want "
+          "ff800000)",
+          (unsigned)acc);
+}
+
 static void test_acc(void) {
     enum { N = 37 };
     float xs[N], xm[N], out[N], v[N];
@@ -84,6 +139,7 @@ static void test_acc(void) {
 
 int main(void) {
     test_all_finite();
+    test_scan();
     test_acc();
     return test_summary("test_vec");
 }
