@@ -95,7 +95,10 @@ static void on_ctrl(moshpit_t *mp) {
         goto out;
     }
     mp_peer_t *p = mp__find_peer(mp, id);
-    if (p != NULL && !msg_allowed(mp, p, mp__now_ms()))
+    uint64_t now = mp__now_ms();
+    if (p != NULL)
+        p->last_rx_ms = now; /* it is not frozen (mp__swim_end_silent) */
+    if (p != NULL && !msg_allowed(mp, p, now))
         goto out;
     if (zmq_msg_size(&body) > MP_CTRL_MAX) {
         mp__log(mp, MOSHPIT_LOG_WARN,
@@ -372,6 +375,7 @@ static void housekeeping(moshpit_t *mp, uint64_t now) {
     if (now >= mp->next_gossip_ms) {
         mp->next_gossip_ms = now + GOSSIP_MS;
         mp__expire_certs(mp);
+        mp__swim_end_silent(mp, NULL, now);
         /* held frames of rounds that never came */
         for (size_t i = 0; i < mp->nearly;)
             if (now - mp->early[i].arrived_ms > mp->cfg.round_timeout_ms)
@@ -588,9 +592,7 @@ moshpit_err_t mp__engine_setup(moshpit_t *mp) {
         zmq_setsockopt(mp->ctrl, ZMQ_CURVE_SECRETKEY, mp->sec, 32) != 0 ||
         zmq_setsockopt(mp->ctrl, ZMQ_MAXMSGSIZE, &cmax, sizeof(cmax)) != 0 ||
         set_int(mp->ctrl, ZMQ_LINGER, 0) != 0 ||
-        set_int(mp->ctrl, ZMQ_RCVHWM, 256) != 0 ||
-        set_int(mp->ctrl, ZMQ_HEARTBEAT_IVL, 1000) != 0 ||
-        set_int(mp->ctrl, ZMQ_HEARTBEAT_TIMEOUT, 5000) != 0)
+        set_int(mp->ctrl, ZMQ_RCVHWM, 256) != 0)
         return MOSHPIT_ESYS;
     if (zmq_setsockopt(mp->data, ZMQ_MAXMSGSIZE, &dmax, sizeof(dmax)) != 0 ||
         set_int(mp->data, ZMQ_LINGER, 0) != 0 ||

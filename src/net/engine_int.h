@@ -27,6 +27,9 @@ _Static_assert(sizeof(zmq_msg_t) <= 64, "zmq_msg_t storage in mp_peer_t");
  * dialled again, so the two sides of a healed partition find each other;
  * peers dead for RECONNECT_GIVEUP_MS are left alone. */
 #define RECONNECT_MS 5000u
+/* A live session ends when membership holds its peer dead and no control
+ * message came from it for this long (mp__swim_end_silent) */
+#define SESSION_QUIET_MS 5000u
 #define RECONNECT_GIVEUP_MS 3600000u
 #define ROUND_MARGIN_MS 100u
 #define POLL_MAX_MS 1000
@@ -65,6 +68,8 @@ void mp__pump_joiner(moshpit_t *mp);
 void mp__pump_sends(moshpit_t *mp);
 void mp__round_end(moshpit_t *mp, moshpit_err_t e, bool alone);
 void mp__round_peer_failed(moshpit_t *mp, mp_peer_t *p);
+/* p is a member of the group all-reduce running now. */
+bool mp__round_has_member(const moshpit_t *mp, const mp_peer_t *p);
 void mp__round_progress(moshpit_t *mp);
 void mp__send_hello(moshpit_t *mp, mp_peer_t *p, bool reply);
 void mp__send_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m);
@@ -102,6 +107,10 @@ void mp__swim_on_piggyback(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
 void mp__swim_housekeeping(moshpit_t *mp, uint64_t now);
 uint64_t mp__swim_wakeup(const moshpit_t *mp);
 void mp__swim_close(moshpit_t *mp);
+/* Ends the sessions that only the TCP connections still keep up: peers
+ * that membership holds dead and that have been silent for
+ * SESSION_QUIET_MS (p: just that one; NULL: all). */
+void mp__swim_end_silent(moshpit_t *mp, mp_peer_t *p, uint64_t now);
 /* Dials a known peer again at once (membership says it is back). */
 void mp__peer_redial(moshpit_t *mp, mp_peer_t *p, const char *addr);
 

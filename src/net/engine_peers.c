@@ -260,6 +260,7 @@ void mp__peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
     p->state_since_ms = mp__now_ms();
     if (s == MP_PEER_LIVE) {
         p->last_live_ms = p->state_since_ms;
+        p->last_rx_ms = p->state_since_ms;
         p->left = false;
     }
     /* a graceful leave is news, not a problem */

@@ -4,7 +4,9 @@
  * over the engine's CURVE control links. SWIM decides who is a member and
  * who is dead; the engine keeps a session (HELLO, data keys) with every
  * member it learns of and counts a peer as a member while it has a live
- * session and SWIM holds it alive or suspect. Engine thread only.
+ * session. A session ends when its TCP connection drops, or when SWIM
+ * holds the peer dead and it has been silent on the session for
+ * SESSION_QUIET_MS (mp__swim_end_silent). Engine thread only.
  */
 #include "engine_int.h"
 
@@ -60,11 +62,11 @@ bool mp__swim_member_ok(const moshpit_t *mp, const uint8_t id[32]) {
     mp_swim_member_t m;
     if (mp->swim == NULL)
         return true;
-    /* a live session is first-hand evidence (TCP and ZMTP heartbeats:
-     * a crashed or frozen peer's session ends within about 6 s); SWIM's
-     * verdict counts for members we have no session with. A loaded
-     * machine answers probes late, and a false "dead" must not cost a
-     * working session its rounds. */
+    /* a live session is first-hand evidence (a crashed peer's session
+     * ends when its TCP connections drop, a frozen one's by
+     * mp__swim_end_silent); SWIM's verdict counts for members we have no
+     * session with. A loaded machine answers probes late, and a false
+     * "dead" must not cost a working session its rounds. */
     const mp_peer_t *p = mp__find_peer((moshpit_t *)mp, id);
     if (p != NULL && p->state == MP_PEER_LIVE)
         return true;
@@ -134,13 +136,16 @@ static void swim_event(moshpit_t *mp, const mp_swim_event_t *ev) {
         if (p == NULL || p->state == MP_PEER_REFUSED)
             break;
         if (ev->type == MP_SWIM_EV_DEAD && p->state == MP_PEER_LIVE) {
-            /* our own session with it is alive: that is first-hand, the
-             * rumour is not (the session ends by itself if the peer is
-             * really gone; if it is alive it refutes) */
-            mp__log(mp, MOSHPIT_LOG_INFO,
-                    "peer %.8s: declared dead by membership, but our "
-                    "session with it is alive",
-                    p->id_txt);
+            /* a session it still talks on is first-hand, the verdict is
+             * not: the session ends only once the peer is also silent on
+             * it (if it is alive it refutes meanwhile) */
+            uint64_t now = mp__now_ms();
+            mp__swim_end_silent(mp, p, now);
+            if (p->state == MP_PEER_LIVE)
+                mp__log(mp, MOSHPIT_LOG_INFO,
+                        "peer %.8s: declared dead by membership, but it "
+                        "spoke on our session %llu ms ago",
+                        p->id_txt, (unsigned long long)(now - p->last_rx_ms));
             break;
         }
         mp__peer_set_state(mp, p, MP_PEER_DEAD,
@@ -284,6 +289,12 @@ void mp__swim_peer_live(moshpit_t *mp, mp_peer_t *p) {
     if (mp->swim == NULL)
         return;
     mp__swim_addr_verified(mp->swim, p->id, p->ctrl_addr);
+    /* a session with a member SWIM holds in doubt (a healed partition, a
+     * thawed or restarted peer): probe it now, so that both sides hear of
+     * each other's verdict and refute, instead of holding each other dead
+     * while nobody probes across (the session would then end again as
+     * silent) */
+    (void)mp__swim_contact(mp->swim, mp__now_ms(), p->id);
     if (p->swim_pending != NULL) {
         if (p->ctrl != NULL)
             (void)zmq_send(p->ctrl, p->swim_pending, p->swim_pending_len,
@@ -306,6 +317,35 @@ void mp__swim_housekeeping(moshpit_t *mp, uint64_t now) {
 
 uint64_t mp__swim_wakeup(const moshpit_t *mp) {
     return mp->swim != NULL ? mp__swim_next_wakeup(mp->swim) : UINT64_MAX;
+}
+
+/* Sessions have no keepalive of their own (no ZMTP heartbeats, see
+ * net.c), and the TCP connections of a frozen peer (SIGSTOP, a hung
+ * host) or of one behind a cut link stay up. Such a peer stops answering
+ * SWIM probes and is declared dead by this peer's SWIM within the bound
+ * B(n) (docs/DESIGN.md); its session then ends once it has also sent
+ * nothing for SESSION_QUIET_MS, so a live peer that answered probes late
+ * but still talks to us keeps its session. Members of the running group
+ * are left to the round's own silence timers (peer_timeout_ms). */
+static bool session_silent(const moshpit_t *mp, const mp_peer_t *p,
+                           uint64_t now) {
+    mp_swim_member_t m;
+    return p->state == MP_PEER_LIVE &&
+           now - p->last_rx_ms >= SESSION_QUIET_MS &&
+           mp__swim_lookup(mp->swim, p->id, &m) && m.state == MP_SWIM_DEAD &&
+           !mp__round_has_member(mp, p);
+}
+
+void mp__swim_end_silent(moshpit_t *mp, mp_peer_t *p, uint64_t now) {
+    if (mp->swim == NULL)
+        return;
+    for (size_t i = 0; i < mp->npeers; i++) {
+        mp_peer_t *q = mp->peers[i];
+        if ((p == NULL || q == p) && session_silent(mp, q, now))
+            mp__peer_set_state(mp, q, MP_PEER_DEAD,
+                               "declared dead by membership and silent on "
+                               "our session");
+    }
 }
 
 void mp__swim_close(moshpit_t *mp) {
