@@ -91,6 +91,12 @@ static void swim_send(moshpit_t *mp, const mp_swim_out_t *o) {
                     p->id_txt);
         return;
     }
+    /* copied before dialling: the HELLO that dialling sends is encoded
+     * into the same mp->msgbuf */
+    uint8_t *copy = malloc(len);
+    if (copy == NULL)
+        return;
+    memcpy(copy, mp->msgbuf, len);
     mp_swim_member_t m;
     const char *addr = mp__swim_lookup(mp->swim, o->to, &m) && m.addr[0]
                            ? m.addr
@@ -100,12 +106,10 @@ static void swim_send(moshpit_t *mp, const mp_swim_out_t *o) {
     else if (p->state == MP_PEER_DEAD)
         mp__peer_redial(mp, p, addr); /* e.g. we were frozen: reconnect */
     p = mp__find_peer(mp, o->to);
-    if (p == NULL || p->state == MP_PEER_REFUSED)
+    if (p == NULL || p->state == MP_PEER_REFUSED) {
+        free(copy);
         return;
-    uint8_t *copy = malloc(len);
-    if (copy == NULL)
-        return;
-    memcpy(copy, mp->msgbuf, len);
+    }
     free(p->swim_pending); /* only the newest waits */
     p->swim_pending = copy;
     p->swim_pending_len = len;

@@ -15,6 +15,8 @@
  * - After SIGCONT, within 20 s every peer counts 8 members again (the
  *   thawed peer refutes the rumour of its death), and a round of all 8 with
  *   group_size 8 is exact.
+ * - No peer logged a malformed control message (membership messages to a
+ *   peer being dialled again once went out mangled).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -99,6 +101,12 @@ int main(void) {
         IT_CHECK(d <= 1e-5, "after the thaw, peer %zu deviates %g", i, d);
     }
     printf("thawed peer back in a group of %d, exact\n", N);
+    /* reconnecting after the thaw sends membership messages to peers
+     * without a session: none of them may arrive mangled */
+    for (size_t i = 0; i < N; i++)
+        IT_CHECK(it_log_count(&peers[i], "malformed control message", 5000) ==
+                     0,
+                 "peer %zu received malformed control messages", i);
     free(v);
     for (size_t i = 0; i < N; i++)
         it_stop(&peers[i]);
