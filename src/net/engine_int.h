@@ -27,8 +27,9 @@ _Static_assert(sizeof(zmq_msg_t) <= 64, "zmq_msg_t storage in mp_peer_t");
  * dialled again, so the two sides of a healed partition find each other;
  * peers dead for RECONNECT_GIVEUP_MS are left alone. */
 #define RECONNECT_MS 5000u
-/* A live session ends when membership holds its peer dead and no control
- * message came from it for this long (mp__swim_end_silent) */
+/* A live session ends when membership holds its peer dead and nothing came
+ * from it for this long after this peer probed it directly
+ * (mp__swim_check_sessions) */
 #define SESSION_QUIET_MS 5000u
 #define RECONNECT_GIVEUP_MS 3600000u
 #define ROUND_MARGIN_MS 100u
@@ -107,10 +108,10 @@ void mp__swim_on_piggyback(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
 void mp__swim_housekeeping(moshpit_t *mp, uint64_t now);
 uint64_t mp__swim_wakeup(const moshpit_t *mp);
 void mp__swim_close(moshpit_t *mp);
-/* Ends the sessions that only the TCP connections still keep up: peers
- * that membership holds dead and that have been silent for
- * SESSION_QUIET_MS (p: just that one; NULL: all). */
-void mp__swim_end_silent(moshpit_t *mp, mp_peer_t *p, uint64_t now);
+/* Checks the live sessions against membership's verdicts, once a second:
+ * probes the peers it doubts, and ends the sessions that only the TCP
+ * connections still keep up (see engine_swim.c). */
+void mp__swim_check_sessions(moshpit_t *mp, uint64_t now);
 /* Dials a known peer again at once (membership says it is back). */
 void mp__peer_redial(moshpit_t *mp, mp_peer_t *p, const char *addr);
 
