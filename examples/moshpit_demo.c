@@ -11,6 +11,12 @@
  *
  * Peers write their vectors into a shared mapping so the parent can check
  * them; everything else goes through the library over encrypted TCP.
+ *
+ * Each peer keeps about 8 file descriptors per other peer (docs/DESIGN.md,
+ * "What a peer needs"), so the demo raises its soft limit on open files to
+ * the hard limit before it starts the peers. It waits up to --wait seconds
+ * for every peer to count the whole swarm, prints how long that took (or
+ * how far it got), and runs the rounds either way.
  */
 #include <errno.h>
 #include <math.h>
@@ -21,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,10 +42,12 @@ typedef struct rec {
     char text[200];
     moshpit_round_t info;
     uint64_t members;
+    uint64_t wait_ms; /* REC_READY: how long moshpit_wait_members took */
 } rec_t;
 
 typedef struct opts {
-    int peers, rounds, kill, group_size, grid;
+    int peers, rounds, kill, group_size, grid, wait_s, stagger_ms, idle_s;
+    int join_random; /* bootstrap from a random earlier peer, not peer 0 */
     size_t size;
     uint64_t seed;
 } opts_t;
@@ -77,7 +86,8 @@ static int g_notify_fd = -1;
 
 static void child_log(void *user, int level, const char *msg) {
     if (getenv("MOSHPIT_DEMO_LOG") != NULL)
-        fprintf(stderr, "[peer %d] %d %s\n", *(int *)user, level, msg);
+        fprintf(stderr, "%.3f [peer %d] %d %s\n", now_s(), *(int *)user, level,
+                msg);
     /* tells the parent this peer is now inside a group (used by --kill) */
     if (g_notify_fd >= 0 && strncmp(msg, "round ", 6) == 0 &&
         strstr(msg, ": group of ") != NULL) {
@@ -119,19 +129,19 @@ static int child_main(const opts_t *o, int i, const char *boot, int cmd_fd,
         (void)write_rec(rep_fd, &r);
         return 1;
     }
-    if (boot == NULL) {
-        r.type = REC_ENDPOINT;
-        if (moshpit_endpoint(mp, r.text, sizeof(r.text)) != MOSHPIT_OK ||
-            write_rec(rep_fd, &r) != 0) {
-            moshpit_close(mp);
-            return 1;
-        }
+    r.type = REC_ENDPOINT; /* the parent may give it to later peers */
+    if (moshpit_endpoint(mp, r.text, sizeof(r.text)) != MOSHPIT_OK ||
+        write_rec(rep_fd, &r) != 0) {
+        moshpit_close(mp);
+        return 1;
     }
-    e = moshpit_wait_members(mp, (size_t)o->peers, 30000);
+    double t0 = now_s();
+    e = moshpit_wait_members(mp, (size_t)o->peers, (uint32_t)o->wait_s * 1000u);
     memset(&r, 0, sizeof(r));
     r.type = REC_READY;
     r.err = (int32_t)e;
     r.members = moshpit_members(mp);
+    r.wait_ms = (uint64_t)((now_s() - t0) * 1000.0);
     if (write_rec(rep_fd, &r) != 0) {
         moshpit_close(mp);
         return 1;
@@ -161,6 +171,28 @@ static int child_main(const opts_t *o, int i, const char *boot, int cmd_fd,
     return 0;
 }
 
+/* CPU seconds (user + system) a process has used so far, from
+ * /proc/PID/stat; -1 where that is not available. */
+static double cpu_s(pid_t pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+    unsigned long long ut = 0, st = 0;
+    if (p == NULL || sscanf(p + 2,
+                            "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+                            "%llu %llu",
+                            &ut, &st) != 2)
+        return -1;
+    long hz = sysconf(_SC_CLK_TCK);
+    return hz > 0 ? (double)(ut + st) / (double)hz : -1;
+}
+
 /* ---- parent ---- */
 
 typedef struct peer {
@@ -169,6 +201,18 @@ typedef struct peer {
     int alive, victim, killed;
     rec_t last;
 } peer_t;
+
+/* CPU all peer processes used so far (-1 if unknown). */
+static double peers_cpu_s(const struct peer *peers, int n) {
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        double c = cpu_s(peers[i].pid);
+        if (c < 0)
+            return -1;
+        sum += c;
+    }
+    return sum;
+}
 
 static int read_rec(peer_t *p, rec_t *r, int timeout_ms) {
     struct pollfd pfd = {.fd = p->rep_fd, .events = POLLIN};
@@ -212,8 +256,36 @@ static void usage(void) {
         stderr,
         "usage: moshpit-demo [--peers N] [--size FLOATS] [--rounds R]\n"
         "                    [--kill K] [--group-size M] [--grid] [--seed S]\n"
+        "                    [--wait S] [--join first|random] [--stagger MS]\n"
         "  --grid: peer i takes grid position i (balanced Moshpit grid);\n"
-        "          with N = M^d peers the mean is exact after d rounds\n");
+        "          with N = M^d peers the mean is exact after d rounds\n"
+        "  --wait: seconds each peer waits to count all N (default 30);\n"
+        "          the rounds run either way\n"
+        "  --join: every peer bootstraps from peer 0 (first, default) or\n"
+        "          from a random earlier peer (random)\n"
+        "  --stagger: milliseconds between starting two peers (default 0)\n"
+        "  --idle: seconds to sit idle after the wait, printing the CPU\n"
+        "          the peers used meanwhile (Linux /proc; default 0)\n");
+}
+
+/* Peer processes hold about 8 descriptors per other peer: take the hard
+ * limit (the default soft limit is often 1024). */
+static void raise_fd_limit(int peers) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    rlim_t want = (rlim_t)peers * 8 + 64;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+        (void)getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
+        fprintf(stderr,
+                "warning: open files limited to %llu, %d peers need about "
+                "%llu each (ulimit -n)\n",
+                (unsigned long long)rl.rlim_cur, peers,
+                (unsigned long long)want);
 }
 
 int main(int argc, char **argv) {
@@ -221,6 +293,7 @@ int main(int argc, char **argv) {
                 .rounds = 3,
                 .kill = 0,
                 .group_size = 0,
+                .wait_s = 30,
                 .size = 1000000,
                 .seed = 1};
     for (int a = 1; a < argc; a += 2) {       /* --option value pairs */
@@ -246,6 +319,16 @@ int main(int argc, char **argv) {
             o.group_size = atoi(v);
         else if (strcmp(argv[a], "--seed") == 0)
             o.seed = strtoull(v, NULL, 10);
+        else if (strcmp(argv[a], "--wait") == 0)
+            o.wait_s = atoi(v);
+        else if (strcmp(argv[a], "--stagger") == 0)
+            o.stagger_ms = atoi(v);
+        else if (strcmp(argv[a], "--idle") == 0)
+            o.idle_s = atoi(v);
+        else if (strcmp(argv[a], "--join") == 0 && strcmp(v, "first") == 0)
+            o.join_random = 0;
+        else if (strcmp(argv[a], "--join") == 0 && strcmp(v, "random") == 0)
+            o.join_random = 1;
         else {
             usage();
             return 2;
@@ -255,12 +338,15 @@ int main(int argc, char **argv) {
         o.group_size = o.peers < 64 ? o.peers : 64;
     if (o.peers < 1 || o.peers > MAX_PEERS || o.size < 1 || o.rounds < 1 ||
         o.kill < 0 || o.kill >= o.peers || o.group_size < 1 ||
-        o.group_size > 64) {
+        o.group_size > 64 || o.wait_s < 1 || o.wait_s > 3600 ||
+        o.stagger_ms < 0 || o.stagger_ms > 60000 || o.idle_s < 0 ||
+        o.idle_s > 3600) {
         usage();
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
     setvbuf(stdout, NULL, _IOLBF, 0);
+    raise_fd_limit(o.peers);
     size_t shm_bytes = (size_t)o.peers * o.size * sizeof(float);
     float *shm = mmap(NULL, shm_bytes, PROT_READ | PROT_WRITE,
                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -300,31 +386,76 @@ int main(int argc, char **argv) {
            moshpit_version(), o.peers, o.size, (double)o.size * 4 / 1048576.0,
            o.group_size, o.rounds,
            o.kill ? ", killing peers during round 1" : "");
-    char boot[200];
+    /* endpoints of the peers started so far (--join random draws one) */
+    char(*eps)[200] = calloc((size_t)o.peers, sizeof(*eps));
+    if (eps == NULL)
+        return 1;
     rec_t r;
+    double t_start = now_s();
     if (spawn(&o, 0, NULL, peers, shm, o.kill >= o.peers) <= 0 ||
         read_rec(&peers[0], &r, 30000) != 0 || r.type != REC_ENDPOINT) {
         fprintf(stderr, "first peer failed to start\n");
         return 1;
     }
-    snprintf(boot, sizeof(boot), "%s", r.text);
-    printf("first peer listens at %s\n", boot);
-    for (int i = 1; i < o.peers; i++)
-        if (spawn(&o, i, boot, peers, shm, i >= o.peers - o.kill) <= 0) {
+    snprintf(eps[0], sizeof(eps[0]), "%s", r.text);
+    printf("first peer listens at %s\n", eps[0]);
+    uint64_t pick = o.seed * 7919u + 17u;
+    for (int i = 1; i < o.peers; i++) {
+        if (o.stagger_ms > 0)
+            usleep((useconds_t)o.stagger_ms * 1000u);
+        int from = o.join_random ? (int)(mix(&pick) % (uint64_t)i) : 0;
+        if (spawn(&o, i, eps[from], peers, shm, i >= o.peers - o.kill) <= 0) {
             fprintf(stderr, "fork failed\n");
             return 1;
         }
-    int ready_ok = 1;
-    for (int i = 0; i < o.peers; i++) {
-        if (read_rec(&peers[i], &r, 40000) != 0 || r.type != REC_READY ||
-            r.err != MOSHPIT_OK) {
-            fprintf(stderr, "peer %d did not see the whole swarm\n", i);
-            ready_ok = 0;
+        /* with --join random, later peers need this one's endpoint */
+        if (o.join_random &&
+            (read_rec(&peers[i], &r, 30000) != 0 || r.type != REC_ENDPOINT)) {
+            fprintf(stderr, "peer %d failed to start\n", i);
+            return 1;
         }
+        snprintf(eps[i], sizeof(eps[i]), "%s", o.join_random ? r.text : "");
     }
-    if (!ready_ok)
-        return 1;
-    printf("all %d peers see each other\n\n", o.peers);
+    double t_spawned = now_s();
+    int complete = 0;
+    uint64_t fewest = (uint64_t)o.peers, slowest_ms = 0;
+    for (int i = 0; i < o.peers; i++) {
+        int got = 0;
+        while (!got) { /* an endpoint record may come first */
+            if (read_rec(&peers[i], &r, (o.wait_s + 30) * 1000) != 0) {
+                fprintf(stderr, "peer %d did not answer\n", i);
+                return 1;
+            }
+            got = r.type == REC_READY;
+        }
+        if (r.err == MOSHPIT_OK)
+            complete++;
+        if (r.members < fewest)
+            fewest = r.members;
+        if (r.wait_ms > slowest_ms)
+            slowest_ms = r.wait_ms;
+    }
+    if (complete == o.peers)
+        printf("all %d peers see each other: %.1f s after the first peer "
+               "started (%.1f s after the last; slowest peer waited %.1f "
+               "s)\n\n",
+               o.peers, now_s() - t_start, now_s() - t_spawned,
+               (double)slowest_ms / 1000.0);
+    else
+        printf("after %d s, %d of %d peers count the whole swarm (fewest "
+               "counted: %llu); running the rounds anyway\n\n",
+               o.wait_s, complete, o.peers, (unsigned long long)fewest);
+    free(eps);
+    if (o.idle_s > 0) {
+        double c0 = peers_cpu_s(peers, o.peers), w0 = now_s();
+        sleep((unsigned)o.idle_s);
+        double c1 = peers_cpu_s(peers, o.peers), w1 = now_s();
+        if (c0 >= 0 && c1 >= 0)
+            printf("idle for %.1f s: the %d peers used %.2f CPU seconds, "
+                   "%.2f%% of a core per peer\n\n",
+                   w1 - w0, o.peers, c1 - c0,
+                   100.0 * (c1 - c0) / (w1 - w0) / o.peers);
+    }
     printf("%-6s %-22s %-14s %-12s %s\n", "round", "group sizes (xpeers)",
            "max rel. dev.", "MiB moved", "time s (allreduce)");
 
@@ -455,13 +586,24 @@ int main(int argc, char **argv) {
                "arrived before they died).\n",
                survivors, ok ? "yes" : "NO", final_spread, final_dev, ds);
     }
+    int signalled = 0, aborted = 0;
     for (int i = 0; i < o.peers; i++) {
         if (peers[i].pid > 0) {
             close(peers[i].cmd_fd); /* EOF: the child closes and exits */
-            waitpid(peers[i].pid, NULL, 0);
+            int st = 0;
+            if (waitpid(peers[i].pid, &st, 0) == peers[i].pid &&
+                WIFSIGNALED(st) && !peers[i].killed) {
+                signalled++;
+                aborted += WTERMSIG(st) == SIGABRT;
+            }
             close(peers[i].rep_fd);
         }
     }
+    printf("peer processes that died by a signal the demo did not send: %d "
+           "(SIGABRT: %d)\n",
+           signalled, aborted);
+    if (signalled > 0)
+        ok = 0;
     munmap(shm, shm_bytes);
     free(mean_all);
     free(mean_surv);

@@ -559,6 +559,21 @@ void mp__swim_tick(mp_swim_t *sw, uint64_t now_ms) {
     }
 }
 
+bool mp__swim_contact(mp_swim_t *sw, uint64_t now_ms,
+                      const uint8_t id[MP_SWIM_ID_BYTES]) {
+    if (sw == NULL || id == NULL || sw->left)
+        return false;
+    uint32_t s = mp__sw_find(sw, id);
+    if (s == SW_NONE || s == sw->self || sw->mem[s].state == MP_SWIM_ALIVE)
+        return false;
+    for (uint32_t i = 0; i < sw->nprobes; i++)
+        if (memcmp(sw->probes[i].id, id, MP_SWIM_ID_BYTES) == 0)
+            return false; /* one is on its way */
+    uint32_t before = sw->nprobes;
+    start_probe(sw, now_ms, s);
+    return sw->nprobes > before;
+}
+
 uint64_t mp__swim_next_wakeup(const mp_swim_t *sw) {
     if (sw == NULL || sw->left)
         return UINT64_MAX;

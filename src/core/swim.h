@@ -348,6 +348,18 @@ bool mp__swim_poll_event(mp_swim_t *sw, mp_swim_event_t *ev);
 bool mp__swim_addr_verified(mp_swim_t *sw, const uint8_t id[MP_SWIM_ID_BYTES],
                             const char *addr);
 
+/* The driver has a new direct link with `id` (a session with it came up)
+ * while this machine may hold it suspect, dead or left: a partition that
+ * healed, a peer that thawed or restarted. Then nobody would ever probe
+ * it again, and if it holds us dead too, neither side learns otherwise.
+ * So unless the member is unknown, self or ALIVE, this starts a probe of
+ * it now whose PING carries its record: it refutes (ALIVE at a higher
+ * incarnation), and its answer carries its incarnation, so that we
+ * correct it too if it holds us in doubt. Returns true if a probe was
+ * started (false also when max_pending_probes are in flight). */
+bool mp__swim_contact(mp_swim_t *sw, uint64_t now_ms,
+                      const uint8_t id[MP_SWIM_ID_BYTES]);
+
 /* Looks a member up (self included). Returns false if unknown. */
 bool mp__swim_lookup(const mp_swim_t *sw, const uint8_t id[MP_SWIM_ID_BYTES],
                      mp_swim_member_t *out);

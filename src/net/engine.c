@@ -95,7 +95,10 @@ static void on_ctrl(moshpit_t *mp) {
         goto out;
     }
     mp_peer_t *p = mp__find_peer(mp, id);
-    if (p != NULL && !msg_allowed(mp, p, mp__now_ms()))
+    uint64_t now = mp__now_ms();
+    if (p != NULL)
+        p->last_rx_ms = now; /* not frozen (mp__swim_check_sessions) */
+    if (p != NULL && !msg_allowed(mp, p, now))
         goto out;
     if (zmq_msg_size(&body) > MP_CTRL_MAX) {
         mp__log(mp, MOSHPIT_LOG_WARN,
@@ -268,6 +271,7 @@ static void on_zap(moshpit_t *mp) {
         zmq_msg_close(&f[i]);
 }
 
+/* Reads p's monitor until it is empty (or the sockets are closed). */
 static void on_monitor(moshpit_t *mp, mp_peer_t *p) {
     mp_net_event_t ev;
     while (p->mon != NULL && mp__net_read_event(p->mon, &ev) == 0) {
@@ -411,6 +415,14 @@ static void housekeeping(moshpit_t *mp, uint64_t now) {
     if (now >= mp->next_gossip_ms) {
         mp->next_gossip_ms = now + GOSSIP_MS;
         mp__expire_certs(mp);
+        mp__swim_check_sessions(mp, now);
+        /* a monitor's descriptor (polled in place of the socket, below)
+         * does not always fire for an event that arrives while earlier
+         * commands are pending: read every monitor once a second, so no
+         * disconnect waits longer than that */
+        for (size_t i = 0; i < mp->npeers; i++)
+            if (mp->peers[i]->mon != NULL)
+                on_monitor(mp, mp->peers[i]);
         /* held frames of rounds that never came */
         for (size_t i = 0; i < mp->nearly;)
             if (now - mp->early[i].arrived_ms > mp->cfg.round_timeout_ms)
@@ -530,11 +542,21 @@ void mp__engine_main(void *arg) {
         items[n++] = (zmq_pollitem_t){mp->zap, 0, ZMQ_POLLIN, 0};
         items[n++] = (zmq_pollitem_t){mp->ctrl, 0, ZMQ_POLLIN, 0};
         items[n++] = (zmq_pollitem_t){mp->data, 0, ZMQ_POLLIN, 0};
+        /* Monitors go in as the plain descriptor that libzmq signals when
+         * commands wait for the socket (ZMQ_FD), not as sockets: zmq_poll
+         * asks every socket item for ZMQ_EVENTS, two system calls each,
+         * twice a call, and one monitor per peer made every turn of this
+         * loop cost O(peers) system calls (docs/DESIGN.md, "What a peer
+         * needs"). on_monitor reads until the socket is empty, which also
+         * resets the descriptor. */
         for (size_t i = 0; i < mp->npeers; i++) {
             mp_peer_t *p = mp->peers[i];
-            if (p->mon != NULL) {
+            zmq_fd_t fd;
+            size_t fdsz = sizeof(fd);
+            if (p->mon != NULL &&
+                zmq_getsockopt(p->mon, ZMQ_FD, &fd, &fdsz) == 0) {
                 item_peer[n] = p;
-                items[n++] = (zmq_pollitem_t){p->mon, 0, ZMQ_POLLIN, 0};
+                items[n++] = (zmq_pollitem_t){NULL, fd, ZMQ_POLLIN, 0};
             }
             if ((p->stash_full || p->st_blocked) && p->data != NULL) {
                 item_peer[n] = p;
@@ -575,11 +597,18 @@ void mp__engine_main(void *arg) {
                 !(ev & ZMQ_POLLIN))
                 break;
         }
-        /* monitors may close sockets: look peers up again by item */
-        for (size_t i = 4; i < n; i++)
-            if ((items[i].revents & ZMQ_POLLIN) && item_peer[i]->mon != NULL &&
-                items[i].socket == item_peer[i]->mon)
+        /* monitors may close sockets: check the peer still has the
+         * monitor whose descriptor fired */
+        for (size_t i = 4; i < n; i++) {
+            if (items[i].socket != NULL || items[i].revents == 0 ||
+                item_peer[i]->mon == NULL)
+                continue;
+            zmq_fd_t fd;
+            size_t fdsz = sizeof(fd);
+            if (zmq_getsockopt(item_peer[i]->mon, ZMQ_FD, &fd, &fdsz) == 0 &&
+                fd == items[i].fd)
                 on_monitor(mp, item_peer[i]);
+        }
     }
     free(items);
     free(item_peer);
@@ -632,9 +661,7 @@ moshpit_err_t mp__engine_setup(moshpit_t *mp) {
         zmq_setsockopt(mp->ctrl, ZMQ_CURVE_SECRETKEY, mp->sec, 32) != 0 ||
         zmq_setsockopt(mp->ctrl, ZMQ_MAXMSGSIZE, &cmax, sizeof(cmax)) != 0 ||
         set_int(mp->ctrl, ZMQ_LINGER, 0) != 0 ||
-        set_int(mp->ctrl, ZMQ_RCVHWM, 256) != 0 ||
-        set_int(mp->ctrl, ZMQ_HEARTBEAT_IVL, 1000) != 0 ||
-        set_int(mp->ctrl, ZMQ_HEARTBEAT_TIMEOUT, 5000) != 0)
+        set_int(mp->ctrl, ZMQ_RCVHWM, 256) != 0)
         return MOSHPIT_ESYS;
     if (zmq_setsockopt(mp->data, ZMQ_MAXMSGSIZE, &dmax, sizeof(dmax)) != 0 ||
         set_int(mp->data, ZMQ_LINGER, 0) != 0 ||

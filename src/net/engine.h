@@ -105,8 +105,11 @@ typedef struct mp_peer {
     uint64_t refused_ms;     /* when we last refused its HELLO (0: never) */
     uint64_t cert_not_after; /* its certificate's end (certificate mode) */
     uint64_t last_live_ms;   /* when it was last seen live (or learned) */
-    bool left;               /* it said BYE: not dialled again unasked */
-    uint64_t done_gid;       /* the last round it said DONE for */
+    uint64_t last_rx_ms;     /* its last control message (session silence) */
+    uint64_t ask_ms;   /* when we probed it on the session because membership
+                          doubted it (0: not since it was last alive) */
+    bool left;         /* it said BYE: not dialled again unasked */
+    uint64_t done_gid; /* the last round it said DONE for */
     uint64_t next_hello_ms;
     uint32_t hello_tries;
     /* limits: control message token bucket (thousandths of a message),

@@ -27,6 +27,10 @@ _Static_assert(sizeof(zmq_msg_t) <= 64, "zmq_msg_t storage in mp_peer_t");
  * dialled again, so the two sides of a healed partition find each other;
  * peers dead for RECONNECT_GIVEUP_MS are left alone. */
 #define RECONNECT_MS 5000u
+/* A live session ends when membership holds its peer dead and nothing came
+ * from it for this long after this peer probed it directly
+ * (mp__swim_check_sessions) */
+#define SESSION_QUIET_MS 5000u
 #define RECONNECT_GIVEUP_MS 3600000u
 #define ROUND_MARGIN_MS 100u
 #define POLL_MAX_MS 1000
@@ -66,6 +70,8 @@ void mp__round_end(moshpit_t *mp, moshpit_err_t e, bool alone);
 /* Every mate of the last round in a group said DONE for it or is gone. */
 bool mp__owed_settled(const moshpit_t *mp);
 void mp__round_peer_failed(moshpit_t *mp, mp_peer_t *p);
+/* p is a member of the group all-reduce running now. */
+bool mp__round_has_member(const moshpit_t *mp, const mp_peer_t *p);
 void mp__round_progress(moshpit_t *mp);
 void mp__send_hello(moshpit_t *mp, mp_peer_t *p, bool reply);
 void mp__send_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m);
@@ -103,6 +109,10 @@ void mp__swim_on_piggyback(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
 void mp__swim_housekeeping(moshpit_t *mp, uint64_t now);
 uint64_t mp__swim_wakeup(const moshpit_t *mp);
 void mp__swim_close(moshpit_t *mp);
+/* Checks the live sessions against membership's verdicts, once a second:
+ * probes the peers it doubts, and ends the sessions that only the TCP
+ * connections still keep up (see engine_swim.c). */
+void mp__swim_check_sessions(moshpit_t *mp, uint64_t now);
 /* Dials a known peer again at once (membership says it is back). */
 void mp__peer_redial(moshpit_t *mp, mp_peer_t *p, const char *addr);
 

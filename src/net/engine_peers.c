@@ -38,10 +38,10 @@ zmq_msg_t *mp__stash_of(mp_peer_t *p) {
 }
 
 void mp__update_members(moshpit_t *mp) {
+    /* a live session counts whatever SWIM says (mp__swim_member_ok) */
     size_t live = 1;
     for (size_t i = 0; i < mp->npeers; i++)
-        if (mp->peers[i]->state == MP_PEER_LIVE &&
-            mp__swim_member_ok(mp, mp->peers[i]->id))
+        if (mp->peers[i]->state == MP_PEER_LIVE)
             live++;
     mp_plat_mutex_lock(&mp->lock);
     if (mp->members_live != live) {
@@ -294,6 +294,8 @@ void mp__peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
     p->state_since_ms = mp__now_ms();
     if (s == MP_PEER_LIVE) {
         p->last_live_ms = p->state_since_ms;
+        p->last_rx_ms = p->state_since_ms;
+        p->ask_ms = 0;
         p->left = false;
     }
     /* a graceful leave is news, not a problem */

@@ -150,6 +150,16 @@ void mp__round_peer_failed(moshpit_t *mp, mp_peer_t *p) {
             }
 }
 
+bool mp__round_has_member(const moshpit_t *mp, const mp_peer_t *p) {
+    const mp_round_t *r = &mp->round;
+    if (r->cmd == NULL || r->group == NULL)
+        return false;
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->members[i] == p)
+            return true;
+    return false;
+}
+
 static void start_group(moshpit_t *mp) {
     mp_round_t *r = &mp->round;
     uint32_t n = 0, self = 0;

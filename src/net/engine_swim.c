@@ -4,7 +4,9 @@
  * over the engine's CURVE control links. SWIM decides who is a member and
  * who is dead; the engine keeps a session (HELLO, data keys) with every
  * member it learns of and counts a peer as a member while it has a live
- * session and SWIM holds it alive or suspect. Engine thread only.
+ * session. A session ends when its TCP connection drops, or when SWIM
+ * holds the peer dead and it did not answer a probe on the session within
+ * SESSION_QUIET_MS (mp__swim_check_sessions). Engine thread only.
  */
 #include "engine_int.h"
 
@@ -60,11 +62,11 @@ bool mp__swim_member_ok(const moshpit_t *mp, const uint8_t id[32]) {
     mp_swim_member_t m;
     if (mp->swim == NULL)
         return true;
-    /* a live session is first-hand evidence (TCP and ZMTP heartbeats:
-     * a crashed or frozen peer's session ends within about 6 s); SWIM's
-     * verdict counts for members we have no session with. A loaded
-     * machine answers probes late, and a false "dead" must not cost a
-     * working session its rounds. */
+    /* a live session is first-hand evidence (a crashed peer's session
+     * ends when its TCP connections drop, a frozen one's by
+     * mp__swim_check_sessions); SWIM's verdict counts for members we have no
+     * session with. A loaded machine answers probes late, and a false
+     * "dead" must not cost a working session its rounds. */
     const mp_peer_t *p = mp__find_peer((moshpit_t *)mp, id);
     if (p != NULL && p->state == MP_PEER_LIVE)
         return true;
@@ -89,6 +91,12 @@ static void swim_send(moshpit_t *mp, const mp_swim_out_t *o) {
                     p->id_txt);
         return;
     }
+    /* copied before dialling: the HELLO that dialling sends is encoded
+     * into the same mp->msgbuf */
+    uint8_t *copy = malloc(len);
+    if (copy == NULL)
+        return;
+    memcpy(copy, mp->msgbuf, len);
     mp_swim_member_t m;
     const char *addr = mp__swim_lookup(mp->swim, o->to, &m) && m.addr[0]
                            ? m.addr
@@ -98,16 +106,16 @@ static void swim_send(moshpit_t *mp, const mp_swim_out_t *o) {
     else if (p->state == MP_PEER_DEAD)
         mp__peer_redial(mp, p, addr); /* e.g. we were frozen: reconnect */
     p = mp__find_peer(mp, o->to);
-    if (p == NULL || p->state == MP_PEER_REFUSED)
+    if (p == NULL || p->state == MP_PEER_REFUSED) {
+        free(copy);
         return;
-    uint8_t *copy = malloc(len);
-    if (copy == NULL)
-        return;
-    memcpy(copy, mp->msgbuf, len);
+    }
     free(p->swim_pending); /* only the newest waits */
     p->swim_pending = copy;
     p->swim_pending_len = len;
 }
+
+static void check_session(moshpit_t *mp, mp_peer_t *p, uint64_t now);
 
 static void swim_event(moshpit_t *mp, const mp_swim_event_t *ev) {
     mp_peer_t *p = mp__find_peer(mp, ev->id);
@@ -126,23 +134,28 @@ static void swim_event(moshpit_t *mp, const mp_swim_event_t *ev) {
             mp__peer_redial(mp, p, m.addr); /* back, or moved */
         break;
     case MP_SWIM_EV_SUSPECT:
-        if (p != NULL)
+        if (p != NULL) {
             mp__log(mp, MOSHPIT_LOG_INFO, "peer %.8s: suspect", p->id_txt);
+            check_session(mp, p, mp__now_ms());
+        }
         break;
     case MP_SWIM_EV_DEAD:
     case MP_SWIM_EV_LEFT:
         if (p == NULL || p->state == MP_PEER_REFUSED)
             break;
         if (ev->type == MP_SWIM_EV_DEAD && p->state == MP_PEER_LIVE) {
-            /* our own session with it is alive: that is first-hand, the
-             * rumour is not (the session ends by itself if the peer is
-             * really gone; if it is alive it refutes) */
-            mp__log(mp, MOSHPIT_LOG_INFO,
-                    "peer %.8s: declared dead by membership, but our "
-                    "session with it is alive",
-                    p->id_txt);
+            /* a session it still talks on is first-hand, the verdict is
+             * not (check_session) */
+            check_session(mp, p, mp__now_ms());
             break;
         }
+        if (ev->type == MP_SWIM_EV_DEAD && p->state == MP_PEER_NEW &&
+            p->ctrl != NULL)
+            break; /* a dial in progress ends by its own HELLO timeout: on
+                      a loaded machine the verdict is often about a peer
+                      too slow to answer probes while it sets up sessions,
+                      and dropping the dial would cost both sides
+                      DEAD_RETRY_MS before the next one */
         mp__peer_set_state(mp, p, MP_PEER_DEAD,
                            ev->type == MP_SWIM_EV_LEFT ? "left"
                                                        : "declared dead");
@@ -284,6 +297,11 @@ void mp__swim_peer_live(moshpit_t *mp, mp_peer_t *p) {
     if (mp->swim == NULL)
         return;
     mp__swim_addr_verified(mp->swim, p->id, p->ctrl_addr);
+    /* a session with a member SWIM holds in doubt (a healed partition, a
+     * thawed or restarted peer): probe it now, so that both sides hear of
+     * each other's verdict and refute, instead of holding each other dead
+     * while nobody probes across (the session would then end again) */
+    check_session(mp, p, mp__now_ms());
     if (p->swim_pending != NULL) {
         if (p->ctrl != NULL)
             (void)zmq_send(p->ctrl, p->swim_pending, p->swim_pending_len,
@@ -306,6 +324,49 @@ void mp__swim_housekeeping(moshpit_t *mp, uint64_t now) {
 
 uint64_t mp__swim_wakeup(const moshpit_t *mp) {
     return mp->swim != NULL ? mp__swim_next_wakeup(mp->swim) : UINT64_MAX;
+}
+
+/* Sessions have no keepalive of their own (no ZMTP heartbeats, see
+ * net.c), and the TCP connections of a frozen peer (SIGSTOP, a hung
+ * host) or of one behind a cut link stay up. Such a peer stops answering
+ * SWIM probes, becomes suspect and then dead to this peer's SWIM (within
+ * B(n), docs/DESIGN.md). SWIM's verdict alone would be a rumour, and on a
+ * loaded machine a live peer answers probes late; so while SWIM doubts
+ * p, this peer probes p directly on the session (mp__swim_contact: the
+ * PING carries p's record, so a live p refutes at once), and the session
+ * ends only when SWIM holds p dead and nothing has come from p for
+ * SESSION_QUIET_MS since that probe. A peer that answered but is still
+ * held dead is asked again. Members of the running group are left to the
+ * round's own silence timers (peer_timeout_ms). */
+static void check_session(moshpit_t *mp, mp_peer_t *p, uint64_t now) {
+    mp_swim_member_t m;
+    if (mp->swim == NULL || p->state != MP_PEER_LIVE)
+        return;
+    if (!mp__swim_lookup(mp->swim, p->id, &m) || m.state == MP_SWIM_ALIVE) {
+        p->ask_ms = 0;
+        return;
+    }
+    bool answered = p->ask_ms != 0 && p->last_rx_ms >= p->ask_ms;
+    bool waited = p->ask_ms != 0 && now - p->ask_ms >= SESSION_QUIET_MS;
+    if (p->ask_ms == 0 || (answered && waited)) {
+        (void)mp__swim_contact(mp->swim, now, p->id);
+        p->ask_ms = now;
+        return;
+    }
+    if (m.state != MP_SWIM_DEAD || answered || !waited ||
+        mp__round_has_member(mp, p))
+        return;
+    mp__peer_set_state(mp, p, MP_PEER_DEAD,
+                       "declared dead by membership, no answer on our "
+                       "session");
+}
+
+void mp__swim_check_sessions(moshpit_t *mp, uint64_t now) {
+    if (mp->swim == NULL)
+        return;
+    for (size_t i = 0; i < mp->npeers; i++)
+        check_session(mp, mp->peers[i], now);
+    mp__swim_pump(mp);
 }
 
 void mp__swim_close(moshpit_t *mp) {

@@ -70,6 +70,11 @@ void mp__net_close(void **sock) {
     mp__net_close_linger(sock, 0);
 }
 
+/* No socket sets ZMQ_HEARTBEAT_*: libzmq 4.3.4 aborts the process
+ * ("Assertion failed: !_io_error", stream_engine_base.cpp) when a heartbeat
+ * fires on a connection whose input the receive high-water mark stopped and
+ * which then broke. Liveness comes from membership and the round timers
+ * instead (docs/DESIGN.md, "Membership in the engine"). */
 void *mp__net_ctrl_dealer(void *zctx, const char *addr,
                           const uint8_t server_pub[32],
                           const uint8_t my_pub[32], const uint8_t my_sec[32],
@@ -85,8 +90,6 @@ void *mp__net_ctrl_dealer(void *zctx, const char *addr,
         set_int(s, ZMQ_LINGER, 0) != 0 || set_int(s, ZMQ_SNDHWM, 1000) ||
         set_int(s, ZMQ_RECONNECT_IVL, 100) ||
         set_int(s, ZMQ_RECONNECT_IVL_MAX, 2000) ||
-        set_int(s, ZMQ_HEARTBEAT_IVL, 1000) ||
-        set_int(s, ZMQ_HEARTBEAT_TIMEOUT, 5000) ||
         zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg)) != 0)
         goto fail;
     if (zmq_socket_monitor(s, mon_ep,

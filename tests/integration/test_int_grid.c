@@ -9,6 +9,8 @@
  *   deviation > 1e-3); after round 2, averaging again what round 1 left
  *   them with and weighted by group_weight / group_size, every peer holds
  *   the global weighted mean of the initial vectors within 1e-6 relative.
+ *   No peer logs a malformed control message (a membership message to a
+ *   peer being dialled once went out as a mangled copy of its HELLO).
  * - join mid-run: 8 peers average; 8 more join; once all 16 know each
  *   other, within 2 rounds every newcomer has been in a group of 2 or more
  *   (grid_dims 1, one key: with random keys a peer can be left alone by
@@ -89,6 +91,13 @@ static void full_grid(size_t n, uint32_t m, size_t count) {
                r + 1, worst);
     }
     free(v);
+    /* while a swarm forms, membership messages go to peers being dialled:
+     * none may arrive mangled */
+    long malformed = 0;
+    for (size_t i = 0; i < n; i++)
+        malformed += it_log_count(&peers[i], "malformed control message", 5000);
+    IT_CHECK(malformed == 0, "%ld malformed control messages logged",
+             malformed);
     for (size_t i = 0; i < n; i++)
         it_stop(&peers[i]);
 }

@@ -8,7 +8,8 @@
  * indirect one answered; probe timeout -> suspect -> dead at exactly the
  * configured times; refutation with a new incarnation; graceful leave
  * (direct and relayed); restart with the same identity, before and after
- * the old incarnation was declared dead; forged updates about a third party
+ * the old incarnation was declared dead; a healed partition mended by a
+ * new direct contact; forged updates about a third party
  * (dead, left, suspect, new address, absurd incarnations) that must not
  * remove it; every cap hit and counted; the piggyback byte budget and the
  * retransmission count; SYNC misuse. Exit status nonzero on any failure.
@@ -529,6 +530,65 @@ static void test_leave(void) {
 
 /* Restart with the same identity, (a) after the old incarnation was
  * declared dead and (b) before anyone noticed. */
+/* A partition that heals: each side has declared the other dead, so
+ * nobody probes across any more and gossip never crosses; the views stay
+ * split for good. mp__swim_contact (the driver's new session) mends it:
+ * a probe carrying the member's own record, refuted at once, and the
+ * answer's incarnation corrects the other side in turn. */
+static void test_contact(void) {
+    static net_t t;
+    net_swarm(&t, 4, NULL, 11);
+    uint32_t inc0[4];
+    for (int i = 0; i < 4; i++)
+        inc0[i] = mp__swim_self_inc(t.sw[i]);
+    for (int a = 0; a < 2; a++)
+        for (int b = 2; b < 4; b++)
+            t.blocked[a][b] = t.blocked[b][a] = true;
+    net_run(&t, t.now + 30000);
+    for (int a = 0; a < 2; a++)
+        for (int b = 2; b < 4; b++)
+            CHECK(state_of(&t, a, b, NULL) == MP_SWIM_DEAD &&
+                      state_of(&t, b, a, NULL) == MP_SWIM_DEAD,
+                  "partition: %d and %d not dead to each other", a, b);
+    memset(t.blocked, 0, sizeof t.blocked);
+    net_run(&t, t.now + 10000);
+    CHECK(state_of(&t, 0, 2, NULL) == MP_SWIM_DEAD,
+          "healed without contact: the views stay split (%d)",
+          state_of(&t, 0, 2, NULL));
+    /* argument checks: alive, unknown, self, NULL */
+    uint8_t stranger[MP_SWIM_ID_BYTES];
+    make_id(99, stranger);
+    CHECK(!mp__swim_contact(t.sw[0], t.now, t.id[1]), "contact: alive");
+    CHECK(!mp__swim_contact(t.sw[0], t.now, stranger), "contact: unknown");
+    CHECK(!mp__swim_contact(t.sw[0], t.now, t.id[0]), "contact: self");
+    CHECK(!mp__swim_contact(NULL, t.now, t.id[2]) &&
+              !mp__swim_contact(t.sw[0], t.now, NULL),
+          "contact: NULL");
+    /* one new session across the cut, as the engine would report it on
+     * both of its ends */
+    uint64_t t0 = t.now;
+    CHECK(mp__swim_contact(t.sw[0], t.now, t.id[2]), "contact 0 -> 2");
+    CHECK(!mp__swim_contact(t.sw[0], t.now, t.id[2]),
+          "a second contact while the probe is on its way");
+    pump(&t, 0);
+    CHECK(mp__swim_contact(t.sw[2], t.now, t.id[0]), "contact 2 -> 0");
+    pump(&t, 2);
+    net_run(&t, t0 + 5000);
+    for (int i = 0; i < 4; i++) {
+        for (int j = 0; j < 4; j++)
+            CHECK(state_of(&t, i, j, NULL) == MP_SWIM_ALIVE,
+                  "after contact: %d sees %d as %d", i, j,
+                  state_of(&t, i, j, NULL));
+        CHECK(mp__swim_self_inc(t.sw[i]) > inc0[i],
+              "%d did not refute (incarnation %u)", i,
+              mp__swim_self_inc(t.sw[i]));
+    }
+    const logent_t *e = find_ev(&t, 0, MP_SWIM_EV_ALIVE, 2, t0);
+    CHECK(e != NULL && e->at <= t0 + 1000, "0 saw 2 alive after %lld ms",
+          e != NULL ? (long long)(e->at - t0) : -1LL);
+    net_free(&t);
+}
+
 static void test_restart(void) {
     for (int early = 0; early <= 1; early++) {
         static net_t t;
@@ -1500,6 +1560,7 @@ int main(void) {
     test_refute();
     test_leave();
     test_restart();
+    test_contact();
     test_forged();
     test_caps();
     test_piggyback();
