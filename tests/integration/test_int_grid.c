@@ -48,6 +48,11 @@ static void full_grid(size_t n, uint32_t m, size_t count) {
     cfg.grid = 1;
     /* 64 processes dial each other: slow under sanitizers on 2 cores */
     cfg.ready_timeout_ms = 120000;
+    /* A full group starts as soon as its M-th JOIN arrives, so a long
+     * window costs nothing here; it only keeps 64 starved processes on a
+     * loaded 2-core machine (sanitizers, another test beside this one)
+     * from missing each other when their calls start seconds apart. */
+    cfg.matchmaking_ms = 20000;
     size_t up = it_start_swarm(peers, n, &cfg);
     IT_CHECK(up == n, "%zu of %zu peers started and saw everyone", up, n);
     if (up != n)
