@@ -5,7 +5,7 @@
  * CenteredClip), its parameters and their encoding in the group key, and
  * the relative bound on weights. Pure functions: no I/O, no allocation.
  *
- * Definitions (normative; docs/DESIGN.md repeats them). A part of m
+ * Definitions (normative; docs/AGGREGATION.md repeats them). A part of m
  * elements has c contributions x_1..x_c with weights w_1..w_c > 0 (weights
  * after the relative bound; contributions of weight 0 take no part):
  *

@@ -9,7 +9,7 @@
  * sum. It never does I/O, reads no clock and allocates only in
  * mp__group_new.
  *
- * Semantics (normative; docs/DESIGN.md repeats this paragraph):
+ * Semantics (normative; docs/AGGREGATION.md repeats this paragraph):
  *
  * Layout. Shares come from mp__shares(n, bandwidths, count), parts of at
  * most part_elems elements from mp__parts; part p of share j covers

@@ -128,7 +128,7 @@ int nn_collect(nn_swarm_t *s, size_t i, int allow_dead) {
     } else {
         s->rounds_alone++;
     }
-    /* the weight this vector now stands for (docs/DESIGN.md, grid keys) */
+    /* the weight this vector now stands for (docs/AGGREGATION.md) */
     if (r->err == MOSHPIT_OK && r->info.group_size > 0)
         s->w[i] = r->info.group_weight / r->info.group_size;
     return 0;
