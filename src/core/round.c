@@ -18,6 +18,7 @@ typedef struct mm_slot {
 
 struct mp_rnd {
     mp_rnd_cfg_t cfg;
+    mp_grid_t grid;
     uint64_t join_seq; /* first seq of the next call */
     uint64_t mm_made;  /* matchmakers created: their seeds */
     mm_slot_t mms[MP_RND_MM_KEYS];
@@ -70,6 +71,8 @@ moshpit_err_t mp__rnd_new(const mp_rnd_cfg_t *cfg, mp_rnd_t **out) {
     if (rm == NULL)
         return MOSHPIT_ENOMEM;
     rm->cfg = *cfg;
+    rm->grid = *cfg->grid;
+    rm->cfg.grid = NULL;
     rm->join_seq = cfg->first_seq;
     *out = rm;
     return MOSHPIT_OK;
@@ -170,14 +173,23 @@ bool mp__rnd_next_out(mp_rnd_t *rm, mp_rnd_out_t *o) {
 /* ------------------------------------------------------------------ */
 /* keys                                                                */
 
-uint32_t mp__rnd_key(mp_rnd_t *rm, size_t view_n, uint64_t count,
-                     uint8_t key[MP_KEY_MAX]) {
-    mp__grid_set_estimate(rm->cfg.grid, view_n);
+uint32_t mp__rnd_key_of(const mp_grid_t *g, uint64_t count, const mp_agg_t *agg,
+                        uint8_t key[MP_KEY_MAX]) {
     for (int i = 0; i < 8; i++)
         key[i] = (uint8_t)(count >> (8 * i));
-    uint32_t len = 8 + (uint32_t)mp__grid_key(rm->cfg.grid, key + 8);
-    len += (uint32_t)mp__agg_key_suffix(&rm->cfg.agg, key + len);
+    uint32_t len = 8 + (uint32_t)mp__grid_key(g, key + 8);
+    len += (uint32_t)mp__agg_key_suffix(agg, key + len);
     return len;
+}
+
+const mp_grid_t *mp__rnd_grid(const mp_rnd_t *rm) {
+    return &rm->grid;
+}
+
+uint32_t mp__rnd_key(mp_rnd_t *rm, size_t view_n, uint64_t count,
+                     uint8_t key[MP_KEY_MAX]) {
+    mp__grid_set_estimate(&rm->grid, view_n);
+    return mp__rnd_key_of(&rm->grid, count, &rm->cfg.agg, key);
 }
 
 bool mp__rnd_key_ok(const mp_rnd_t *rm, const uint8_t *key, size_t len) {
@@ -656,9 +668,9 @@ void mp__rnd_end(mp_rnd_t *rm, uint64_t now, moshpit_err_t e, bool alone,
     /* the next grid key: this member's slot in the group, or a random
      * coordinate after a call without one */
     if (e == MOSHPIT_OK && res->grouped)
-        mp__grid_shift(rm->cfg.grid, rm->self);
+        mp__grid_shift(&rm->grid, rm->self);
     else if (e == MOSHPIT_OK)
-        mp__grid_shift_random(rm->cfg.grid);
+        mp__grid_shift_random(&rm->grid);
     if (rm->gid != 0)
         rm->recent[rm->recent_pos++ % MP_RND_RECENT] = rm->gid;
     call_clear(rm);

@@ -30,9 +30,9 @@
  * plane works on mp__rnd_group directly.
  *
  * Ownership: mp__rnd_new allocates, mp__rnd_free (NULL ok) releases. The
- * grid and the call's vector belong to the driver and must outlive their
- * use. Not thread-safe; no I/O, no clock, no allocation failure crashes
- * (errors are returned).
+ * call's vector belongs to the driver and must outlive the call. Not
+ * thread-safe; no I/O, no clock, no allocation failure crashes (errors are
+ * returned).
  */
 #ifndef MP_CORE_ROUND_H
 #define MP_CORE_ROUND_H
@@ -58,11 +58,11 @@ typedef struct mp_rnd_cfg {
     uint8_t self[MP_ID_BYTES];
     uint32_t group_size, min_group_size;
     uint32_t matchmaking_ms, round_timeout_ms, peer_timeout_ms;
-    uint32_t bandwidth; /* announced in JOINs (Mbit/s) */
-    mp_agg_t agg;       /* the groups' rule (its key suffix included) */
-    mp_grid_t *grid;    /* the driver's: keys read, shifted at round end */
-    uint64_t seed;      /* seeds the matchmakers' group ids */
-    uint64_t first_seq; /* of this peer's JOINs; 1000 more per call */
+    uint32_t bandwidth;    /* announced in JOINs (Mbit/s) */
+    mp_agg_t agg;          /* the groups' rule (its key suffix included) */
+    const mp_grid_t *grid; /* this peer's grid key, copied (mp__rnd_grid) */
+    uint64_t seed;         /* seeds the matchmakers' group ids */
+    uint64_t first_seq;    /* of this peer's JOINs; 1000 more per call */
 } mp_rnd_cfg_t;
 
 /* The messages of the round protocol (docs/PROTOCOL.md). */
@@ -135,6 +135,13 @@ typedef struct mp_rnd_result {
 
 moshpit_err_t mp__rnd_new(const mp_rnd_cfg_t *cfg, mp_rnd_t **out);
 void mp__rnd_free(mp_rnd_t *rm);
+
+/* The group key of a peer at grid g averaging count floats with rule agg
+ * (see mp__rnd_key); returns its length. */
+uint32_t mp__rnd_key_of(const mp_grid_t *g, uint64_t count, const mp_agg_t *agg,
+                        uint8_t key[MP_KEY_MAX]);
+/* The grid key the machine moves on at every round end. */
+const mp_grid_t *mp__rnd_grid(const mp_rnd_t *rm);
 
 /* The group key of a call: the vector length (8 bytes little endian; peers
  * only group with peers averaging vectors of the same length), the grid key

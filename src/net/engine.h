@@ -234,7 +234,7 @@ struct moshpit {
     uint64_t next_gossip_ms;
     uint64_t next_reconnect_ms;
     uint64_t rng;
-    mp_grid_t grid;    /* this peer's grid key */
+    mp_grid_t grid;    /* initial grid key (the round machine moves a copy) */
     mp_state_srv_t st; /* state served (config serve_state) */
     mp_swim_t *swim;   /* membership */
     mp_swim_out_t *swim_out;
