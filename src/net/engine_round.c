@@ -1,22 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * engine_round.c - one moshpit_average() call on the engine thread: the
- * joiner (JOIN, fallback, LEAVE), this peer's matchmaker serving everyone's
- * JOINs, starting and ending the group all-reduce and driving it with time.
- * The data plane of the all-reduce is in engine_data.c.
+ * engine_round.c - one moshpit_average() call on the engine thread, and this
+ * peer's matchmakers serving everyone's JOINs: the round machine
+ * (core/round.c: joiner, matchmakers, group start, round end) driven with
+ * the engine's clock and sessions. This file picks a call's view and
+ * candidates, sends the machine's messages to peers with a live session,
+ * maps a group's roster to sessions, and fills the caller's result. The
+ * data plane of the all-reduce is in engine_data.c.
  */
 #include "engine_int.h"
 
-#include <errno.h>
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
-
-#include "core/agg.h"
-#include "core/share.h"
-#include "net/net.h"
 
 /* rounds                                                              */
 

@@ -717,7 +717,7 @@ void moshsim_hostile_send(moshsim_t *s, uint32_t to, bool data, const void *buf,
         return;
     simnet_msg_t m = {.src = node_of(s->hostile),
                       .dst = node_of(to),
-                      .type = data ? MSG_FRAME : MSG_CTRL,
+                      .type = data ? MSG_FRAME : MSG_WIRE,
                       .data = buf,
                       .len = len};
     simnet_send(s->net, &m);

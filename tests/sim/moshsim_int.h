@@ -19,10 +19,11 @@
 #define BANDWIDTH 100u  /* announced by every peer */
 #define ROUND_GAP 1000u /* ms between quiescence and the next round */
 
-/* MSG_CTRL: a control message in wire form (mp__msg_encode), from any
- * peer; MSG_PART: a part of a group all-reduce (native); MSG_FRAME: a data
- * frame from the hostile peer (moshsim_wire.c) */
-enum { MSG_CTRL = 1, MSG_PART, MSG_FRAME };
+/* MSG_CTRL: a control message in wire form (mp__msg_encode) sent by a
+ * peer's round machine; MSG_PART: a part of a group all-reduce (native);
+ * MSG_WIRE / MSG_FRAME: control message / data frame bytes from the hostile
+ * peer's driver (counted in the wire statistics) */
+enum { MSG_CTRL = 1, MSG_PART, MSG_WIRE, MSG_FRAME };
 enum { TAG_START = 1, TAG_WAKE, TAG_HOSTILE };
 
 typedef struct held {

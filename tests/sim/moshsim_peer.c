@@ -228,12 +228,11 @@ static void on_part(moshsim_t *s, uint32_t q, uint32_t from,
 }
 
 /* A control message in wire form, decoded and dispatched as engine.c
- * on_ctrl does (the session layer aside); what the hostile peer sends is
- * counted. */
+ * on_ctrl does (the session layer aside); what the hostile peer's driver
+ * sends (hostile) is counted. */
 static void on_ctrl(moshsim_t *s, uint32_t q, uint32_t from, const uint8_t *buf,
-                    size_t len) {
+                    size_t len, bool hostile) {
     moshsim__wire_scratch(s);
-    bool hostile = from == s->hostile;
     mp_msg_t *m = s->wmsg;
     if (hostile)
         s->wstats.ctrl++;
@@ -369,7 +368,8 @@ static void on_msg(simnet_t *net, uint32_t node, const simnet_msg_t *m,
     uint32_t q = node - 1, from = m->src - 1;
     switch (m->type) {
     case MSG_CTRL:
-        on_ctrl(s, q, from, m->data, m->len);
+    case MSG_WIRE:
+        on_ctrl(s, q, from, m->data, m->len, m->type == MSG_WIRE);
         break;
     case MSG_PART:
         on_part(s, q, from, m);
@@ -380,7 +380,7 @@ static void on_msg(simnet_t *net, uint32_t node, const simnet_msg_t *m,
     default:
         break;
     }
-    if (q == s->hostile && m->type != MSG_FRAME)
+    if (q == s->hostile && (m->type == MSG_CTRL || m->type == MSG_PART))
         moshsim__wire_to_hostile(s, m);
     after_event(s, q);
 }
