@@ -8,7 +8,9 @@
  * with a malformed key and a JOIN beyond the matchmaker slots are answered
  * ALONE; an undeliverable JOIN falls back to the next candidate at once; a
  * silent matchmaker is left with a LEAVE carrying the JOIN's seq; a lone
- * caller ends alone at its window's end; the deadline ends a call. Every
+ * caller ends alone at its window's end; a GROUP from a stranger is
+ * ignored and a member's death drops it from the group; the deadline ends
+ * a call. Every
  * failed check prints what failed; the exit status is nonzero if any did.
  */
 #include <math.h>
@@ -372,6 +374,43 @@ static void test_silent_matchmaker(void) {
           "result: grouped %d size %u", res.grouped, res.group_size);
 }
 
+static void test_stale_and_failed(void) {
+    world_init(3, 2);
+    const uint32_t view[3] = {0, 1, 2};
+    start(0, view, 3, NULL, NULL);
+    /* a GROUP from a peer peer 0 never sent a JOIN to is ignored */
+    mp_msg_t m;
+    memset(&m, 0, sizeof(m));
+    m.type = MP_MSG_GROUP;
+    m.u.group.seq = 1;
+    m.u.group.group_id = 77;
+    m.u.group.n = 2;
+    memcpy(m.u.group.members[0].id, W.id[0], MP_ID_BYTES);
+    memcpy(m.u.group.members[1].id, W.id[3], MP_ID_BYTES);
+    m.u.group.members[0].weight = m.u.group.members[1].weight = 1;
+    CHECK(mp__rnd_on_msg(W.rm[0], W.now, W.id[3], &m) == MP_RND_MSG_STALE,
+          "GROUP from a stranger taken");
+    CHECK(mp__rnd_group(W.rm[0]) == NULL, "group from a stranger");
+    m.type = MP_MSG_DONE;
+    CHECK(mp__rnd_on_msg(W.rm[0], W.now, W.id[3], &m) == MP_RND_MSG_OTHER,
+          "DONE is not the machine's");
+    start(1, view, 3, NULL, NULL);
+    start(2, view, 3, NULL, NULL);
+    drain_all();
+    CHECK(W.formed[0] == 1, "no group");
+    /* a member's death drops it from the group; a stranger's does not
+     * touch the call */
+    CHECK(!mp__rnd_peer_failed(W.rm[0], W.now, W.id[3]), "stranger touched");
+    uint32_t n = 0, self = 0;
+    uint64_t gid = 0;
+    const mp_member_t *r = mp__rnd_roster(W.rm[0], &n, &self, &gid);
+    uint32_t other = r != NULL && self == 0 ? 1 : 0;
+    CHECK(r != NULL && mp__rnd_peer_failed(W.rm[0], W.now, r[other].id),
+          "member death not taken");
+    CHECK(r != NULL && !mp__group_member_alive(mp__rnd_group(W.rm[0]), other),
+          "member %u still alive", other);
+}
+
 static void test_deadline(void) {
     world_init(2, 2);
     /* a group of two whose other member never sends a part: the deadline
@@ -395,6 +434,7 @@ int main(void) {
     test_join_refusals();
     test_fallback();
     test_silent_matchmaker();
+    test_stale_and_failed();
     test_deadline();
     for (uint32_t i = 0; i < NP; i++)
         mp__rnd_free(W.rm[i]);
