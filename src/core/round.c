@@ -398,6 +398,8 @@ static void local_join(mp_rnd_t *rm, uint64_t now, const mp_join_send_t *s) {
     me.bandwidth = rm->cfg.bandwidth;
     me.seq = s->seq;
     if (mm == NULL || !mp__mm_on_join(mm, now, &me, s->window_ms)) {
+        if (mm == NULL)
+            push(rm, MP_RND_OUT_OWN_NO_SLOT, 0, NULL);
         mp__joiner_on_alone(rm->joiner, rm->cfg.self, s->seq);
         return;
     }

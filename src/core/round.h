@@ -23,8 +23,9 @@
  *     mp__rnd_send_failed: the driver could not deliver an output;
  *   - mp__rnd_end: the driver ends the call.
  * Outputs, pulled with mp__rnd_next_out after every input: messages to
- * send (JOIN, JOIN_ACK, ALONE, LEAVE, GROUP, DONE) and the event
- * MP_RND_OUT_FORMED (this peer's group exists: map its roster). The state
+ * send (JOIN, JOIN_ACK, ALONE, LEAVE, GROUP, DONE), the event
+ * MP_RND_OUT_FORMED (this peer's group exists: map its roster), and
+ * MP_RND_OUT_OWN_NO_SLOT (worth a log line). The state
  * of the call: mp__rnd_over (ended alone, failed, or past its deadline) and
  * mp__rnd_group_finished (the all-reduce has nothing left to do); the data
  * plane works on mp__rnd_group directly.
@@ -76,8 +77,11 @@ typedef enum {
 } mp_rnd_msg_t;
 
 typedef enum {
-    MP_RND_OUT_SEND = 1, /* send `msg` to `to` */
-    MP_RND_OUT_FORMED    /* this peer's group formed: see mp__rnd_roster */
+    MP_RND_OUT_SEND = 1,   /* send `msg` to `to` */
+    MP_RND_OUT_FORMED,     /* this peer's group formed: see mp__rnd_roster */
+    MP_RND_OUT_OWN_NO_SLOT /* every matchmaker busy with other keys: this
+                              peer's own JOIN was answered ALONE (for the
+                              log) */
 } mp_rnd_out_kind_t;
 
 typedef struct mp_rnd_out {

@@ -107,6 +107,13 @@ static void drain(moshpit_t *mp) {
             group_formed(mp, now);
             continue;
         }
+        if (o.kind == MP_RND_OUT_OWN_NO_SLOT) {
+            mp__log(mp, MOSHPIT_LOG_WARN,
+                    "matchmaker: all %u group keys busy, own JOIN answered "
+                    "ALONE",
+                    MP_MM_KEYS);
+            continue;
+        }
         mp_peer_t *p = mp__find_peer(mp, o.to);
         if (p == NULL || p->state != MP_PEER_LIVE) {
             mp__rnd_send_failed(mp->rnd, now, &o);

@@ -155,7 +155,7 @@ static void drain(moshsim_t *s, uint32_t q) {
             group_formed(s, q);
             continue;
         }
-        if (o.msg == MP_RND_DONE)
+        if (o.kind != MP_RND_OUT_SEND || o.msg == MP_RND_DONE)
             continue;
         uint32_t to = moshsim__find_id(s, o.to);
         if (to == MOSHSIM_NONE || s->p[to].known_dead) {

@@ -43,6 +43,7 @@ typedef struct world {
     uint64_t leave_seq, join_seq;
     uint8_t leave_to;
     mp_rnd_msg_status_t last_status;
+    uint32_t own_no_slot;
 } world_t;
 
 static world_t W;
@@ -90,6 +91,10 @@ static void drain_all(void) {
                 any = true;
                 if (o.kind == MP_RND_OUT_FORMED) {
                     W.formed[q]++;
+                    continue;
+                }
+                if (o.kind != MP_RND_OUT_SEND) {
+                    W.own_no_slot++;
                     continue;
                 }
                 W.sent[o.msg]++;
@@ -262,7 +267,7 @@ static void test_join_refusals(void) {
     key[8] = 1;
     j.key_len = 9;
     for (uint32_t k = 0; k < MP_RND_MM_KEYS + 1; k++) {
-        key[0] = (uint8_t)(k + 1); /* another vector length */
+        key[0] = (uint8_t)(100 + k); /* another vector length */
         uint8_t from[MP_ID_BYTES];
         memset(from, 0xa0 + k, sizeof(from));
         mp_rnd_join_status_t st = mp__rnd_on_join(W.rm[0], W.now, from, &j);
@@ -279,10 +284,24 @@ static void test_join_refusals(void) {
     CHECK(mp__rnd_mm_count(W.rm[0], &pending) == MP_RND_MM_KEYS &&
               pending == MP_RND_MM_KEYS,
           "%zu pending", pending);
+    /* this peer's own call under a ninth key: its own JOIN is answered
+     * ALONE, with a note for the log */
+    const uint32_t self_only[1] = {0};
+    start(0, self_only, 1, NULL, NULL);
+    drain_all();
+    bool alone = false;
+    moshpit_err_t e = MOSHPIT_EINVAL;
+    CHECK(W.own_no_slot == 1 && mp__rnd_over(W.rm[0], W.now, &alone, &e) &&
+              alone,
+          "own JOIN with every slot busy: note %u alone %d", W.own_no_slot,
+          alone);
+    mp_rnd_result_t res;
+    mp__rnd_end(W.rm[0], W.now, MOSHPIT_OK, true, &res);
+    drain_all();
     /* a JOIN under another key withdraws the sender's pending one */
     uint8_t from[MP_ID_BYTES];
     memset(from, 0xa0, sizeof(from));
-    key[0] = 2;
+    key[0] = 101;
     CHECK(mp__rnd_on_join(W.rm[0], W.now, from, &j) == MP_RND_JOIN_OK,
           "re-JOIN under another key");
     mp__rnd_mm_count(W.rm[0], &pending);
