@@ -221,7 +221,6 @@ static void free_peer_struct(moshpit_t *mp) {
     free(mp->scratch);
     free(mp->msgbuf);
     free(mp->msg);
-    free(mp->mm_out);
     mp_plat_mutex_destroy(&mp->lock);
     mp_plat_mutex_destroy(&mp->call_lock);
     mp_plat_cond_destroy(&mp->cond);
@@ -279,9 +278,7 @@ moshpit_err_t moshpit_open(const moshpit_config_t *cfg, moshpit_t **out) {
     mp->scratch = malloc((size_t)MP_DATA_MAX_COUNT * sizeof(float));
     mp->msgbuf = malloc(MP_CTRL_MAX);
     mp->msg = malloc(sizeof(*mp->msg));
-    mp->mm_out = malloc(sizeof(*mp->mm_out));
-    if (!mp->swarm || !mp->sec || !mp->scratch || !mp->msgbuf || !mp->msg ||
-        !mp->mm_out)
+    if (!mp->swarm || !mp->sec || !mp->scratch || !mp->msgbuf || !mp->msg)
         goto fail;
     if (!mp__crypto_is_zero(cfg->swarm_secret, 32)) {
         mp->swarm_secret = mp__crypto_secure_alloc(32);

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "core/agg.h"
 #include "core/share.h"
 #include "net/net.h"
 
@@ -134,7 +135,8 @@ static void on_ctrl(moshpit_t *mp) {
     }
     if (p->state != MP_PEER_LIVE)
         goto out;
-    mp_round_t *r = &mp->round;
+    if (mp__round_on_msg(mp, p, m))
+        goto out;
     switch (m->type) {
     case MP_MSG_PEERS: {
         mp_peers_t *ps = malloc(sizeof(*ps));
@@ -146,35 +148,6 @@ static void on_ctrl(moshpit_t *mp) {
         free(ps);
         break;
     }
-    case MP_MSG_JOIN: {
-        mp_join_t j = m->u.join;
-        mp__on_join(mp, p, &j);
-        break;
-    }
-    case MP_MSG_JOIN_ACK:
-        if (r->joiner != NULL && r->group == NULL)
-            mp__joiner_on_ack(r->joiner, p->id, m->u.ack.seq);
-        break;
-    case MP_MSG_GROUP:
-        if (r->joiner != NULL && r->group == NULL) {
-            if (!mp__joiner_on_group(r->joiner, p->id, m->u.group.seq,
-                                     m->u.group.group_id, m->u.group.members,
-                                     m->u.group.n, mp->pub))
-                mp__log(mp, MOSHPIT_LOG_DEBUG, "stale or invalid GROUP");
-            mp__pump_joiner(mp);
-        }
-        break;
-    case MP_MSG_ALONE:
-        if (r->joiner != NULL && r->group == NULL) {
-            mp__joiner_on_alone(r->joiner, p->id, m->u.alone.seq);
-            mp__pump_joiner(mp);
-        }
-        break;
-    case MP_MSG_LEAVE:
-        for (uint32_t i = 0; i < MP_MM_KEYS; i++)
-            if (mp->mms[i].mm != NULL)
-                mp__mm_on_leave(mp->mms[i].mm, p->id);
-        break;
     case MP_MSG_DONE:
         p->done_gid = m->u.done.group_id;
         break;
@@ -443,9 +416,6 @@ static void housekeeping(moshpit_t *mp, uint64_t now) {
         p->hello_tries++;
         p->next_hello_ms = now + HELLO_RETRY_MS;
     }
-    for (uint32_t i = 0; i < MP_MM_KEYS; i++)
-        if (mp->mms[i].mm != NULL && mp__mm_next_wakeup(mp->mms[i].mm) <= now)
-            mp__poll_mm(mp, mp->mms[i].mm, now);
     if (mp__state_fetch_wakeup(mp) <= now)
         mp__state_fetch_poll(mp, now);
 }
@@ -456,28 +426,14 @@ static uint64_t next_wakeup(moshpit_t *mp) {
         if (mp->peers[i]->state == MP_PEER_NEW &&
             mp->peers[i]->next_hello_ms < w && !mp->peers[i]->hello_recv)
             w = mp->peers[i]->next_hello_ms;
-    for (uint32_t i = 0; i < MP_MM_KEYS; i++)
-        if (mp->mms[i].mm != NULL) {
-            uint64_t t = mp__mm_next_wakeup(mp->mms[i].mm);
-            w = t < w ? t : w;
-        }
+    uint64_t t = mp__round_wakeup(mp);
+    w = t < w ? t : w;
     uint64_t ft = mp__state_fetch_wakeup(mp);
     w = ft < w ? ft : w;
     ft = mp__swim_wakeup(mp);
     w = ft < w ? ft : w;
     if (mp->close_cmd != NULL)
         w = mp->close_deadline_ms < w ? mp->close_deadline_ms : w;
-    mp_round_t *r = &mp->round;
-    if (r->cmd != NULL) {
-        uint64_t t = r->deadline_ms + ROUND_MARGIN_MS;
-        w = t < w ? t : w;
-        if (r->group != NULL) {
-            t = mp__group_next_wakeup(r->group);
-        } else if (r->joiner != NULL) {
-            t = mp__joiner_next_wakeup(r->joiner);
-        }
-        w = t < w ? t : w;
-    }
     return w;
 }
 
@@ -630,6 +586,24 @@ moshpit_err_t mp__engine_setup(moshpit_t *mp) {
     char host[MP_ADDR_MAX], adv[MP_ADDR_MAX], ep[2 * MP_ADDR_MAX + 16];
     long port = 0, dport = 0;
     size_t sz;
+    mp_agg_t agg;
+    (void)mp__agg_from_config(&mp->cfg, &agg); /* checked at open */
+    mp_rnd_cfg_t rc = {
+        .group_size = mp->cfg.group_size,
+        .min_group_size = mp->cfg.min_group_size,
+        .matchmaking_ms = mp->cfg.matchmaking_ms,
+        .round_timeout_ms = mp->cfg.round_timeout_ms,
+        .peer_timeout_ms = mp->cfg.peer_timeout_ms,
+        .bandwidth = mp->cfg.bandwidth_mbps,
+        .agg = agg,
+        .grid = &mp->grid,
+        .seed = mp__crypto_random_u64(),
+        .first_seq = mp->join_seq,
+    };
+    memcpy(rc.self, mp->pub, 32);
+    moshpit_err_t e = mp__rnd_new(&rc, &mp->rnd);
+    if (e != MOSHPIT_OK)
+        return e;
     mp->zctx = zmq_ctx_new();
     if (mp->zctx == NULL)
         return MOSHPIT_ESYS;
@@ -742,10 +716,9 @@ void mp__engine_teardown(moshpit_t *mp) {
         free(mp->early[i].msg);
     }
     free(mp->early);
-    for (uint32_t i = 0; i < MP_MM_KEYS; i++)
-        mp__mm_free(mp->mms[i].mm);
-    mp__group_free(mp->round.group);
-    mp__joiner_free(mp->round.joiner);
+    mp__rnd_free(mp->rnd);
+    mp->rnd = NULL;
+    mp->round.group = NULL;
     mp__net_close(&mp->zap);
     mp__net_close(&mp->pipe_eng);
     mp__net_close(&mp->pipe_api);

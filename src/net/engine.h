@@ -17,6 +17,7 @@
 #include "core/group.h"
 #include "core/swim.h"
 #include "core/match.h"
+#include "core/round.h"
 #include "crypto/crypto.h"
 #include "moshpit.h"
 #include "platform.h"
@@ -26,7 +27,7 @@
  * "Limits"); each one is logged when hit. */
 #define MP_PEERS_CAP 4096u /* default of config peers_max */
 #define MP_PEERS_CAP_MAX (1u << 20)
-#define MP_MM_KEYS 8u /* distinct group keys matchmade at once */
+#define MP_MM_KEYS MP_RND_MM_KEYS /* distinct group keys matchmade at once */
 /* data frames held for rounds this peer has not started yet: in total,
  * and from one sender (a quarter of the total) */
 #define MP_EARLY_MAX_BYTES ((size_t)256 << 20)
@@ -126,13 +127,6 @@ typedef struct mp_peer {
     uint32_t stash_bytes;
 } mp_peer_t;
 
-typedef struct mp_mm_slot {
-    uint8_t key[MP_KEY_MAX];
-    uint32_t key_len;
-    mp_mm_t *mm;
-    uint64_t last_used_ms;
-} mp_mm_slot_t;
-
 #define MP_STATE_CLIENTS_MAX 64u /* cap on state_clients_max */
 
 /* Serving state (config serve_state): `serve` is what downloads read;
@@ -159,21 +153,14 @@ typedef struct mp_early {
     size_t bytes;
 } mp_early_t;
 
+/* The engine's side of the call in progress; the round itself (joiner,
+ * group, deadline) is in the round machine (core/round.h). */
 typedef struct mp_round {
     mp_cmd_t *cmd;
-    uint64_t start_ms, deadline_ms, group_start_ms, group_end_ms;
-    uint8_t key[MP_KEY_MAX];
-    uint32_t key_len;
-    mp_joiner_t *joiner;
-    uint8_t join_to[32]; /* matchmaker of our latest JOIN */
-    uint64_t join_seq;
-    bool join_pending; /* that JOIN may still be held there */
-    mp_group_t *group;
+    mp_group_t *group; /* the machine's, once the GROUP is taken */
     uint64_t gid;
     uint32_t n, self;
     mp_peer_t *members[MP_GROUP_MAX]; /* NULL for self */
-    double weights[MP_GROUP_MAX];
-    uint32_t bws[MP_GROUP_MAX];
     uint64_t bytes_sent, bytes_received;
 } mp_round_t;
 
@@ -229,7 +216,7 @@ struct moshpit {
     uint64_t mm_logged_ms;    /* matchmaker limits: last logged */
     uint64_t early_logged_ms; /* early frames, total limit: last logged */
     uint32_t mon_seq;
-    mp_mm_slot_t mms[MP_MM_KEYS];
+    mp_rnd_t *rnd;    /* the round machine: matchmakers and the call */
     mp_round_t round; /* round.cmd == NULL: no round running */
     /* The mates of the last round this peer finished in a group (alive
      * in it when it ended): until each says DONE for owed_gid, data this
@@ -241,15 +228,13 @@ struct moshpit {
     mp_cmd_t *close_cmd; /* a moshpit_close waiting for the owed mates */
     uint64_t close_deadline_ms;
     bool leave_linger; /* closing gracefully: control sockets linger */
-    uint64_t join_seq;
+    uint64_t join_seq; /* the round machine's first JOIN seq */
     mp_early_t *early;
     size_t nearly, early_bytes;
-    uint64_t recent_gids[16];
-    uint32_t recent_pos;
     uint64_t next_gossip_ms;
     uint64_t next_reconnect_ms;
     uint64_t rng;
-    mp_grid_t grid;    /* this peer's grid key */
+    mp_grid_t grid;    /* initial grid key (the round machine moves a copy) */
     mp_state_srv_t st; /* state served (config serve_state) */
     mp_swim_t *swim;   /* membership */
     mp_swim_out_t *swim_out;
@@ -260,10 +245,9 @@ struct moshpit {
     mp_cmd_t *fetch_cmd; /* a moshpit_fetch_state() in progress */
     mp_fetch_t *fetch;   /* its client, once a server is known */
     uint64_t fetch_seq;
-    float *scratch;      /* MP_DATA_MAX_COUNT floats */
-    uint8_t *msgbuf;     /* MP_CTRL_MAX bytes */
-    mp_msg_t *msg;       /* decode target */
-    mp_mm_out_t *mm_out; /* matchmaker decisions */
+    float *scratch;  /* MP_DATA_MAX_COUNT floats */
+    uint8_t *msgbuf; /* MP_CTRL_MAX bytes */
+    mp_msg_t *msg;   /* decode target */
 };
 
 /* Logging through the configured callback. */

@@ -13,6 +13,7 @@
 #include <zmq.h>
 
 #include "engine.h"
+#include "net/round_msg.h"
 #include "wire/wire_swim.h"
 
 _Static_assert(sizeof(zmq_msg_t) <= 64, "zmq_msg_t storage in mp_peer_t");
@@ -53,7 +54,6 @@ void mp__process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
 bool mp__recent_gid(const moshpit_t *mp, uint64_t gid);
 void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
                   const mp_hello_t *h);
-void mp__on_join(moshpit_t *mp, mp_peer_t *p, const mp_join_t *j);
 /* Certificate mode: refuses live peers whose certificate has expired. */
 void mp__expire_certs(moshpit_t *mp);
 void mp__peer_learn(moshpit_t *mp, const uint8_t id[32], const char *addr);
@@ -63,8 +63,14 @@ void mp__peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
 void mp__peer_close(mp_peer_t *p);
 /* Closes p and frees it with its secrets (teardown). */
 void mp__peer_free(mp_peer_t *p);
-void mp__poll_mm(moshpit_t *mp, mp_mm_t *mm, uint64_t now);
-void mp__pump_joiner(moshpit_t *mp);
+/* engine_round.c: the round machine (core/round.h) driven with the
+ * engine's clock and sessions. mp__round_on_msg takes a round message
+ * (JOIN, JOIN_ACK, GROUP, ALONE, LEAVE) from p, false if m is none;
+ * mp__round_pump carries out the machine's outputs and ends a call that is
+ * over; mp__round_wakeup is when the machine next needs the time. */
+bool mp__round_on_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m);
+void mp__round_pump(moshpit_t *mp);
+uint64_t mp__round_wakeup(const moshpit_t *mp);
 void mp__pump_sends(moshpit_t *mp);
 void mp__round_end(moshpit_t *mp, moshpit_err_t e, bool alone);
 /* Every mate of the last round in a group said DONE for it or is gone. */

@@ -313,9 +313,8 @@ void mp__peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
             mp__round_peer_failed(mp, p);
             mp__state_peer_failed(mp, p);
         }
-        for (uint32_t i = 0; i < MP_MM_KEYS; i++)
-            if (mp->mms[i].mm != NULL)
-                mp__mm_on_leave(mp->mms[i].mm, p->id);
+        if (mp->rnd != NULL)
+            mp__rnd_forget(mp->rnd, p->id);
         mp__peer_close(p);
     }
     mp__update_members(mp);

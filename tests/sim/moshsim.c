@@ -172,17 +172,6 @@ size_t moshsim__view(moshsim_t *s, uint32_t q, bool *custom) {
     return n;
 }
 
-size_t moshsim__key(const moshsim_t *s, const mp_grid_t *g,
-                    uint8_t key[MP_KEY_MAX]) {
-    uint64_t cnt = s->c.count;
-    for (int i = 0; i < 8; i++)
-        key[i] = (uint8_t)(cnt >> (8 * i));
-    uint8_t gk[MP_GRID_KEY_MAX];
-    size_t gl = mp__grid_key(g, gk);
-    memcpy(key + 8, gk, gl);
-    return 8 + gl + mp__agg_key_suffix(&s->c.agg, key + 8 + gl);
-}
-
 size_t moshsim__candidates(moshsim_t *s, bool custom, size_t nview,
                            const uint8_t *key, size_t len,
                            uint32_t cand[MOSHSIM_CANDIDATES]) {
@@ -244,7 +233,6 @@ static uint32_t add_peer(moshsim_t *s, const float *values, int64_t position) {
     }
     p->alive = true;
     p->wake_at = NONE64;
-    p->join_seq = 1;
     p->values = moshsim__xmalloc(s->c.count * sizeof(float));
     p->members = moshsim__xmalloc(MP_GROUP_MAX * sizeof *p->members);
     for (uint32_t e = 0; e < s->c.count; e++)
@@ -256,6 +244,10 @@ static uint32_t add_peer(moshsim_t *s, const float *values, int64_t position) {
         abort();
     }
     p->last.matchmaker = MOSHSIM_NONE;
+    if (moshsim__rnd_new(s, q) != MOSHPIT_OK) {
+        fprintf(stderr, "moshsim: mp__rnd_new failed\n");
+        abort();
+    }
     s->np++;
     uint32_t node = simnet_add_node(s->net, &moshsim__ops, s);
     if (node != node_of(q)) {
@@ -375,9 +367,8 @@ void moshsim_free(moshsim_t *s) {
         return;
     for (uint32_t q = 0; q < s->np; q++) {
         speer_t *p = &s->p[q];
-        moshsim__free_call(p);
-        for (uint32_t i = 0; i < MM_SLOTS; i++)
-            mp__mm_free(p->mms[i].mm);
+        moshsim__reap(p);
+        free(p->held);
         free(p->values);
         free(p->members);
     }
@@ -447,15 +438,8 @@ static void churn(moshsim_t *s, uint64_t t0) {
 static void reap(moshsim_t *s) {
     for (uint32_t q = 0; q < s->np; q++) {
         speer_t *p = &s->p[q];
-        if (p->alive ||
-            (p->group == NULL && p->joiner == NULL && p->held == NULL))
-            continue;
-        moshsim__free_call(p);
-        p->in_call = false;
-        for (uint32_t i = 0; i < MM_SLOTS; i++) {
-            mp__mm_free(p->mms[i].mm);
-            p->mms[i].mm = NULL;
-        }
+        if (!p->alive)
+            moshsim__reap(p);
     }
 }
 
@@ -634,12 +618,12 @@ size_t moshsim_next_key(const moshsim_t *s, uint32_t peer,
                         uint8_t key[MP_KEY_MAX]) {
     if (peer >= s->np)
         return 0;
-    mp_grid_t g = s->p[peer].grid;
+    mp_grid_t g = *moshsim__grid(&s->p[peer]);
     size_t live = 0;
     for (uint32_t q = 0; q < s->np; q++)
         live += s->p[q].alive;
     mp__grid_set_estimate(&g, live);
-    return moshsim__key(s, &g, key);
+    return mp__rnd_key_of(&g, s->c.count, &s->c.agg, key);
 }
 
 uint32_t moshsim_candidate(const moshsim_t *s, const uint8_t *key,
@@ -701,7 +685,7 @@ uint64_t moshsim_digest(const moshsim_t *s) {
             h = moshsim__mix64(h ^ u);
         }
         uint8_t key[MP_GRID_KEY_MAX];
-        size_t kl = mp__grid_key(&p->grid, key);
+        size_t kl = mp__grid_key(moshsim__grid(p), key);
         for (size_t i = 0; i < kl; i++)
             h = moshsim__mix64(h ^ key[i]);
     }
@@ -749,13 +733,10 @@ void moshsim_peer_mem(const moshsim_t *s, uint32_t peer,
     if (peer >= s->np)
         return;
     const speer_t *p = &s->p[peer];
-    for (uint32_t i = 0; i < MM_SLOTS; i++)
-        if (p->mms[i].mm != NULL) {
-            out->mm_slots++;
-            out->mm_pending += mp__mm_pending(p->mms[i].mm);
-        }
+    if (p->rm != NULL)
+        out->mm_slots = mp__rnd_mm_count(p->rm, &out->mm_pending);
     out->held = p->nheld;
     for (size_t i = 0; i < p->nheld; i++)
         out->held_bytes += (size_t)p->held[i].count * sizeof(float);
-    out->in_group = p->group != NULL;
+    out->in_group = p->rm != NULL && mp__rnd_group(p->rm) != NULL;
 }

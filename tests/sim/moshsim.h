@@ -1,39 +1,46 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * moshsim.h - a swarm of simulated moshpit peers: every peer runs the real
- * core (core/grid.c keys, core/match.c rendezvous, joiner and matchmaker,
- * core/group.c butterfly all-reduce on real float vectors) over simnet, with
- * the round flow of src/net/engine_round.c, round after round (moshsim.c:
- * the swarm; moshsim_peer.c: one peer; moshsim_wire.c: a hostile peer's
- * wire bytes). It backs the moshpit-sim tool, tests/sim/test_sim_moshpit.c
- * and tests/sim/test_sim_protofuzz.c.
+ * moshsim.h - a swarm of simulated moshpit peers: every peer runs the
+ * production round machine (core/round.c: matchmaker slots, JOIN policy,
+ * joiner, group start and round end, over core/grid.c keys, core/match.c
+ * and the core/group.c butterfly all-reduce on real float vectors) with
+ * its control messages in wire form (net/round_msg.c, wire/wire.c) over
+ * simnet, round after round (moshsim.c: the swarm; moshsim_peer.c: one
+ * peer's driver; moshsim_wire.c: a hostile peer's data frames). It backs the
+ * moshpit-sim tool, tests/sim/test_sim_moshpit.c and
+ * tests/sim/test_sim_protofuzz.c.
  *
  * A round: every live peer that does not miss it (fail_prob) starts one
  * average call at the round's start time plus a random jitter (0 to
- * start_jitter_ms). A call, like mp__start_round and what follows it:
+ * start_jitter_ms). A call, like mp__start_round and what follows it (the
+ * parts marked [machine] are core/round.c itself, shared with the engine):
  *   - view: the live peers at round start (itself included), or what the
  *     view hook returns (a SWIM membership will plug in there);
- *     mp__grid_set_estimate(view size);
- *   - key: the vector length (8 bytes little-endian), then mp__grid_key;
+ *   - key [machine]: mp__rnd_key (vector length, grid key for the view's
+ *     size, aggregation suffix);
  *   - candidates: the first MOSHSIM_CANDIDATES of the view in rendezvous
  *     order (mp__rendezvous_top; shared, cached per (view version, key),
- *     only for peers on the default view);
- *   - mp_joiner_t over them: window matchmaking_ms, ACK timeout
- *     clamp(window / 2, 200, 5000), 1 s grace, like the engine; JOIN to
- *     self goes to the own matchmaker directly; LEAVE to the previous
- *     candidate on every fallback and on giving up;
- *   - every peer (calling or not, like the engine thread) hosts one
- *     mp_mm_t per key it receives JOINs for (at most 8 at once, idle ones
- *     evicted, as in the engine), answers JOIN_ACK or ALONE, and sends the
- *     GROUP / ALONE decisions;
- *   - GROUP: mp_group_t over the roster on the peer's own float vector,
- *     parts as simnet messages, parts that race ahead of the GROUP held;
- *   - end (group done, ALONE, or the round deadline): weight for the next
- *     round = group_weight / group_size (mass conservation: the swarm's total
- *     weight stays constant, and with it the weighted mean and the d-round
- *     exactness on a full grid with any initial weights); grid key:
+ *     only for peers on the default view; the engine ranks its whole view);
+ *   - joiner [machine]: window matchmaking_ms, ACK timeout
+ *     clamp(window / 2, 200, 5000), 1 s grace; JOIN to self goes to the
+ *     own matchmaker directly; LEAVE to the previous candidate on every
+ *     fallback and on giving up; a JOIN to a peer known dead falls back at
+ *     once (the engine: one without a live session);
+ *   - matchmakers [machine]: every peer (calling or not, like the engine
+ *     thread) hosts one mp_mm_t per key it receives JOINs for (at most 8
+ *     at once, idle ones evicted), answers JOIN_ACK or ALONE, and sends
+ *     the GROUP / ALONE decisions;
+ *   - GROUP [machine]: mp_group_t over the roster on the peer's own float
+ *     vector; the driver maps the roster to peers (dropping those known
+ *     dead), sends parts as simnet messages and holds parts that race
+ *     ahead of the GROUP;
+ *   - end [machine] (group done, ALONE, or the round deadline): grid key
  *     mp__grid_shift(slot in the roster) after a group, else
- *     mp__grid_shift_random.
+ *     mp__grid_shift_random; the driver sets the weight for the next
+ *     round = group_weight / group_size (mass conservation: the swarm's
+ *     total weight stays constant, and with it the weighted mean and the
+ *     d-round exactness on a full grid with any initial weights). DONE
+ *     messages are not sent (the engine's close is not modelled).
  * The round is over when the network is idle (every call ended, every
  * timer fired); the next one starts 1 s later.
  *

@@ -12,26 +12,18 @@
 
 #include "core/grid.h"
 #include "core/group.h"
+#include "core/round.h"
 
 #define NONE64 UINT64_MAX
-#define MM_SLOTS 8u     /* matchmakers per peer, as MP_MM_KEYS */
 #define HELD_MAX 4096u  /* parts held per peer before their GROUP */
-#define MARGIN_MS 100u  /* ROUND_MARGIN_MS of the engine */
-#define GRACE_MS 1000u  /* joiner grace, as the engine */
 #define BANDWIDTH 100u  /* announced by every peer */
 #define ROUND_GAP 1000u /* ms between quiescence and the next round */
 
-/* MSG_WIRE / MSG_FRAME: bytes from the hostile peer (moshsim_wire.c) */
-enum {
-    MSG_JOIN = 1,
-    MSG_ACK,
-    MSG_ALONE,
-    MSG_GROUP,
-    MSG_LEAVE,
-    MSG_PART,
-    MSG_WIRE,
-    MSG_FRAME
-};
+/* MSG_CTRL: a control message in wire form (mp__msg_encode) sent by a
+ * peer's round machine; MSG_PART: a part of a group all-reduce (native);
+ * MSG_WIRE / MSG_FRAME: control message / data frame bytes from the hostile
+ * peer's driver (counted in the wire statistics) */
+enum { MSG_CTRL = 1, MSG_PART, MSG_WIRE, MSG_FRAME };
 enum { TAG_START = 1, TAG_WAKE, TAG_HOSTILE };
 
 typedef struct held {
@@ -42,13 +34,6 @@ typedef struct held {
     float *data;
 } held_t;
 
-typedef struct mm_slot {
-    uint8_t key[MP_KEY_MAX];
-    size_t len;
-    mp_mm_t *mm;
-    uint64_t used;
-} mm_slot_t;
-
 typedef struct speer {
     uint8_t id[MP_ID_BYTES];
     bool alive, known_dead;
@@ -56,22 +41,10 @@ typedef struct speer {
     bool hostile; /* never calls; the driver sends for it (moshsim.h) */
     float *values;
     double weight;
-    mp_grid_t grid;
-    mm_slot_t mms[MM_SLOTS];
-    uint64_t mm_made; /* matchmakers created (seeds their group ids) */
-    uint64_t join_seq;
+    mp_grid_t grid; /* the initial grid key; the last one once reaped */
+    mp_rnd_t *rm;   /* the round machine (NULL once reaped) */
     uint64_t wake_at;
-    uint64_t recent[16];
-    uint32_t recent_pos;
-    /* the call in progress */
-    bool in_call;
-    uint64_t deadline;
-    uint8_t key[MP_KEY_MAX];
-    size_t key_len;
-    mp_joiner_t *joiner;
-    bool join_pending;
-    uint32_t join_to;
-    mp_group_t *group;
+    /* the group of the call in progress, as peers (from its roster) */
     uint64_t gid;
     uint32_t n, self;
     uint32_t *members; /* n peers of the roster */
@@ -119,16 +92,14 @@ struct moshsim {
     uint32_t round;
     uint64_t last_start, next_start;
     uint32_t left, joined, called, skipped;
-    double scale;       /* max |x| of the initial values */
-    double *target;     /* initial weighted mean of the honest peers */
-    mp_mm_out_t mm_out; /* scratch of poll_mm */
-    mp_member_t roster[MP_GROUP_MAX];
+    double scale;   /* max |x| of the initial values */
+    double *target; /* initial weighted mean of the honest peers */
     /* the hostile peer (moshsim_wire.c) */
     uint32_t hostile; /* MOSHSIM_NONE: none */
     moshsim_hostile_ops_t hops;
     void *huser;
     moshsim_wire_stats_t wstats;
-    struct mp_msg *wmsg;       /* decode / encode scratch */
+    struct mp_msg *wmsg;       /* decode / encode scratch (every peer's) */
     struct mp_swim_msg *wswim; /* decode scratch */
     uint8_t *wbuf;             /* MP_CTRL_MAX bytes */
 };
@@ -154,39 +125,27 @@ size_t moshsim__view(moshsim_t *s, uint32_t q, bool *custom);
 size_t moshsim__candidates(moshsim_t *s, bool custom, size_t nview,
                            const uint8_t *key, size_t len,
                            uint32_t cand[MOSHSIM_CANDIDATES]);
-/* The group key of a grid: vector length (8 bytes LE), then the grid key. */
-size_t moshsim__key(const moshsim_t *s, const mp_grid_t *g,
-                    uint8_t key[MP_KEY_MAX]);
 
-/* moshsim_peer.c: the handlers of every node, the kill hook, and the
- * release of a call's state. */
+/* moshsim_peer.c: the handlers of every node, the kill hook, a peer's
+ * round machine, and the release of a call's state. */
 extern const simnet_ops_t moshsim__ops;
 void moshsim__kill_hook(simnet_t *net, uint32_t node, void *user);
-void moshsim__free_call(speer_t *p);
-/* The handlers a message reaches once decoded (native or wire form),
- * shared with moshsim_wire.c. The JOIN handler checks the key and keeps
- * one pending JOIN per sender over all keys, as engine_round.c does. */
-void moshsim__on_join(moshsim_t *s, uint32_t q, uint32_t from, uint64_t seq,
-                      double weight, uint32_t bandwidth, uint32_t window_ms,
-                      const uint8_t *key, size_t key_len);
-void moshsim__on_leave(moshsim_t *s, uint32_t q, uint32_t from);
-void moshsim__on_ack(moshsim_t *s, uint32_t q, uint32_t from, uint64_t seq);
-void moshsim__on_alone(moshsim_t *s, uint32_t q, uint32_t from, uint64_t seq);
-void moshsim__on_group(moshsim_t *s, uint32_t q, uint32_t from, uint64_t seq,
-                       uint64_t gid, const mp_member_t *members, uint32_t n);
+moshpit_err_t moshsim__rnd_new(moshsim_t *s, uint32_t q);
+/* The peer's current grid key. */
+const mp_grid_t *moshsim__grid(const speer_t *p);
+/* Frees what a dead peer holds (its machine: the grid is kept). */
+void moshsim__reap(speer_t *p);
 /* A part; returns an mp_part_status_t, or -1 held, -2 ignored. */
 int moshsim__on_part(moshsim_t *s, uint32_t q, uint32_t from, uint32_t kind,
                      uint32_t share, uint32_t part, double wsum, uint64_t gid,
                      const float *data, uint32_t count);
-/* Runs the peer's actions after an event (sends, round end, timers). */
-void moshsim__after_event(moshsim_t *s, uint32_t q);
 
-/* moshsim_wire.c: the hostile peer's bytes, both ways. */
-void moshsim__wire_on_ctrl(moshsim_t *s, uint32_t q, uint32_t from,
-                           const uint8_t *buf, size_t len);
+/* moshsim_wire.c: wire scratch, the hostile peer's data frames, and what
+ * it receives, in wire form. */
+void moshsim__wire_scratch(moshsim_t *s);
 void moshsim__wire_on_frame(moshsim_t *s, uint32_t q, uint32_t from,
                             const uint8_t *buf, size_t len);
-/* A native message for the hostile peer, in wire form to ops.on_recv. */
+/* A message delivered to the hostile peer, in wire form to ops.on_recv. */
 void moshsim__wire_to_hostile(moshsim_t *s, const simnet_msg_t *m);
 void moshsim__wire_free(moshsim_t *s);
 

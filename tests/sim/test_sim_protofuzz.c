@@ -26,9 +26,10 @@
  *     parts), to their sender or anyone, as they were or mutated;
  * and a third of everything is mutated at byte level (bit flips, msgpack
  * markers, 64-bit values, truncation, insertion). Every message is made by
- * the real encoders and read by the real decoders, then by the handlers
- * and the core (moshsim_wire.c). Then the hostile peer goes quiet for
- * `quiet` rounds (it stays a member and matchmaker).
+ * the real encoders and read by the real decoders, then by the production
+ * round machine and the core (moshsim_peer.c, core/round.c). Then the
+ * hostile peer goes quiet for `quiet` rounds (it stays a member and
+ * matchmaker).
  *
  * Checked at every hostile send and after every round:
  *   - no crash (the ASan/UBSan build runs this);

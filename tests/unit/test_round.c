@@ -1,0 +1,461 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_round.c - unit tests of the round machine (core/round.c) through its
+ * wire mapping (net/round_msg.c): a few machines exchange their outputs as
+ * encoded control messages (mp__msg_encode / mp__msg_decode) on a virtual
+ * clock, and the parts of their group all-reduce directly. Covered: a
+ * group of three forms, averages and ends with the same group id; a JOIN
+ * with a malformed key and a JOIN beyond the matchmaker slots are answered
+ * ALONE; an undeliverable JOIN falls back to the next candidate at once; a
+ * silent matchmaker is left with a LEAVE carrying the JOIN's seq; a lone
+ * caller ends alone at its window's end; a GROUP from a stranger is
+ * ignored and a member's death drops it from the group; the deadline ends
+ * a call. Every
+ * failed check prints what failed; the exit status is nonzero if any did.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/round.h"
+#include "net/round_msg.h"
+#include "wire/wire.h"
+
+#include "test_util.h"
+
+#define NP 4u
+#define COUNT 8u
+
+typedef struct world {
+    mp_rnd_t *rm[NP];
+    mp_grid_t grid[NP];
+    float values[NP][COUNT];
+    uint8_t id[NP][MP_ID_BYTES];
+    bool dead[NP]; /* sends to it fail */
+    bool mute[NP]; /* messages to it are lost */
+    uint32_t formed[NP];
+    uint64_t now;
+    mp_msg_t msg, dec;
+    uint8_t buf[MP_CTRL_MAX];
+    /* what the last drain saw, by type, from any machine */
+    uint32_t sent[8];
+    uint64_t leave_seq, join_seq;
+    uint8_t leave_to;
+    mp_rnd_msg_status_t last_status;
+    uint32_t own_no_slot;
+} world_t;
+
+static world_t W;
+
+static uint32_t peer_of(const uint8_t id[MP_ID_BYTES]) {
+    for (uint32_t i = 0; i < NP; i++)
+        if (memcmp(W.id[i], id, MP_ID_BYTES) == 0)
+            return i;
+    return UINT32_MAX;
+}
+
+static void world_init(uint32_t group_size, uint32_t min_group) {
+    for (uint32_t i = 0; i < NP; i++)
+        mp__rnd_free(W.rm[i]);
+    memset(&W, 0, sizeof(W));
+    W.now = 1000;
+    for (uint32_t i = 0; i < NP; i++) {
+        memset(W.id[i], 0x10 * (i + 1), MP_ID_BYTES);
+        CHECK(mp__grid_init(&W.grid[i], group_size, 1, i, 7 + i) == MOSHPIT_OK,
+              "grid %u", i);
+        for (uint32_t e = 0; e < COUNT; e++)
+            W.values[i][e] = (float)(i * 10 + e);
+        mp_rnd_cfg_t c = {.group_size = group_size,
+                          .min_group_size = min_group,
+                          .matchmaking_ms = 1000,
+                          .round_timeout_ms = 10000,
+                          .peer_timeout_ms = 2000,
+                          .bandwidth = 100,
+                          .grid = &W.grid[i],
+                          .seed = 99 + i,
+                          .first_seq = 1 + 100000 * i};
+        memcpy(c.self, W.id[i], MP_ID_BYTES);
+        CHECK(mp__rnd_new(&c, &W.rm[i]) == MOSHPIT_OK, "new %u", i);
+    }
+}
+
+/* Delivers every output of every machine until all are quiet. */
+static void drain_all(void) {
+    bool any = true;
+    while (any) {
+        any = false;
+        for (uint32_t q = 0; q < NP; q++) {
+            mp_rnd_out_t o;
+            while (mp__rnd_next_out(W.rm[q], &o)) {
+                any = true;
+                if (o.kind == MP_RND_OUT_FORMED) {
+                    W.formed[q]++;
+                    continue;
+                }
+                if (o.kind != MP_RND_OUT_SEND) {
+                    W.own_no_slot++;
+                    continue;
+                }
+                W.sent[o.msg]++;
+                if (o.msg == MP_RND_JOIN)
+                    W.join_seq = o.seq;
+                if (o.msg == MP_RND_LEAVE) {
+                    W.leave_seq = o.seq;
+                    W.leave_to = (uint8_t)peer_of(o.to);
+                }
+                uint32_t to = peer_of(o.to);
+                if (to == UINT32_MAX || W.dead[to]) {
+                    mp__rnd_send_failed(W.rm[q], W.now, &o);
+                    continue;
+                }
+                if (W.mute[to])
+                    continue;
+                mp__rnd_out_msg(&o, &W.msg);
+                size_t len = 0;
+                CHECK(mp__msg_encode(&W.msg, W.buf, sizeof(W.buf), &len) ==
+                          MOSHPIT_OK,
+                      "encode type %d", (int)W.msg.type);
+                CHECK(mp__msg_decode(W.buf, len, &W.dec) == MOSHPIT_OK,
+                      "decode type %d", (int)W.msg.type);
+                if (W.dec.type == MP_MSG_DONE)
+                    continue; /* the engine's business */
+                W.last_status =
+                    mp__rnd_on_msg(W.rm[to], W.now, W.id[q], &W.dec);
+            }
+        }
+    }
+}
+
+/* Moves group parts between members until nothing moves. */
+static void move_parts(void) {
+    bool any = true;
+    while (any) {
+        any = false;
+        for (uint32_t q = 0; q < NP; q++) {
+            mp_group_t *g = mp__rnd_group(W.rm[q]);
+            uint32_t n = 0, self = 0;
+            uint64_t gid = 0;
+            const mp_member_t *r = mp__rnd_roster(W.rm[q], &n, &self, &gid);
+            if (g == NULL || r == NULL)
+                continue;
+            for (uint32_t d = 0; d < n; d++) {
+                if (d == self)
+                    continue;
+                uint32_t to = peer_of(r[d].id);
+                mp_send_t s;
+                while (mp__group_next_send(g, d, &s)) {
+                    any = true;
+                    mp_group_t *tg = mp__rnd_group(W.rm[to]);
+                    CHECK(tg != NULL, "part for %u before its group", to);
+                    if (tg != NULL)
+                        (void)mp__group_on_part(tg, W.now, self, s.kind,
+                                                s.share, s.part, s.data,
+                                                s.count, s.wsum);
+                }
+            }
+        }
+    }
+}
+
+static void tick_all(uint64_t now) {
+    W.now = now;
+    for (uint32_t q = 0; q < NP; q++)
+        mp__rnd_tick(W.rm[q], now);
+    drain_all();
+}
+
+/* The candidates for key among peers[0..n), in rendezvous order. */
+static size_t candidates(const uint8_t *key, uint32_t len,
+                         const uint32_t *peers, size_t n,
+                         uint8_t out[NP][MP_ID_BYTES]) {
+    uint8_t ids[NP][MP_ID_BYTES];
+    uint32_t order[NP];
+    for (size_t i = 0; i < n; i++)
+        memcpy(ids[i], W.id[peers[i]], MP_ID_BYTES);
+    mp__rendezvous_order(key, len, (const uint8_t(*)[MP_ID_BYTES])ids, n,
+                         order);
+    for (size_t i = 0; i < n; i++)
+        memcpy(out[i], ids[order[i]], MP_ID_BYTES);
+    return n;
+}
+
+static void start(uint32_t q, const uint32_t *view, size_t n, uint8_t *key_out,
+                  uint32_t *len_out) {
+    uint8_t key[MP_KEY_MAX];
+    uint32_t len = mp__rnd_key(W.rm[q], n, COUNT, key);
+    uint8_t c[NP][MP_ID_BYTES];
+    size_t k = candidates(key, len, view, n, c);
+    mp_rnd_call_t call = {.key = key,
+                          .key_len = len,
+                          .cands = (const uint8_t(*)[MP_ID_BYTES])c,
+                          .ncands = k,
+                          .weight = 1.0,
+                          .values = W.values[q],
+                          .count = COUNT};
+    CHECK(mp__rnd_start(W.rm[q], W.now, &call) == MOSHPIT_OK, "start %u", q);
+    CHECK(mp__rnd_start(W.rm[q], W.now, &call) == MOSHPIT_EINVAL,
+          "second start %u", q);
+    if (key_out != NULL) {
+        memcpy(key_out, key, len);
+        *len_out = len;
+    }
+}
+
+static void test_group_of_three(void) {
+    world_init(3, 2);
+    const uint32_t view[3] = {0, 1, 2};
+    for (uint32_t q = 0; q < 3; q++)
+        start(q, view, 3, NULL, NULL);
+    drain_all();
+    uint64_t gid0 = 0;
+    for (uint32_t q = 0; q < 3; q++) {
+        uint32_t n = 0, self = 0;
+        uint64_t gid = 0;
+        CHECK(W.formed[q] == 1, "peer %u: %u FORMED", q, W.formed[q]);
+        CHECK(mp__rnd_roster(W.rm[q], &n, &self, &gid) != NULL && n == 3,
+              "peer %u: roster of %u", q, n);
+        if (q == 0)
+            gid0 = gid;
+        CHECK(gid == gid0 && gid != 0, "peer %u: group id %llx", q,
+              (unsigned long long)gid);
+    }
+    CHECK(W.sent[MP_RND_GROUP] == 2 && W.sent[MP_RND_JOIN] == 2 &&
+              W.sent[MP_RND_JOIN_ACK] == 2,
+          "GROUP %u JOIN %u ACK %u", W.sent[MP_RND_GROUP], W.sent[MP_RND_JOIN],
+          W.sent[MP_RND_JOIN_ACK]);
+    move_parts();
+    for (uint32_t q = 0; q < 3; q++) {
+        bool alone;
+        moshpit_err_t e;
+        CHECK(mp__rnd_group_finished(W.rm[q]), "peer %u not finished", q);
+        CHECK(!mp__rnd_over(W.rm[q], W.now, &alone, &e), "peer %u over", q);
+        for (uint32_t i = 0; i < COUNT; i++)
+            CHECK(fabsf(W.values[q][i] - (float)(10 + i)) < 1e-5f,
+                  "peer %u value %u = %g", q, i, (double)W.values[q][i]);
+        mp_rnd_result_t res;
+        mp__rnd_end(W.rm[q], W.now + 5, MOSHPIT_OK, false, &res);
+        CHECK(res.grouped && res.group_size == 3 && res.group_id == gid0 &&
+                  fabs(res.group_weight - 3.0) < 1e-12 && res.allreduce_ms == 5,
+              "peer %u result: grouped %d size %u", q, res.grouped,
+              res.group_size);
+        CHECK(mp__rnd_recent_gid(W.rm[q], gid0), "peer %u forgot the gid", q);
+        CHECK(!mp__rnd_in_call(W.rm[q]), "peer %u still in call", q);
+    }
+    W.sent[MP_RND_DONE] = 0;
+    drain_all();
+    CHECK(W.sent[MP_RND_DONE] == 6, "%u DONEs", W.sent[MP_RND_DONE]);
+}
+
+static void test_join_refusals(void) {
+    world_init(4, 2);
+    mp_rnd_join_t j = {.seq = 5, .weight = 1, .bandwidth = 1, .window_ms = 500};
+    uint8_t key[MP_KEY_MAX] = {0};
+    key[0] = COUNT;
+    key[8] = 2; /* d = 2: one coordinate follows */
+    key[9] = 9; /* >= group_size */
+    j.key = key;
+    j.key_len = 10;
+    CHECK(mp__rnd_on_join(W.rm[0], W.now, W.id[1], &j) == MP_RND_JOIN_BAD_KEY,
+          "coordinate beyond the group size accepted");
+    mp_rnd_out_t o;
+    CHECK(mp__rnd_next_out(W.rm[0], &o) && o.msg == MP_RND_ALONE &&
+              o.seq == 5 && peer_of(o.to) == 1,
+          "no ALONE for the bad key");
+    CHECK(!mp__rnd_next_out(W.rm[0], &o), "more than the ALONE");
+    /* eight keys held by pending JOINs, then a ninth */
+    key[8] = 1;
+    j.key_len = 9;
+    for (uint32_t k = 0; k < MP_RND_MM_KEYS + 1; k++) {
+        key[0] = (uint8_t)(100 + k); /* another vector length */
+        uint8_t from[MP_ID_BYTES];
+        memset(from, 0xa0 + k, sizeof(from));
+        mp_rnd_join_status_t st = mp__rnd_on_join(W.rm[0], W.now, from, &j);
+        CHECK(st == (k < MP_RND_MM_KEYS ? MP_RND_JOIN_OK : MP_RND_JOIN_NO_SLOT),
+              "key %u: status %d", k, (int)st);
+        CHECK(mp__rnd_next_out(W.rm[0], &o) &&
+                  o.msg ==
+                      (k < MP_RND_MM_KEYS ? MP_RND_JOIN_ACK : MP_RND_ALONE),
+              "key %u: answer %d", k, (int)o.msg);
+        while (mp__rnd_next_out(W.rm[0], &o))
+            ;
+    }
+    size_t pending = 0;
+    CHECK(mp__rnd_mm_count(W.rm[0], &pending) == MP_RND_MM_KEYS &&
+              pending == MP_RND_MM_KEYS,
+          "%zu pending", pending);
+    /* this peer's own call under a ninth key: its own JOIN is answered
+     * ALONE, with a note for the log */
+    const uint32_t self_only[1] = {0};
+    start(0, self_only, 1, NULL, NULL);
+    drain_all();
+    bool alone = false;
+    moshpit_err_t e = MOSHPIT_EINVAL;
+    CHECK(W.own_no_slot == 1 && mp__rnd_over(W.rm[0], W.now, &alone, &e) &&
+              alone,
+          "own JOIN with every slot busy: note %u alone %d", W.own_no_slot,
+          alone);
+    mp_rnd_result_t res;
+    mp__rnd_end(W.rm[0], W.now, MOSHPIT_OK, true, &res);
+    drain_all();
+    /* a JOIN under another key withdraws the sender's pending one */
+    uint8_t from[MP_ID_BYTES];
+    memset(from, 0xa0, sizeof(from));
+    key[0] = 101;
+    CHECK(mp__rnd_on_join(W.rm[0], W.now, from, &j) == MP_RND_JOIN_OK,
+          "re-JOIN under another key");
+    mp__rnd_mm_count(W.rm[0], &pending);
+    CHECK(pending == MP_RND_MM_KEYS, "one sender, two JOINs: %zu", pending);
+    while (mp__rnd_next_out(W.rm[0], &o))
+        ;
+    /* the ninth key fits once a matchmaker is idle */
+    mp__rnd_forget(W.rm[0], from);
+    memset(from, 0xa1, sizeof(from));
+    mp__rnd_on_leave(W.rm[0], from);
+    key[0] = 200;
+    CHECK(mp__rnd_on_join(W.rm[0], W.now, from, &j) == MP_RND_JOIN_OK,
+          "no idle matchmaker evicted");
+}
+
+static void test_fallback(void) {
+    world_init(2, 2);
+    /* peer 1's first candidate cannot be reached: its JOIN falls back to
+     * the next one at once, and a group of two forms there */
+    uint8_t key[MP_KEY_MAX];
+    uint32_t len = mp__rnd_key(W.rm[1], 2, COUNT, key);
+    uint8_t c[3][MP_ID_BYTES];
+    memcpy(c[0], W.id[3], MP_ID_BYTES);
+    memcpy(c[1], W.id[0], MP_ID_BYTES);
+    memcpy(c[2], W.id[1], MP_ID_BYTES);
+    W.dead[3] = true;
+    for (uint32_t q = 0; q < 2; q++) {
+        mp_rnd_call_t call = {.key = key,
+                              .key_len = len,
+                              .cands = (const uint8_t(*)[MP_ID_BYTES])c,
+                              .ncands = 3,
+                              .weight = 1.0,
+                              .values = W.values[q],
+                              .count = COUNT};
+        CHECK(mp__rnd_start(W.rm[q], W.now, &call) == MOSHPIT_OK, "start");
+    }
+    drain_all();
+    CHECK(W.formed[0] == 1 && W.formed[1] == 1, "FORMED %u %u", W.formed[0],
+          W.formed[1]);
+    CHECK(W.sent[MP_RND_LEAVE] == 2 && W.leave_to == 3, "%u LEAVEs, last to %u",
+          W.sent[MP_RND_LEAVE], W.leave_to);
+}
+
+static void test_silent_matchmaker(void) {
+    world_init(2, 2);
+    /* peer 0 asks peer 2, which never answers: after the ACK timeout it
+     * moves on with a LEAVE for the JOIN it sent there, then ends alone */
+    uint8_t key[MP_KEY_MAX];
+    uint32_t len = mp__rnd_key(W.rm[0], 2, COUNT, key);
+    uint8_t c[2][MP_ID_BYTES];
+    memcpy(c[0], W.id[2], MP_ID_BYTES);
+    memcpy(c[1], W.id[0], MP_ID_BYTES);
+    W.mute[2] = true;
+    mp_rnd_call_t call = {.key = key,
+                          .key_len = len,
+                          .cands = (const uint8_t(*)[MP_ID_BYTES])c,
+                          .ncands = 2,
+                          .weight = 2.0,
+                          .values = W.values[0],
+                          .count = COUNT};
+    CHECK(mp__rnd_start(W.rm[0], W.now, &call) == MOSHPIT_OK, "start");
+    drain_all();
+    uint64_t seq = W.join_seq;
+    CHECK(W.sent[MP_RND_JOIN] == 1, "%u JOINs", W.sent[MP_RND_JOIN]);
+    uint64_t t0 = W.now;
+    bool alone = false;
+    moshpit_err_t e = MOSHPIT_EINVAL;
+    while (!mp__rnd_over(W.rm[0], W.now, &alone, &e) && W.now < t0 + 20000) {
+        uint64_t w = mp__rnd_next_wakeup(W.rm[0]);
+        CHECK(w > W.now && w != UINT64_MAX, "wakeup %llu at %llu",
+              (unsigned long long)w, (unsigned long long)W.now);
+        if (w <= W.now || w == UINT64_MAX)
+            break;
+        tick_all(w);
+    }
+    CHECK(W.sent[MP_RND_LEAVE] == 1 && W.leave_to == 2 && W.leave_seq == seq,
+          "LEAVE %u to %u seq %llu (JOIN seq %llu)", W.sent[MP_RND_LEAVE],
+          W.leave_to, (unsigned long long)W.leave_seq, (unsigned long long)seq);
+    CHECK(alone && e == MOSHPIT_OK, "over: alone %d e %d", alone, (int)e);
+    /* alone at the own matchmaker's window end (min group 2), well before
+     * the round deadline */
+    CHECK(W.now - t0 < 5000, "ended after %llu ms",
+          (unsigned long long)(W.now - t0));
+    mp_rnd_result_t res;
+    mp__rnd_end(W.rm[0], W.now, MOSHPIT_OK, alone, &res);
+    CHECK(!res.grouped && res.group_size == 1 && res.group_weight == 2.0 &&
+              res.has_matchmaker &&
+              memcmp(res.matchmaker, W.id[0], MP_ID_BYTES) == 0,
+          "result: grouped %d size %u", res.grouped, res.group_size);
+}
+
+static void test_stale_and_failed(void) {
+    world_init(3, 2);
+    const uint32_t view[3] = {0, 1, 2};
+    start(0, view, 3, NULL, NULL);
+    /* a GROUP from a peer peer 0 never sent a JOIN to is ignored */
+    mp_msg_t m;
+    memset(&m, 0, sizeof(m));
+    m.type = MP_MSG_GROUP;
+    m.u.group.seq = 1;
+    m.u.group.group_id = 77;
+    m.u.group.n = 2;
+    memcpy(m.u.group.members[0].id, W.id[0], MP_ID_BYTES);
+    memcpy(m.u.group.members[1].id, W.id[3], MP_ID_BYTES);
+    m.u.group.members[0].weight = m.u.group.members[1].weight = 1;
+    CHECK(mp__rnd_on_msg(W.rm[0], W.now, W.id[3], &m) == MP_RND_MSG_STALE,
+          "GROUP from a stranger taken");
+    CHECK(mp__rnd_group(W.rm[0]) == NULL, "group from a stranger");
+    m.type = MP_MSG_DONE;
+    CHECK(mp__rnd_on_msg(W.rm[0], W.now, W.id[3], &m) == MP_RND_MSG_OTHER,
+          "DONE is not the machine's");
+    start(1, view, 3, NULL, NULL);
+    start(2, view, 3, NULL, NULL);
+    drain_all();
+    CHECK(W.formed[0] == 1, "no group");
+    /* a member's death drops it from the group; a stranger's does not
+     * touch the call */
+    CHECK(!mp__rnd_peer_failed(W.rm[0], W.now, W.id[3]), "stranger touched");
+    uint32_t n = 0, self = 0;
+    uint64_t gid = 0;
+    const mp_member_t *r = mp__rnd_roster(W.rm[0], &n, &self, &gid);
+    uint32_t other = r != NULL && self == 0 ? 1 : 0;
+    CHECK(r != NULL && mp__rnd_peer_failed(W.rm[0], W.now, r[other].id),
+          "member death not taken");
+    CHECK(r != NULL && !mp__group_member_alive(mp__rnd_group(W.rm[0]), other),
+          "member %u still alive", other);
+}
+
+static void test_deadline(void) {
+    world_init(2, 2);
+    /* a group of two whose other member never sends a part: the deadline
+     * ends the call, in its group (not alone) */
+    const uint32_t view[2] = {0, 1};
+    start(0, view, 2, NULL, NULL);
+    start(1, view, 2, NULL, NULL);
+    drain_all();
+    CHECK(W.formed[0] == 1 && W.formed[1] == 1, "no group");
+    bool alone = true;
+    moshpit_err_t e;
+    uint64_t t0 = W.now;
+    while (!mp__rnd_over(W.rm[0], W.now, &alone, &e) && W.now < t0 + 60000)
+        tick_all(mp__rnd_next_wakeup(W.rm[0]));
+    CHECK(!alone && W.now >= t0 + 10000 && W.now <= t0 + 10000 + 1,
+          "over at +%llu, alone %d", (unsigned long long)(W.now - t0), alone);
+}
+
+int main(void) {
+    test_group_of_three();
+    test_join_refusals();
+    test_fallback();
+    test_silent_matchmaker();
+    test_stale_and_failed();
+    test_deadline();
+    for (uint32_t i = 0; i < NP; i++)
+        mp__rnd_free(W.rm[i]);
+    return test_summary("test_round");
+}
