@@ -141,7 +141,9 @@ typedef enum {
  * defaults. Every field added after 0.2.0 has 0 (or NULL) as its default,
  * so that a library older than the program, which does not know the
  * field, behaves as the default does; a non-zero value there is refused
- * (EINVAL) rather than ignored.
+ * (EINVAL) rather than ignored. So a program that fills the struct without
+ * moshpit_config_init zeroes all of it first (memset). New fields start
+ * at or after the previous release's sizeof, never in its tail padding.
  */
 typedef struct moshpit_config {
     const char *swarm;            /* required: run name; swarms never mix */

@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: MIT
+# shellcheck shell=bash
 # Sourced by make_baseline.sh and check_abi.sh: how both run abidw, so the
 # baseline and the build it is compared with are described the same way.
 # Only what include/moshpit.h declares (exported functions and the types
