@@ -23,10 +23,36 @@
 extern "C" {
 #endif
 
+/*
+ * Version of this header. These three lines are the only place the version
+ * is written: the build reads them (CMakeLists.txt) for the library's file
+ * name, moshpit.pc and the CMake package, and moshpit_version() returns
+ * MOSHPIT_VERSION_STRING as the library was built.
+ *
+ * ABI: the shared library's soname is libmoshpit.so.MAJOR, so
+ * libmoshpit.so.0 for every 0.x release. Releases with the same MAJOR only
+ * make changes that keep programs built against an earlier one running:
+ * new functions, new enum values, new fields at the end of
+ * moshpit_config_t and moshpit_round_t (the library learns the size of the
+ * caller's struct: see moshpit_config_init). Anything else (a removed or
+ * changed function, a field moved or retyped) needs a new MAJOR and with
+ * it a new soname. CI compares every build with the last release's ABI
+ * (tests/abi/README.md). CHANGELOG.md lists what each release added.
+ */
 #define MOSHPIT_VERSION_MAJOR 0
-#define MOSHPIT_VERSION_MINOR 1
+#define MOSHPIT_VERSION_MINOR 2
 #define MOSHPIT_VERSION_PATCH 0
-#define MOSHPIT_VERSION_STRING "0.1.0"
+#define MOSHPIT_STRINGIFY_(x) #x
+#define MOSHPIT_STRINGIFY(x) MOSHPIT_STRINGIFY_(x)
+/* "MAJOR.MINOR.PATCH" */
+#define MOSHPIT_VERSION_STRING                                                 \
+    MOSHPIT_STRINGIFY(MOSHPIT_VERSION_MAJOR)                                   \
+    "." MOSHPIT_STRINGIFY(MOSHPIT_VERSION_MINOR) "." MOSHPIT_STRINGIFY(        \
+        MOSHPIT_VERSION_PATCH)
+/* One number for comparisons in #if: 10000 * MAJOR + 100 * MINOR + PATCH */
+#define MOSHPIT_VERSION_NUMBER                                                 \
+    (MOSHPIT_VERSION_MAJOR * 10000 + MOSHPIT_VERSION_MINOR * 100 +             \
+     MOSHPIT_VERSION_PATCH)
 
 #if defined(_WIN32) && defined(MOSHPIT_SHARED_BUILD)
 #define MOSHPIT_EXPORT __declspec(dllexport)
@@ -56,9 +82,8 @@ typedef enum {
     MOSHPIT_ECRYPTO,   /* a cryptographic operation failed */
     MOSHPIT_EPEERAUTH, /* a peer was not admitted / did not admit us */
     MOSHPIT_ESYS,      /* an OS call failed; moshpit_errno() has errno */
-    /* Added in 0.2 */
-    MOSHPIT_ENOSTATE, /* no live peer serves a state (moshpit_fetch_state) */
-    MOSHPIT_ECOUNT    /* the swarm's state has another length than asked */
+    MOSHPIT_ENOSTATE,  /* no live peer serves a state (moshpit_fetch_state) */
+    MOSHPIT_ECOUNT     /* the swarm's state has another length than asked */
 } moshpit_err_t;
 
 #define MOSHPIT_KEY_BYTES 32
@@ -71,16 +96,16 @@ typedef enum {
 /* How a group combines its members' vectors (moshpit_config_t.aggregation).
  * Every member reduces its share of the vector with the rule; peers with
  * different rules (or parameters) never share a group. docs/DESIGN.md,
- * "Robust aggregation", has the exact definitions.
- *   MOSHPIT_AGG_MEAN           the weighted mean (default)
- *   MOSHPIT_AGG_TRIMMED_MEAN   per element: drop the `trim` largest and the
- *                              `trim` smallest values, weighted mean of the
- *                              rest
- *   MOSHPIT_AGG_CENTERED_CLIP  CenteredClip from the coordinate-wise median,
- *                              clipping per part of the vector */
-#define MOSHPIT_AGG_MEAN 0
-#define MOSHPIT_AGG_TRIMMED_MEAN 1
-#define MOSHPIT_AGG_CENTERED_CLIP 2
+ * "Robust aggregation", has the exact definitions. */
+typedef enum {
+    MOSHPIT_AGG_MEAN = 0,         /* the weighted mean (default) */
+    MOSHPIT_AGG_TRIMMED_MEAN = 1, /* per element: drop the `trim` largest and
+                                     the `trim` smallest values, weighted
+                                     mean of the rest */
+    MOSHPIT_AGG_CENTERED_CLIP = 2 /* CenteredClip from the coordinate-wise
+                                     median, clipping per part of the
+                                     vector */
+} moshpit_agg_t;
 /* A certificate (moshpit_cert_issue) in bytes, and as Z85 text without the
  * terminating NUL. docs/PROTOCOL.md gives the format byte by byte. */
 #define MOSHPIT_CERT_BYTES 160
@@ -95,16 +120,30 @@ typedef enum {
  * the checking peer's wall clock. */
 #define MOSHPIT_CERT_SKEW_S 300
 
-/* Log levels for moshpit_config_t.log_level (higher = more verbose). */
-#define MOSHPIT_LOG_ERROR 0
-#define MOSHPIT_LOG_WARN 1
-#define MOSHPIT_LOG_INFO 2
-#define MOSHPIT_LOG_DEBUG 3
+/* Log levels for moshpit_config_t.log_level and the level argument of the
+ * log callback (higher = more verbose). */
+typedef enum {
+    MOSHPIT_LOG_ERROR = 0,
+    MOSHPIT_LOG_WARN = 1,
+    MOSHPIT_LOG_INFO = 2,
+    MOSHPIT_LOG_DEBUG = 3
+} moshpit_log_level_t;
 
 /*
  * Configuration of one peer. Initialize with moshpit_config_init() and then
  * set fields; moshpit_open() copies everything it needs, so the struct and
  * the strings it points to may be freed after moshpit_open() returns.
+ *
+ * The struct grows at its end from release to release. moshpit_config_init
+ * and moshpit_open are macros that pass sizeof(moshpit_config_t) as this
+ * header declares it, so the library reads and writes only the fields the
+ * program was built with and gives the fields it does not have their
+ * defaults. Every field added after 0.2.0 has 0 (or NULL) as its default,
+ * so that a library older than the program, which does not know the
+ * field, behaves as the default does; a non-zero value there is refused
+ * (EINVAL) rather than ignored. So a program that fills the struct without
+ * moshpit_config_init zeroes all of it first (memset). New fields start
+ * at or after the previous release's sizeof, never in its tail padding.
  */
 typedef struct moshpit_config {
     const char *swarm;            /* required: run name; swarms never mix */
@@ -133,8 +172,7 @@ typedef struct moshpit_config {
     uint32_t round_timeout_ms; /* hard bound on one round, default 30000 */
     void (*log)(void *user, int level, const char *msg);
     void *log_user;
-    int log_level; /* default MOSHPIT_LOG_WARN */
-    /* Added in 0.1 */
+    int log_level; /* moshpit_log_level_t, default MOSHPIT_LOG_WARN */
     uint32_t peer_timeout_ms;   /* a group member silent this long while
                                    data is expected from it is dropped from
                                    the round; default 5000 */
@@ -149,9 +187,9 @@ typedef struct moshpit_config {
                                    serve it to moshpit_fetch_state() of other
                                    peers; costs up to 2 x count x 4 bytes */
     uint32_t state_clients_max; /* downloads served at once, default 4 */
-    /* Added in 0.2: robust aggregation (all members of a group must agree:
-     * peers with different values of these fields never group) */
-    int aggregation;     /* MOSHPIT_AGG_*, default MOSHPIT_AGG_MEAN */
+    /* Robust aggregation (all members of a group must agree: peers with
+     * different values of these fields never group) */
+    int aggregation;     /* moshpit_agg_t, default MOSHPIT_AGG_MEAN */
     uint32_t trim;       /* trimmed mean: values dropped at each end of
                             every element, default 1; 1..31 and
                             2 * trim < group_size. A robust rule never
@@ -167,7 +205,7 @@ typedef struct moshpit_config {
                             lower median of the group's positive weights;
                             0 (default) = none with MOSHPIT_AGG_MEAN, 4 with
                             the robust modes; at most 65535 */
-    /* Added in 0.2 */
+    /* Certificate admission */
     uint8_t authority_key[32]; /* Ed25519 public key of the swarm authority
                                   (moshpit_authority_keypair). Non-zero:
                                   certificate admission, every peer must
@@ -182,7 +220,7 @@ typedef struct moshpit_config {
                                   identity must be configured, not
                                   ephemeral); without, only its format is
                                   checked */
-    /* Added in 0.2: limits on what other peers can make this one hold
+    /* Limits on what other peers can make this one hold
      * (docs/DESIGN.md, "Limits"). 0 = the default. */
     uint32_t peers_max;     /* peers (members, dead ones and refused
                                strangers included) this peer keeps track
@@ -194,7 +232,9 @@ typedef struct moshpit_config {
                                dropped unread (logged) */
 } moshpit_config_t;
 
-/* What one moshpit_average() call did. */
+/* What one moshpit_average() call did. Grows at its end like
+ * moshpit_config_t: moshpit_average writes only the fields the program was
+ * built with; fields added after 0.2.0 read 0 for "not reported". */
 typedef struct moshpit_round {
     uint64_t round_id;        /* group id of this round, 0 if alone */
     uint32_t group_size;      /* peers whose data was averaged, incl. self;
@@ -208,8 +248,24 @@ typedef struct moshpit_round {
     uint32_t matchmaking_ms, allreduce_ms;
 } moshpit_round_t;
 
-/* Fills cfg with defaults. cfg must not be NULL. */
+/*
+ * Fills the first `size` bytes of cfg with defaults; a struct larger than
+ * the library's (a program built against a newer header) gets zeros, the
+ * default of every field the library does not know. Errors: EINVAL (cfg
+ * NULL or size over 65536; nothing is written).
+ *
+ * Programs call it as moshpit_config_init(cfg), which passes
+ * sizeof(moshpit_config_t); the other bindings pass the size of the struct
+ * they declare.
+ */
+MOSHPIT_EXPORT moshpit_err_t moshpit_config_init_sized(moshpit_config_t *cfg,
+                                                       size_t size);
+/* As moshpit_config_init_sized with the size of moshpit_config_t in 0.2.0
+ * (the function programs built before the macro below called); NULL is
+ * ignored. */
 MOSHPIT_EXPORT void moshpit_config_init(moshpit_config_t *cfg);
+#define moshpit_config_init(cfg)                                               \
+    moshpit_config_init_sized((cfg), sizeof(moshpit_config_t))
 
 /*
  * Creates a peer: binds its sockets, starts its engine thread and, if
@@ -220,6 +276,16 @@ MOSHPIT_EXPORT void moshpit_config_init(moshpit_config_t *cfg);
  */
 MOSHPIT_EXPORT MOSHPIT_NODISCARD moshpit_err_t
 moshpit_open(const moshpit_config_t *cfg, moshpit_t **out);
+/* moshpit_open reading cfg_size bytes of cfg: the fields past them take
+ * their defaults; past the library's own struct, every byte must be zero
+ * (else EINVAL: the program asks for something this library does not
+ * have). cfg_size at most 65536. The macro moshpit_open passes
+ * sizeof(moshpit_config_t); the function of that name (for bindings that
+ * cannot expand macros) reads moshpit_config_t as of 0.2.0. */
+MOSHPIT_EXPORT MOSHPIT_NODISCARD moshpit_err_t moshpit_open_sized(
+    const moshpit_config_t *cfg, size_t cfg_size, moshpit_t **out);
+#define moshpit_open(cfg, out)                                                 \
+    moshpit_open_sized((cfg), sizeof(moshpit_config_t), (out))
 
 /*
  * Averages values[0..count) in place with a group of peers that call
@@ -235,6 +301,17 @@ moshpit_open(const moshpit_config_t *cfg, moshpit_t **out);
 MOSHPIT_EXPORT MOSHPIT_NODISCARD moshpit_err_t
 moshpit_average(moshpit_t *mp, float *values, size_t count, double weight,
                 moshpit_round_t *info);
+/* moshpit_average writing info_size bytes of *info: the library's fields
+ * that fit, then zeros (fields the library does not know). info_size at
+ * most 65536, else EINVAL; ignored when info is NULL. The macro
+ * moshpit_average passes sizeof(moshpit_round_t); the function of that
+ * name writes moshpit_round_t as of 0.2.0. */
+MOSHPIT_EXPORT MOSHPIT_NODISCARD moshpit_err_t
+moshpit_average_sized(moshpit_t *mp, float *values, size_t count, double weight,
+                      moshpit_round_t *info, size_t info_size);
+#define moshpit_average(mp, values, count, weight, info)                       \
+    moshpit_average_sized((mp), (values), (count), (weight), (info),           \
+                          sizeof(moshpit_round_t))
 
 /*
  * Writes this peer's endpoint "tcp://host:port#KEY" (KEY = Z85 public key)
@@ -307,7 +384,10 @@ typedef enum {
     MOSHPIT_CERT_FORGED         /* the authority's signature does not verify */
 } moshpit_cert_status_t;
 
-/* The fields of a certificate (moshpit_cert_inspect). */
+/* The fields of a certificate (moshpit_cert_inspect). Unlike
+ * moshpit_config_t and moshpit_round_t this struct does not grow: it is the
+ * version-1 certificate, and a later format would come with a struct and a
+ * function of its own. */
 typedef struct moshpit_cert_info {
     moshpit_cert_status_t status;
     uint8_t version;         /* 1 */
@@ -391,7 +471,8 @@ moshpit_fetch_state(moshpit_t *mp, float *values, size_t count,
  * or if mp is NULL: the last failed moshpit_open of this thread). */
 MOSHPIT_EXPORT int moshpit_errno(moshpit_t *mp);
 
-/* "0.1.0"; never NULL. */
+/* The library's MOSHPIT_VERSION_STRING, e.g. "0.2.0"; never NULL. It may
+ * be newer than the header a program was built with. */
 MOSHPIT_EXPORT const char *moshpit_version(void);
 
 /* Constants as functions, for bindings. */

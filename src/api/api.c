@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,25 +60,94 @@ void mp__log(moshpit_t *mp, int level, const char *fmt, ...) {
     mp->cfg.log(mp->cfg.log_user, level, buf);
 }
 
-void moshpit_config_init(moshpit_config_t *cfg) {
-    if (cfg == NULL)
-        return;
-    memset(cfg, 0, sizeof(*cfg));
-    cfg->listen = "tcp://127.0.0.1:0";
-    cfg->group_size = 8;
-    cfg->min_group_size = 2;
-    cfg->grid_position = -1;
-    cfg->matchmaking_ms = 2000;
-    cfg->round_timeout_ms = 30000;
-    cfg->log_level = MOSHPIT_LOG_WARN;
-    cfg->peer_timeout_ms = 5000;
-    cfg->bandwidth_mbps = 1000;
-    cfg->state_clients_max = 4;
-    cfg->aggregation = MOSHPIT_AGG_MEAN;
-    cfg->trim = 1;
-    cfg->clip_iters = 5;
-    cfg->peers_max = MP_PEERS_CAP;
-    cfg->peer_msg_rate = MP_MSG_RATE_DEFAULT;
+/* ---- configuration defaults and the sizes of the caller's structs ---- */
+
+/* The defaults of every field: what moshpit_config_init writes, what a
+ * field the caller's struct is too short to have takes, and what a field
+ * documented as "0 = the default" becomes in moshpit_open. Fields not
+ * named are zero (NULL). */
+static const moshpit_config_t config_defaults = {
+    .listen = "tcp://127.0.0.1:0",
+    .group_size = 8,
+    .min_group_size = 2,
+    .grid_position = -1,
+    .matchmaking_ms = 2000,
+    .round_timeout_ms = 30000,
+    .log_level = MOSHPIT_LOG_WARN,
+    .peer_timeout_ms = 5000,
+    .bandwidth_mbps = 1000,
+    .state_clients_max = 4,
+    .aggregation = MOSHPIT_AGG_MEAN,
+    .trim = 1,
+    .clip_iters = 5,
+    .peers_max = MP_PEERS_CAP,
+    .peer_msg_rate = MP_MSG_RATE_DEFAULT,
+};
+
+/* sizeof(moshpit_config_t) and sizeof(moshpit_round_t) in 0.2.0 on this
+ * platform: the end of their last field, rounded up to their alignment.
+ * The functions without _sized (called by bindings, and by programs built
+ * before the header's macros) use these sizes forever. A field added later
+ * starts at or after them, never in their tail padding: a program's padding
+ * bytes hold anything. The first new field gets a _Static_assert here:
+ * offsetof(moshpit_config_t, it) >= CONFIG_SIZE_0_2. */
+#define FIELD_END(type, field)                                                 \
+    (offsetof(type, field) + sizeof(((type *)0)->field))
+#define ALIGN_UP(n, a) (((n) + (a)-1) / (a) * (a))
+#define CONFIG_SIZE_0_2                                                        \
+    ALIGN_UP(FIELD_END(moshpit_config_t, peer_msg_rate),                       \
+             _Alignof(moshpit_config_t))
+#define ROUND_SIZE_0_2                                                         \
+    ALIGN_UP(FIELD_END(moshpit_round_t, allreduce_ms),                         \
+             _Alignof(moshpit_round_t))
+_Static_assert(CONFIG_SIZE_0_2 <= sizeof(moshpit_config_t) &&
+                   ROUND_SIZE_0_2 <= sizeof(moshpit_round_t),
+               "moshpit_config_t and moshpit_round_t only grow");
+/* No real struct is this large: a larger size is a mistake. */
+#define STRUCT_SIZE_MAX 65536u
+
+moshpit_err_t moshpit_config_init_sized(moshpit_config_t *cfg, size_t size) {
+    if (cfg == NULL || size > STRUCT_SIZE_MAX)
+        return MOSHPIT_EINVAL;
+    size_t known = size < sizeof(*cfg) ? size : sizeof(*cfg);
+    memcpy(cfg, &config_defaults, known);
+    if (size > known)
+        memset((unsigned char *)cfg + known, 0, size - known);
+    return MOSHPIT_OK;
+}
+
+void(moshpit_config_init)(moshpit_config_t *cfg) {
+    (void)moshpit_config_init_sized(cfg, CONFIG_SIZE_0_2);
+}
+
+/* Fields documented as "0 = the default". */
+static void config_zero_defaults(moshpit_config_t *c) {
+    if (c->listen == NULL)
+        c->listen = config_defaults.listen;
+    if (c->bandwidth_mbps == 0)
+        c->bandwidth_mbps = config_defaults.bandwidth_mbps;
+    if (c->state_clients_max == 0)
+        c->state_clients_max = config_defaults.state_clients_max;
+    if (c->peers_max == 0)
+        c->peers_max = config_defaults.peers_max;
+    if (c->peer_msg_rate == 0)
+        c->peer_msg_rate = config_defaults.peer_msg_rate;
+}
+
+/* *full = the caller's size bytes of cfg over the defaults. Bytes past the
+ * library's struct must be zero: fields of a newer release this library
+ * cannot honour, at their default. Reads nothing past cfg + size. */
+static moshpit_err_t config_from_caller(const moshpit_config_t *cfg,
+                                        size_t size, moshpit_config_t *full) {
+    if (size > STRUCT_SIZE_MAX)
+        return MOSHPIT_EINVAL;
+    const unsigned char *p = (const unsigned char *)cfg;
+    for (size_t i = sizeof(*full); i < size; i++)
+        if (p[i] != 0)
+            return MOSHPIT_EINVAL;
+    *full = config_defaults;
+    memcpy(full, cfg, size < sizeof(*full) ? size : sizeof(*full));
+    return MOSHPIT_OK;
 }
 
 const char *moshpit_version(void) {
@@ -227,13 +297,10 @@ static void free_peer_struct(moshpit_t *mp) {
     free(mp);
 }
 
-moshpit_err_t moshpit_open(const moshpit_config_t *cfg, moshpit_t **out) {
+/* moshpit_open with a complete struct of this library's size. */
+static moshpit_err_t open_full(const moshpit_config_t *cfg, moshpit_t **out) {
     moshpit_err_t e;
-    if (out == NULL)
-        return MOSHPIT_EINVAL;
     *out = NULL;
-    if (cfg == NULL)
-        return MOSHPIT_EINVAL;
     e = check_config(cfg);
     if (e != MOSHPIT_OK)
         return e;
@@ -253,16 +320,7 @@ moshpit_err_t moshpit_open(const moshpit_config_t *cfg, moshpit_t **out) {
     mp->cfg.swarm = NULL;
     mp->cfg.bootstrap = NULL;
     mp->cfg.authorized_keys = NULL;
-    if (mp->cfg.listen == NULL)
-        mp->cfg.listen = "tcp://127.0.0.1:0";
-    if (mp->cfg.bandwidth_mbps == 0)
-        mp->cfg.bandwidth_mbps = 1000;
-    if (mp->cfg.state_clients_max == 0)
-        mp->cfg.state_clients_max = 4;
-    if (mp->cfg.peers_max == 0)
-        mp->cfg.peers_max = MP_PEERS_CAP;
-    if (mp->cfg.peer_msg_rate == 0)
-        mp->cfg.peer_msg_rate = MP_MSG_RATE_DEFAULT;
+    config_zero_defaults(&mp->cfg);
     mp->peers_max = mp->cfg.peers_max;
     mp->msg_rate = mp->cfg.peer_msg_rate;
     mp->ciphers = mp__crypto_ciphers();
@@ -371,6 +429,26 @@ fail:
     return e;
 }
 
+moshpit_err_t moshpit_open_sized(const moshpit_config_t *cfg, size_t cfg_size,
+                                 moshpit_t **out) {
+    if (out == NULL)
+        return MOSHPIT_EINVAL;
+    *out = NULL;
+    if (cfg == NULL)
+        return MOSHPIT_EINVAL;
+    moshpit_config_t full;
+    moshpit_err_t e = config_from_caller(cfg, cfg_size, &full);
+    if (e == MOSHPIT_OK)
+        e = open_full(&full, out);
+    /* the copy held the secret key and the swarm secret */
+    mp__crypto_wipe(&full, sizeof(full));
+    return e;
+}
+
+moshpit_err_t(moshpit_open)(const moshpit_config_t *cfg, moshpit_t **out) {
+    return moshpit_open_sized(cfg, CONFIG_SIZE_0_2, out);
+}
+
 /* Hands c to the engine and waits for it until c->deadline_ms; after that
  * asks the engine to drop the command and waits for that (the engine checks
  * at every loop turn, so this is short). */
@@ -405,10 +483,21 @@ static moshpit_err_t run_cmd(moshpit_t *mp, mp_cmd_t *c) {
     return e;
 }
 
-moshpit_err_t moshpit_average(moshpit_t *mp, float *values, size_t count,
-                              double weight, moshpit_round_t *info) {
+/* Writes the first size bytes of *info: r as far as it fits, then zeros. */
+static void round_to_caller(const moshpit_round_t *r, moshpit_round_t *info,
+                            size_t size) {
+    size_t known = size < sizeof(*r) ? size : sizeof(*r);
+    memcpy(info, r, known);
+    if (size > known)
+        memset((unsigned char *)info + known, 0, size - known);
+}
+
+moshpit_err_t moshpit_average_sized(moshpit_t *mp, float *values, size_t count,
+                                    double weight, moshpit_round_t *info,
+                                    size_t info_size) {
     if (mp == NULL || (values == NULL && count > 0) || !isfinite(weight) ||
-        weight < 0.0 || weight > MOSHPIT_WEIGHT_MAX)
+        weight < 0.0 || weight > MOSHPIT_WEIGHT_MAX ||
+        (info != NULL && info_size > STRUCT_SIZE_MAX))
         return MOSHPIT_EINVAL;
     if ((uint64_t)count > ((uint64_t)1 << 34))
         return MOSHPIT_EINVAL; /* 64 GiB of floats: certainly a mistake */
@@ -426,14 +515,19 @@ moshpit_err_t moshpit_average(moshpit_t *mp, float *values, size_t count,
     moshpit_err_t e = run_cmd(mp, &c);
     mp_plat_mutex_unlock(&mp->call_lock);
     if (info != NULL) {
-        if (e == MOSHPIT_OK) {
-            *info = c.info;
-        } else {
-            memset(info, 0, sizeof(*info));
-            info->group_size = 1;
+        if (e != MOSHPIT_OK) {
+            memset(&c.info, 0, sizeof(c.info));
+            c.info.group_size = 1;
         }
+        round_to_caller(&c.info, info, info_size);
     }
     return e;
+}
+
+moshpit_err_t(moshpit_average)(moshpit_t *mp, float *values, size_t count,
+                               double weight, moshpit_round_t *info) {
+    return moshpit_average_sized(mp, values, count, weight, info,
+                                 ROUND_SIZE_0_2);
 }
 
 moshpit_err_t moshpit_fetch_state(moshpit_t *mp, float *values, size_t count,

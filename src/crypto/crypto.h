@@ -24,10 +24,14 @@
 
 #include "moshpit.h"
 
-#define MP_CIPHER_AESGCM 1u
-#define MP_CIPHER_CHACHA 2u
-#define MP_CIPHER_AEGIS 4u   /* AEGIS-256, 128-bit tag (crypto/aegis.h) */
-#define MP_CIPHER_AEGISX2 8u /* AEGIS-256X2, 128-bit tag (VAES) */
+/* The data-plane AEADs, one bit each: a set of them (what this machine
+ * runs, what a peer offers) is a uint32_t of these bits. */
+typedef enum {
+    MP_CIPHER_AESGCM = 1,
+    MP_CIPHER_CHACHA = 2,
+    MP_CIPHER_AEGIS = 4,  /* AEGIS-256, 128-bit tag (crypto/aegis.h) */
+    MP_CIPHER_AEGISX2 = 8 /* AEGIS-256X2, 128-bit tag (VAES) */
+} mp_cipher_t;
 
 /* Initializes libsodium; idempotent and thread-safe. */
 moshpit_err_t mp__crypto_init(void);
