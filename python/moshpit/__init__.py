@@ -16,11 +16,13 @@ TypeError, of the right type but unusable (a non-contiguous or read-only
 array, an out-of-range integer) ValueError.
 """
 
+import atexit
 import ctypes
 import math
 import operator
 import sys
 import threading
+import weakref
 
 from . import _abi
 from ._abi import (  # noqa: F401  (re-exported constants)
@@ -44,6 +46,8 @@ __all__ = [
     "key_to_text",
     "key_from_text",
     "version",
+    "authority_keypair",
+    "cert_issue",
     "library_path",
 ]
 
@@ -139,6 +143,44 @@ def key_to_text(key):
 def key_from_text(text):
     """40-character Z85 text -> 32-byte key."""
     return _key_bytes(text, "key")
+
+
+def authority_keypair():
+    """A new swarm authority: (public_key 32 bytes, secret_key 64 bytes).
+    Give the public key to every peer as authority_key; keep the secret
+    offline and sign identities with cert_issue."""
+    pub = (ctypes.c_uint8 * KEY_BYTES)()
+    sec = (ctypes.c_uint8 * 64)()
+    _check(
+        _library().moshpit_authority_keypair(pub, sec), "moshpit_authority_keypair"
+    )
+    out = bytes(pub), bytes(sec)
+    ctypes.memset(sec, 0, 64)
+    return out
+
+
+def cert_issue(authority_secret, peer_public_key, swarm, not_after_unix):
+    """A certificate (CERT_BYTES bytes) by which the authority admits the
+    identity peer_public_key to the swarm until not_after_unix (seconds)."""
+    if not isinstance(authority_secret, (bytes, bytearray)):
+        raise TypeError("authority_secret: expected bytes")
+    if len(authority_secret) != 64:
+        raise ValueError("authority_secret: expected 64 bytes")
+    if not isinstance(swarm, str):
+        raise TypeError("swarm: expected str")
+    pub = _key_bytes(peer_public_key, "peer_public_key")
+    when = _as_index(not_after_unix, "not_after_unix")
+    if not 0 <= when < 2**64:
+        raise ValueError("not_after_unix: out of range")
+    sec = (ctypes.c_uint8 * 64).from_buffer_copy(bytes(authority_secret))
+    out = (ctypes.c_uint8 * CERT_BYTES)()
+    rc = _library().moshpit_cert_issue(
+        sec, (ctypes.c_uint8 * KEY_BYTES).from_buffer_copy(pub),
+        swarm.encode(), when, out,
+    )
+    ctypes.memset(sec, 0, 64)
+    _check(rc, "moshpit_cert_issue")
+    return bytes(out)
 
 
 def version():
@@ -248,6 +290,136 @@ def _buffer_of(x):
     )
 
 
+def build_config(config):
+    """A moshpit_config_t (the ctypes mirror) from keyword arguments, with
+    the library's defaults for fields not given, and the list of Python
+    objects its pointers point into (keep it alive while cfg is used).
+    Raises TypeError / ValueError for unknown fields and bad values."""
+    lib = _library()
+    cfg = _abi.Config()
+    keep = []
+    if hasattr(lib, "moshpit_config_init_sized"):
+        _check(
+            lib.moshpit_config_init_sized(ctypes.byref(cfg), ctypes.sizeof(cfg)),
+            "moshpit_config_init_sized",
+        )
+    else:
+        lib.moshpit_config_init(ctypes.byref(cfg))
+    config = dict(config)
+    unknown = set(config) - set(CONFIG_FIELDS)
+    if unknown:
+        raise TypeError(
+            "unknown config field(s): %s" % ", ".join(sorted(unknown))
+        )
+    types = dict(_abi.Config._fields_)
+    log_user = config.pop("log_user", None)
+    for name, value in config.items():
+        if value is None and name != "swarm":
+            continue
+        if name in _STRING_FIELDS:
+            if not isinstance(value, str):
+                raise TypeError(
+                    "%s: expected str, got %s" % (name, type(value).__name__)
+                )
+            if "\0" in value:
+                raise ValueError("%s: contains a NUL character" % name)
+            raw = value.encode()
+            keep.append(raw)
+            setattr(cfg, name, raw)
+        elif name == "bootstrap":
+            if isinstance(value, str):
+                value = [value]
+            try:
+                items = list(value)
+            except TypeError:
+                raise TypeError(
+                    "bootstrap: expected a list of str, got %s"
+                    % type(value).__name__
+                ) from None
+            for e in items:
+                if not isinstance(e, str):
+                    raise TypeError(
+                        "bootstrap: expected str endpoints, got %s"
+                        % type(e).__name__
+                    )
+                if "\0" in e:
+                    raise ValueError("bootstrap: contains a NUL character")
+            arr = (ctypes.c_char_p * (len(items) + 1))(
+                *[e.encode() for e in items], None
+            )
+            keep.append(arr)
+            cfg.bootstrap = arr
+        elif name in _KEY_FIELDS:
+            raw = _key_bytes(value, name)
+            ctypes.memmove(getattr(cfg, name), raw, KEY_BYTES)
+        elif name == "cert":
+            raw = _key_bytes(
+                value,
+                "cert",
+                CERT_BYTES,
+                _abi.CERT_TEXT_LEN,
+                "moshpit_cert_from_text",
+            )
+            ctypes.memmove(cfg.cert, raw, CERT_BYTES)
+        elif name == "authorized_keys":
+            if isinstance(value, (bytes, str)):
+                raise TypeError("authorized_keys: expected a list of keys")
+            try:
+                keys = [_key_bytes(k, "authorized_keys") for k in value]
+            except TypeError as e:
+                if "authorized_keys:" in str(e):
+                    raise
+                raise TypeError(
+                    "authorized_keys: expected a list of keys"
+                ) from None
+            arr = (ctypes.c_uint8 * KEY_BYTES * max(len(keys), 1))()
+            for i, k in enumerate(keys):
+                ctypes.memmove(arr[i], k, KEY_BYTES)
+            keep.append(arr)
+            cfg.authorized_keys = ctypes.cast(
+                arr, ctypes.POINTER(ctypes.c_uint8 * KEY_BYTES)
+            )
+            cfg.authorized_count = len(keys)
+        elif name == "authorized_count":
+            if _as_index(value, name) != len(config.get("authorized_keys") or []):
+                raise ValueError(
+                    "authorized_count must equal len(authorized_keys)"
+                )
+        elif name == "log":
+            if not callable(value):
+                raise TypeError("log: expected a callable")
+            cb = _make_log(value, log_user)
+            keep.append(cb)
+            cfg.log = cb
+        elif name == "clip_tau":
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(
+                    "clip_tau: expected a float, got %s" % type(value).__name__
+                )
+            cfg.clip_tau = float(value)
+        elif types[name] in _UINT_LIMITS:
+            ctype = types[name]
+            value = _as_index(value, name)
+            lo, hi = _UINT_LIMITS[ctype]
+            if not lo <= value <= hi:
+                raise ValueError(
+                    "%s: %d out of range [%d, %d]" % (name, value, lo, hi)
+                )
+            setattr(cfg, name, value)
+        else:  # a field the mirror has and this function does not know
+            raise TypeError("%s: not supported by this binding" % name)
+    if cfg.swarm is None:
+        raise TypeError("swarm: expected str, got None")
+    return cfg, keep
+
+
+def _make_log(fn, user):
+    def trampoline(_user, level, msg):
+        fn(user, level, msg.decode("utf-8", "replace") if msg else "")
+
+    return _abi.LOG_FN(trampoline)
+
+
 class Peer:
     """One peer of a swarm (moshpit_t). Keyword arguments are the fields of
     moshpit_config_t:
@@ -277,20 +449,10 @@ class Peer:
         self._cond = threading.Condition()
         self._active = 0
         self._closing = False
-        self._log_keep = None
-        cfg = _abi.Config()
-        if hasattr(lib, "moshpit_config_init_sized"):
-            _check(
-                lib.moshpit_config_init_sized(
-                    ctypes.byref(cfg), ctypes.sizeof(cfg)
-                ),
-                "moshpit_config_init_sized",
-            )
-        else:
-            lib.moshpit_config_init(ctypes.byref(cfg))
         config["swarm"] = swarm
-        keep = []  # Python objects the C struct points into, until open
-        self._fill(cfg, config, keep)
+        cfg, keep = build_config(config)
+        # The log trampoline must outlive the peer: the engine calls it.
+        self._log_keep = keep
         mp = ctypes.c_void_p()
         if hasattr(lib, "moshpit_open_sized"):
             rc = lib.moshpit_open_sized(
@@ -302,116 +464,17 @@ class Peer:
         ctypes.memset(cfg.swarm_secret, 0, KEY_BYTES)
         _check(rc, "moshpit_open", None)
         self._mp = mp
+        # A peer still open when the interpreter exits is closed first, so
+        # its engine never calls into a Python that is going away.
+        ref = weakref.ref(self)
 
-    def _fill(self, cfg, config, keep):
-        unknown = set(config) - set(CONFIG_FIELDS)
-        if unknown:
-            raise TypeError(
-                "unknown config field(s): %s" % ", ".join(sorted(unknown))
-            )
-        types = dict(_abi.Config._fields_)
-        log_user = config.pop("log_user", None)
-        for name, value in config.items():
-            if value is None and name != "swarm":
-                continue
-            if name in _STRING_FIELDS:
-                if not isinstance(value, str):
-                    raise TypeError(
-                        "%s: expected str, got %s" % (name, type(value).__name__)
-                    )
-                if "\0" in value:
-                    raise ValueError("%s: contains a NUL character" % name)
-                raw = value.encode()
-                keep.append(raw)
-                setattr(cfg, name, raw)
-            elif name == "bootstrap":
-                if isinstance(value, str):
-                    value = [value]
-                try:
-                    items = list(value)
-                except TypeError:
-                    raise TypeError(
-                        "bootstrap: expected a list of str, got %s"
-                        % type(value).__name__
-                    ) from None
-                for e in items:
-                    if not isinstance(e, str):
-                        raise TypeError(
-                            "bootstrap: expected str endpoints, got %s"
-                            % type(e).__name__
-                        )
-                    if "\0" in e:
-                        raise ValueError("bootstrap: contains a NUL character")
-                arr = (ctypes.c_char_p * (len(items) + 1))(
-                    *[e.encode() for e in items], None
-                )
-                keep.append(arr)
-                cfg.bootstrap = arr
-            elif name in _KEY_FIELDS:
-                raw = _key_bytes(value, name)
-                ctypes.memmove(getattr(cfg, name), raw, KEY_BYTES)
-            elif name == "cert":
-                raw = _key_bytes(
-                    value,
-                    "cert",
-                    CERT_BYTES,
-                    _abi.CERT_TEXT_LEN,
-                    "moshpit_cert_from_text",
-                )
-                ctypes.memmove(cfg.cert, raw, CERT_BYTES)
-            elif name == "authorized_keys":
-                if isinstance(value, (bytes, str)):
-                    raise TypeError("authorized_keys: expected a list of keys")
-                try:
-                    keys = [_key_bytes(k, "authorized_keys") for k in value]
-                except TypeError as e:
-                    if "authorized_keys:" in str(e):
-                        raise
-                    raise TypeError(
-                        "authorized_keys: expected a list of keys"
-                    ) from None
-                arr = (ctypes.c_uint8 * KEY_BYTES * max(len(keys), 1))()
-                for i, k in enumerate(keys):
-                    ctypes.memmove(arr[i], k, KEY_BYTES)
-                keep.append(arr)
-                cfg.authorized_keys = ctypes.cast(
-                    arr, ctypes.POINTER(ctypes.c_uint8 * KEY_BYTES)
-                )
-                cfg.authorized_count = len(keys)
-            elif name == "authorized_count":
-                if _as_index(value, name) != len(config.get("authorized_keys") or []):
-                    raise ValueError(
-                        "authorized_count must equal len(authorized_keys)"
-                    )
-            elif name == "log":
-                if not callable(value):
-                    raise TypeError("log: expected a callable")
-                self._log_keep = self._make_log(value, log_user)
-                cfg.log = self._log_keep
-            elif name == "clip_tau":
-                if isinstance(value, bool) or not isinstance(value, (int, float)):
-                    raise TypeError(
-                        "clip_tau: expected a float, got %s" % type(value).__name__
-                    )
-                cfg.clip_tau = float(value)
-            else:
-                ctype = types[name]
-                value = _as_index(value, name)
-                lo, hi = _UINT_LIMITS[ctype]
-                if not lo <= value <= hi:
-                    raise ValueError(
-                        "%s: %d out of range [%d, %d]" % (name, value, lo, hi)
-                    )
-                setattr(cfg, name, value)
-        if cfg.swarm is None:
-            raise TypeError("swarm: expected str, got None")
+        def at_exit():
+            peer = ref()
+            if peer is not None:
+                peer.close()
 
-    @staticmethod
-    def _make_log(fn, user):
-        def trampoline(_user, level, msg):
-            fn(user, level, msg.decode("utf-8", "replace") if msg else "")
-
-        return _abi.LOG_FN(trampoline)
+        self._at_exit = at_exit
+        atexit.register(at_exit)
 
     # -- call bracketing: close() must not race with a call in progress --
 
@@ -541,6 +604,7 @@ class Peer:
             mp, self._mp = self._mp, None
         self._lib.moshpit_close(mp)
         self._log_keep = None
+        atexit.unregister(self._at_exit)
 
     @property
     def closed(self):

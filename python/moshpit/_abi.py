@@ -142,6 +142,11 @@ def _declare(lib):
         "moshpit_key_to_text": (err, [u8p, c.c_char_p]),
         "moshpit_key_from_text": (err, [c.c_char_p, u8p]),
         "moshpit_cert_from_text": (err, [c.c_char_p, u8p]),
+        "moshpit_authority_keypair": (err, [u8p, u8p]),
+        "moshpit_cert_issue": (
+            err,
+            [u8p, u8p, c.c_char_p, c.c_uint64, u8p],
+        ),
         "moshpit_strerror": (c.c_char_p, [c.c_int]),
         "moshpit_fetch_state": (
             err,
