@@ -429,8 +429,8 @@ class Peer:
     public_key / secret_key / swarm_secret / authority_key (32 bytes or
     40-character Z85 text), authorized_keys (list of such keys; sets
     authorized_count), cert (160 bytes or 200-character Z85 text),
-    log (callable log(log_user, level, message), called on the library's
-    engine thread), log_user (any object, passed to log), and the numbers
+    log (callable log(log_user, level, message), which the library may
+    call on its own threads), log_user (any object, passed to log), and the numbers
     group_size, min_group_size, grid_position, matchmaking_ms,
     round_timeout_ms, log_level, peer_timeout_ms, bandwidth_mbps, grid_dims,
     serve_state, state_clients_max, aggregation (AGG_*), trim, clip_tau,
