@@ -311,3 +311,33 @@ def test_close_waits_for_a_call_in_progress():
     assert not t.is_alive() or t.join(5) is None
     t.join()
     assert result == [moshpit.ETIMEDOUT]
+
+
+def test_fetch_state_from_a_serving_peer():
+    """Two serving peers average once; a third fetches that result, and a
+    buffer of another length is refused with ECOUNT."""
+    cfg = dict(group_size=2, matchmaking_ms=10000, round_timeout_ms=20000)
+    a = moshpit.Peer(swarm="py-state", serve_state=1, **cfg)
+    b = moshpit.Peer(swarm="py-state", serve_state=1, bootstrap=[a.endpoint], **cfg)
+    try:
+        a.wait_members(2, timeout=20.0)
+        xa = np.linspace(0, 1, 300, dtype=np.float32)
+        xb = np.linspace(5, -5, 300, dtype=np.float32)
+        want = (xa.astype(np.float64) + xb) / 2
+        t = threading.Thread(target=lambda: a.average(xa))
+        t.start()
+        info = b.average(xb)
+        t.join()
+        assert info.group_size == 2
+        with moshpit.Peer(swarm="py-state", bootstrap=[a.endpoint]) as c:
+            c.wait_members(3, timeout=20.0)
+            got = np.zeros(300, np.float32)
+            rounds = c.fetch_state(got, timeout=20.0)
+            assert rounds >= 1
+            assert np.allclose(got, want, atol=1e-6)
+            with pytest.raises(moshpit.MoshpitError) as e:
+                c.fetch_state(np.zeros(299, np.float32), timeout=20.0)
+            assert e.value.code == moshpit.ECOUNT
+    finally:
+        b.close()
+        a.close()
