@@ -321,6 +321,7 @@ def test_fetch_state_from_a_serving_peer():
     b = moshpit.Peer(swarm="py-state", serve_state=1, bootstrap=[a.endpoint], **cfg)
     try:
         a.wait_members(2, timeout=20.0)
+        b.wait_members(2, timeout=20.0)
         xa = np.linspace(0, 1, 300, dtype=np.float32)
         xb = np.linspace(5, -5, 300, dtype=np.float32)
         want = (xa.astype(np.float64) + xb) / 2
