@@ -342,3 +342,26 @@ def test_fetch_state_from_a_serving_peer():
     finally:
         b.close()
         a.close()
+
+
+def test_exit_without_close_is_clean():
+    """A program that leaves peers open (one with a log callback whose
+    engine logs at debug level, one in a reference cycle) exits with
+    status 0 and its output intact."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import moshpit\n"
+        "a = moshpit.Peer(swarm='py-exit', log=lambda u, l, m: None, log_level=3)\n"
+        "b = moshpit.Peer(swarm='py-exit', bootstrap=[a.endpoint])\n"
+        "b.self_ref = b\n"
+        "b.wait_members(2, timeout=20.0)\n"
+        "print('open', a.members)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(moshpit.__file__)))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "open 2"
