@@ -26,6 +26,16 @@ import weakref
 
 from . import _abi
 from ._abi import (  # noqa: F401  (re-exported constants)
+    ECLOSED,
+    ECOUNT,
+    ECRYPTO,
+    EINVAL,
+    ENOMEM,
+    ENOSTATE,
+    EPEERAUTH,
+    EPROTO,
+    ESYS,
+    ETIMEDOUT,
     AGG_CENTERED_CLIP,
     AGG_MEAN,
     AGG_TRIMMED_MEAN,
@@ -49,6 +59,18 @@ __all__ = [
     "authority_keypair",
     "cert_issue",
     "library_path",
+    "build_config",
+    "CONFIG_FIELDS",
+    "AGG_MEAN",
+    "AGG_TRIMMED_MEAN",
+    "AGG_CENTERED_CLIP",
+    "LOG_ERROR",
+    "LOG_WARN",
+    "LOG_INFO",
+    "LOG_DEBUG",
+    "KEY_BYTES",
+    "CERT_BYTES",
+    "WEIGHT_MAX",
 ]
 
 _ERROR_NAMES = {
@@ -63,9 +85,7 @@ _ERROR_NAMES = {
     _abi.ENOSTATE: "ENOSTATE",
     _abi.ECOUNT: "ECOUNT",
 }
-for _code, _name in _ERROR_NAMES.items():
-    globals()[_name] = _code
-    __all__.append(_name)
+__all__ += list(_ERROR_NAMES.values())
 
 
 class _Library:
@@ -115,10 +135,6 @@ def _check(code, what, mp=None):
         if code == _abi.ESYS:
             errno = _library().moshpit_errno(mp)
         raise MoshpitError(code, what, errno)
-
-
-def _u8(buf):
-    return ctypes.cast(buf, ctypes.POINTER(ctypes.c_uint8))
 
 
 def keypair():
