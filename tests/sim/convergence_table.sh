@@ -53,19 +53,17 @@ xargs -P "$JOBS" -L 1 sh -c '
     echo "${r:-NA}" >"$work/r_$0_$1_$2_$3"
 ' <"$work/runs"
 
-printf '| N | M | d |'
+printf '| N | M | grid |'
 for p in $PROBS; do printf ' P = %s |' "$p"; done
 printf '\n|---|---|---|'
 for p in $PROBS; do printf -- '---|'; done
 printf '\n'
 for n in $SIZES; do
     for m in $GROUPS_M; do
-        # d as the grid picks it: floor(log_M N), at least 1
-        d=1
-        while [ $((m ** (d + 1))) -le "$n" ] && [ "$d" -lt 8 ]; do
-            d=$((d + 1))
-        done
-        printf '| %s | %s | %s |' "$n" "$m" "$d"
+        # the layout as the peers pick it (d and the sides of the grid)
+        grid=$("$SIM" --peers "$n" --group-size "$m" --layout |
+               sed -n 's/^d [0-9]* grid //p')
+        printf '| %s | %s | %s |' "$n" "$m" "$grid"
         for p in $PROBS; do
             cat "$work"/r_"$n"_"$m"_"$p"_* | awk -v seeds="$SEEDS" '
                 $1 != "NA" { s += $1; k++;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/agg.h"
+#include "core/grid.h"
 #include "sim/moshsim.h"
 
 static void usage(FILE *f) {
@@ -53,6 +54,8 @@ static void usage(FILE *f) {
         "                     (default), or random coordinates\n"
         "  --stop             stop at the round that reaches the target\n"
         "  --quiet            print only the final line\n"
+        "  --layout           print the grid d and layout the peers pick for\n"
+        "                     --peers and --group-size, and exit\n"
         "  --aggregation mean|trimmed|clip  the groups' rule (default mean):\n"
         "                     weighted mean, coordinate-wise trimmed mean,\n"
         "                     or CenteredClip (docs/DESIGN.md)\n"
@@ -142,7 +145,7 @@ int main(int argc, char **argv) {
     moshsim_cfg_init(&c);
     uint32_t rounds = 10;
     double target = 1e-9;
-    bool stop = false, quiet = false;
+    bool stop = false, quiet = false, layout = false;
     static const char *const valued[] = {
         "--peers",      "--group-size",      "--min-group-size",
         "--dims",       "--rounds",          "--fail-prob",
@@ -164,7 +167,8 @@ int main(int argc, char **argv) {
             robust_opt |= k >= first_robust && strcmp(a, valued[k]) == 0;
         }
         if (!known && strcmp(a, "--help") != 0 && strcmp(a, "-h") != 0 &&
-            strcmp(a, "--stop") != 0 && strcmp(a, "--quiet") != 0) {
+            strcmp(a, "--stop") != 0 && strcmp(a, "--quiet") != 0 &&
+            strcmp(a, "--layout") != 0) {
             fprintf(stderr, "moshpit-sim: unknown option %s\n", a);
             usage(stderr);
             return 2;
@@ -177,6 +181,9 @@ int main(int argc, char **argv) {
             continue;
         } else if (strcmp(a, "--quiet") == 0) {
             quiet = true;
+            continue;
+        } else if (strcmp(a, "--layout") == 0) {
+            layout = true;
             continue;
         } else if (v == NULL) {
             bad = 1;
@@ -240,6 +247,22 @@ int main(int argc, char **argv) {
     if (mp__agg_from_config(&agg, &c.agg) != MOSHPIT_OK) {
         fprintf(stderr, "moshpit-sim: bad aggregation parameters\n");
         return 2;
+    }
+    if (layout) {
+        /* what every peer computes from the swarm size (core/grid.c) */
+        uint8_t radix[MP_GRID_DIMS_MAX];
+        uint32_t m = c.group_size, d = c.dims;
+        if (d == 0 && !c.random_positions)
+            d = mp__grid_layout(m, c.peers, radix);
+        else
+            memset(radix, (int)m, sizeof radix);
+        if (d == 0)
+            d = mp__grid_dims_auto(m, c.peers);
+        printf("d %u grid ", d);
+        for (uint32_t k = 0; k < d; k++)
+            printf("%s%u", k ? "x" : "", radix[k]);
+        printf("%s\n", c.random_positions ? " (random keys)" : "");
+        return 0;
     }
     static const char *const rule_names[] = {"mean", "trimmed", "clip"};
     /* the extra output only when asked for, so that the output of other

@@ -125,12 +125,115 @@ static void test_key_and_shift(void) {
     CHECK(in_range, "random shifts in range");
 }
 
-/* N = m^d peers on balanced positions; every round, peers with equal keys
- * form one group, get the group mean and take slots in a shuffled order. */
-static double run_grid(uint32_t m, uint32_t d, uint32_t rounds) {
-    size_t n = 1;
-    for (uint32_t i = 0; i < d; i++)
-        n *= m;
+/* The layout for n peers (mp__grid_layout): d by the 3/4 rule; when m^d
+ * holds n, the radices are at most m and non-increasing, their product is
+ * at least n, and no other such tuple has a smaller product, or the same
+ * product with a larger smallest radix (checked by brute force); when it
+ * does not, the full m^d grid. */
+static uint64_t brute_best;
+static uint32_t brute_min;
+static void brute(uint32_t m, uint32_t d, uint32_t k, uint32_t cap,
+                  uint64_t prod, uint64_t n) {
+    if (k == d) {
+        if (prod >= n &&
+            (prod < brute_best || (prod == brute_best && cap > brute_min))) {
+            brute_best = prod;
+            brute_min = cap;
+        }
+        return;
+    }
+    for (uint32_t r = 1; r <= cap; r++)
+        brute(m, d, k + 1, r, prod * r, n);
+}
+
+static void test_layout(void) {
+    static const struct {
+        uint32_t m;
+        uint64_t n;
+        const char *want;
+    } cases[] = {
+        {32, 900, "30x30"},
+        {32, 768, "32x24"},
+        {32, 512, "32"},
+        {32, 1024, "32x32"},
+        {8, 1024, "8x8x8"},
+        {8, 448, "8x8x7"},
+        {16, 10000, "16x16x16"},
+        {16, 3072, "16x16x12"},
+        {4, 16, "4x4"},
+        {4, 12, "4x3"},
+        {4, 13, "4x4"},
+        {8, 8, "8"},
+        {8, 5, "5"},
+        {16, 256, "16x16"},
+        {5, 100, "5x5x4"},
+        {2, 1000, "2x2x2x2x2x2x2x2"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        uint8_t r[MP_GRID_DIMS_MAX];
+        uint32_t d = mp__grid_layout(cases[c].m, cases[c].n, r);
+        char got[64] = "";
+        size_t len = 0;
+        for (uint32_t k = 0; k < d; k++)
+            len += (size_t)snprintf(got + len, sizeof got - len, "%s%u",
+                                    k ? "x" : "", r[k]);
+        CHECK(strcmp(got, cases[c].want) == 0, "M=%u N=%llu: %s, want %s",
+              cases[c].m, (unsigned long long)cases[c].n, got, cases[c].want);
+    }
+    for (uint32_t m = 2; m <= 9; m++) {
+        for (uint64_t n = 1; n <= 700; n++) {
+            uint8_t r[MP_GRID_DIMS_MAX];
+            uint32_t d = mp__grid_layout(m, n, r);
+            uint64_t full = 1, prod = 1;
+            for (uint32_t k = 0; k < d; k++) {
+                full *= m;
+                prod *= r[k];
+                CHECK(r[k] >= 1 && r[k] <= m && (k == 0 || r[k] <= r[k - 1]),
+                      "M=%u N=%llu: radix %u = %u", m, (unsigned long long)n, k,
+                      r[k]);
+            }
+            CHECK(d == mp__grid_dims_auto(m, n), "M=%u N=%llu: d=%u", m,
+                  (unsigned long long)n, d);
+            if (full < n) { /* keys of more than m peers: the full grid */
+                CHECK(prod == full, "M=%u N=%llu: not the full grid", m,
+                      (unsigned long long)n);
+                continue;
+            }
+            brute_best = UINT64_MAX;
+            brute_min = 0;
+            brute(m, d, 0, m, 1, n);
+            CHECK(prod == brute_best && r[d - 1] == brute_min,
+                  "M=%u N=%llu: product %llu (smallest radix %u), best %llu "
+                  "(%u)",
+                  m, (unsigned long long)n, (unsigned long long)prod, r[d - 1],
+                  (unsigned long long)brute_best, brute_min);
+        }
+    }
+    /* the balanced register follows the layout until the first round */
+    mp_grid_t g;
+    CHECK(mp__grid_init(&g, 32, 0, 899, 1) == MOSHPIT_OK, "init");
+    mp__grid_set_estimate(&g, 1024);
+    uint8_t k[MP_GRID_KEY_MAX];
+    CHECK(mp__grid_key(&g, k) == 2 && k[1] == 899 / 32, "32x32: row %u", k[1]);
+    mp__grid_set_estimate(&g, 900);
+    CHECK(mp__grid_key(&g, k) == 2 && k[1] == 899 / 30, "30x30: row %u", k[1]);
+    /* a group larger than its radix (a late peer on a stale key) wraps */
+    mp__grid_shift(&g, 30);
+    CHECK(mp__grid_key(&g, k) == 2 && k[1] == 0, "slot 30 of 30 wraps: %u",
+          k[1]);
+    /* after a real group the register stays when the layout changes */
+    mp__grid_set_estimate(&g, 1024);
+    CHECK(mp__grid_key(&g, k) == 2 && k[1] == 0, "kept: %u", k[1]);
+    /* random positions keep the 3/4 rule and coordinates below M */
+    CHECK(mp__grid_init(&g, 32, 0, -1, 1) == MOSHPIT_OK, "init");
+    mp__grid_set_estimate(&g, 900);
+    CHECK(g.dims == mp__grid_dims_auto(32, 900), "random: d %u", g.dims);
+}
+
+/* n peers on balanced positions, the layout chosen from n; every round,
+ * peers with equal keys form one group (of the round's radix), get the
+ * group mean and take slots in a shuffled order. */
+static double run_layout(uint32_t m, size_t n, uint32_t d, uint32_t rounds) {
     mp_grid_t *g = calloc(n, sizeof(*g));
     double *x = calloc(n, sizeof(*x)), *w = calloc(n, sizeof(*w));
     uint64_t *keys = calloc(n, sizeof(*keys));
@@ -170,7 +273,9 @@ static double run_grid(uint32_t m, uint32_t d, uint32_t rounds) {
                     members[cnt++] = (uint32_t)j;
                     done[j] = true;
                 }
-            CHECK(cnt == m, "round %u: group of %u, want %u", r, cnt, m);
+            uint32_t want = g[i].radix[r % d];
+            CHECK(cnt == want, "M=%u N=%zu round %u: group of %u, want %u", m,
+                  n, r, cnt, want);
             double gw = 0, gwx = 0;
             for (uint32_t j = 0; j < cnt; j++) {
                 gw += w[members[j]];
@@ -206,6 +311,29 @@ out:
     return worst;
 }
 
+static double run_grid(uint32_t m, uint32_t d, uint32_t rounds) {
+    size_t n = 1;
+    for (uint32_t i = 0; i < d; i++)
+        n *= m;
+    return run_layout(m, n, d, rounds);
+}
+
+/* N that the layout fills exactly: exact after d rounds, not after d-1 */
+static void test_exact_on_layouts(void) {
+    static const struct {
+        uint32_t m, n, d;
+    } cases[] = {{32, 900, 2},  {32, 768, 2}, {8, 448, 3},
+                 {16, 3072, 3}, {4, 12, 2},   {5, 100, 3}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        double dev = run_layout(cases[c].m, cases[c].n, cases[c].d, cases[c].d);
+        CHECK(dev < 1e-12, "M=%u N=%u: deviation %g after d rounds", cases[c].m,
+              cases[c].n, dev);
+        dev = run_layout(cases[c].m, cases[c].n, cases[c].d, cases[c].d - 1);
+        CHECK(dev > 1e-6, "M=%u N=%u: already exact after d-1 (%g)", cases[c].m,
+              cases[c].n, dev);
+    }
+}
+
 static void test_exact_on_full_grid(void) {
     static const uint32_t cases[][2] = {{2, 1}, {4, 2},  {8, 2}, {3, 4},
                                         {2, 6}, {16, 3}, {5, 3}};
@@ -227,5 +355,7 @@ int main(void) {
     test_dims_follow_estimate();
     test_key_and_shift();
     test_exact_on_full_grid();
+    test_layout();
+    test_exact_on_layouts();
     return test_summary("test_grid");
 }
