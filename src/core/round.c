@@ -64,8 +64,10 @@ static bool is_self(const mp_rnd_t *rm, const uint8_t id[MP_ID_BYTES]) {
 }
 
 moshpit_err_t mp__rnd_new(const mp_rnd_cfg_t *cfg, mp_rnd_t **out) {
+    /* group_size 1 is a peer that never averages: its matchmakers cannot
+     * be made (mp__mm_new wants 2 or more), so every JOIN ends ALONE */
     if (cfg == NULL || out == NULL || cfg->grid == NULL ||
-        cfg->group_size < 2 || cfg->group_size > MP_GROUP_MAX)
+        cfg->group_size < 1 || cfg->group_size > MP_GROUP_MAX)
         return MOSHPIT_EINVAL;
     mp_rnd_t *rm = calloc(1, sizeof(*rm));
     if (rm == NULL)
