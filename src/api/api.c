@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/base.h"
 #include "core/agg.h"
 #include "core/vec.h"
 #include "crypto/cert.h"
@@ -20,7 +21,6 @@
 #include "net/net.h"
 
 #define CALL_SLACK_MS 1000u
-#define SWARM_NAME_MAX 255u
 #define BOOTSTRAP_MAX 64u
 #define LOG_WARN_PER_S 20u
 
@@ -147,7 +147,7 @@ moshpit_err_t mp__parse_endpoint(const char *ep, char *addr, size_t cap,
 
 static moshpit_err_t check_config(const moshpit_config_t *c) {
     if (c->swarm == NULL || c->swarm[0] == '\0' ||
-        strlen(c->swarm) > SWARM_NAME_MAX)
+        strlen(c->swarm) > MP_SWARM_NAME_MAX)
         return MOSHPIT_EINVAL;
     if (c->group_size < 1 || c->group_size > MP_GROUP_MAX)
         return MOSHPIT_EINVAL;

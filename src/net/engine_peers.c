@@ -14,6 +14,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "base/base.h"
 #include "core/share.h"
 #include "crypto/cert.h"
 #include "net/net.h"
@@ -26,11 +27,8 @@ uint64_t mp__now_ms(void) {
 }
 
 uint64_t mp__rng_next(moshpit_t *mp) {
-    /* splitmix64: only used for choosing gossip targets */
-    uint64_t z = (mp->rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    /* only used for choosing gossip targets */
+    return mp__splitmix64(&mp->rng);
 }
 
 zmq_msg_t *mp__stash_of(mp_peer_t *p) {

@@ -21,6 +21,8 @@
 #include <msgpack.h>
 #include <string.h>
 
+#include "base/base.h"
+
 /* Containers may nest this deep (the schema needs 3; unknown keys may carry
  * a little more). Also keeps msgpack-c below its own fixed stack limit. */
 #define WIRE_DEPTH_MAX 16u
@@ -799,34 +801,22 @@ moshpit_err_t mp__msg_decode(const uint8_t *buf, size_t len, mp_msg_t *msg) {
 
 #define DATA_HDR_VERSION 1u
 
-static void le_put(uint8_t *p, uint64_t v, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t le_get(const uint8_t *p, size_t n) {
-    uint64_t v = 0;
-    for (size_t i = n; i-- > 0;)
-        v = (v << 8) | p[i];
-    return v;
-}
-
 _Static_assert(sizeof(double) == sizeof(uint64_t), "IEEE-754 binary64");
 
 void mp__data_hdr_encode(const mp_data_hdr_t *h,
                          uint8_t out[MP_DATA_HDR_BYTES]) {
     uint64_t wbits;
     memcpy(&wbits, &h->wsum, sizeof wbits);
-    le_put(out + 0, DATA_HDR_VERSION, 1);
-    le_put(out + 1, h->kind, 1);
-    le_put(out + 2, 0, 2);
-    le_put(out + 4, h->count, 4);
-    le_put(out + 8, h->tag, 8);
-    le_put(out + 16, h->counter, 8);
-    le_put(out + 24, h->round_id, 8);
-    le_put(out + 32, h->share, 4);
-    le_put(out + 36, h->part, 4);
-    le_put(out + 40, wbits, 8);
+    mp__store_le(out + 0, DATA_HDR_VERSION, 1);
+    mp__store_le(out + 1, h->kind, 1);
+    mp__store_le(out + 2, 0, 2);
+    mp__store_le(out + 4, h->count, 4);
+    mp__store_le(out + 8, h->tag, 8);
+    mp__store_le(out + 16, h->counter, 8);
+    mp__store_le(out + 24, h->round_id, 8);
+    mp__store_le(out + 32, h->share, 4);
+    mp__store_le(out + 36, h->part, 4);
+    mp__store_le(out + 40, wbits, 8);
 }
 
 moshpit_err_t mp__data_hdr_decode(const uint8_t *buf, size_t len,
@@ -841,15 +831,15 @@ moshpit_err_t mp__data_hdr_decode(const uint8_t *buf, size_t len,
     if (buf[1] != MP_PART_SCATTER && buf[1] != MP_PART_GATHER &&
         buf[1] != MP_PART_STATE)
         return MOSHPIT_EPROTO;
-    if (le_get(buf + 2, 2) != 0)
+    if (mp__load_le(buf + 2, 2) != 0)
         return MOSHPIT_EPROTO;
-    uint32_t count = (uint32_t)le_get(buf + 4, 4);
+    uint32_t count = (uint32_t)mp__load_le(buf + 4, 4);
     if (count > MP_DATA_MAX_COUNT)
         return MOSHPIT_EPROTO;
     if ((uint64_t)len !=
         (uint64_t)MP_DATA_HDR_BYTES + (uint64_t)count * 4u + MP_DATA_TAG_BYTES)
         return MOSHPIT_EPROTO;
-    uint64_t wbits = le_get(buf + 40, 8);
+    uint64_t wbits = mp__load_le(buf + 40, 8);
     double wsum;
     memcpy(&wsum, &wbits, sizeof wsum);
     if (!weight_sum_ok(wsum))
@@ -857,11 +847,11 @@ moshpit_err_t mp__data_hdr_decode(const uint8_t *buf, size_t len,
 
     h->kind = buf[1];
     h->count = count;
-    h->tag = le_get(buf + 8, 8);
-    h->counter = le_get(buf + 16, 8);
-    h->round_id = le_get(buf + 24, 8);
-    h->share = (uint32_t)le_get(buf + 32, 4);
-    h->part = (uint32_t)le_get(buf + 36, 4);
+    h->tag = mp__load_le(buf + 8, 8);
+    h->counter = mp__load_le(buf + 16, 8);
+    h->round_id = mp__load_le(buf + 24, 8);
+    h->share = (uint32_t)mp__load_le(buf + 32, 4);
+    h->part = (uint32_t)mp__load_le(buf + 36, 4);
     h->wsum = wsum;
     return MOSHPIT_OK;
 }
