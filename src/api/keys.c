@@ -11,7 +11,7 @@
 #include "crypto/cert.h"
 #include "crypto/crypto.h"
 #include "platform.h"
-#include "wire/z85.h"
+#include "base/z85.h"
 
 moshpit_err_t moshpit_keypair(uint8_t pub[32], uint8_t sec[32]) {
     if (pub == NULL || sec == NULL)

@@ -16,7 +16,8 @@
 
 #define MP_SWARM_NAME_MAX 255u /* bytes of a swarm name, without the NUL */
 #define MP_GROUP_MAX 64u       /* members of one group */
-#define MP_KEY_MAX 32u /* group key bytes (length, grid key, aggregation) */
+#define MP_KEY_MAX 32u   /* group key bytes (length, grid key, aggregation) */
+#define MP_ADDR_MAX 128u /* bytes incl. NUL of a "tcp://host:port" address */
 
 /* ---- splitmix64 (Steele, Lea, Flood 2014) ---- */
 

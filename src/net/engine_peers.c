@@ -339,7 +339,7 @@ void mp__expire_certs(moshpit_t *mp) {
 /* Learned of a peer (bootstrap or gossip): dial it and say hello. */
 void mp__peer_learn(moshpit_t *mp, const uint8_t id[32], const char *addr) {
     if (mp__is_self(mp, id) || !mp__authorized(mp, id) ||
-        !mp__net_addr_ok(addr))
+        !mp__endpoint_addr_ok(addr))
         return;
     mp_peer_t *p = mp__find_peer(mp, id);
     uint64_t now = mp__now_ms();
@@ -365,7 +365,7 @@ void mp__peer_learn(moshpit_t *mp, const uint8_t id[32], const char *addr) {
 
 void mp__peer_redial(moshpit_t *mp, mp_peer_t *p, const char *addr) {
     if (p->state == MP_PEER_LIVE || p->state == MP_PEER_REFUSED ||
-        !mp__net_addr_ok(addr))
+        !mp__endpoint_addr_ok(addr))
         return;
     if (p->state == MP_PEER_NEW && p->ctrl != NULL &&
         strcmp(p->ctrl_addr, addr) == 0)
@@ -435,7 +435,7 @@ void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
              * the new one must live long enough to deliver the REFUSE) */
             mp__peer_set_state(mp, p, MP_PEER_REFUSED, why);
             p->refused_ms = now;
-            if (p->ctrl == NULL && mp__net_addr_ok(h->ctrl_addr)) {
+            if (p->ctrl == NULL && mp__endpoint_addr_ok(h->ctrl_addr)) {
                 snprintf(p->ctrl_addr, sizeof(p->ctrl_addr), "%s",
                          h->ctrl_addr);
                 if (peer_connect(mp, p) == MOSHPIT_OK)
@@ -444,7 +444,8 @@ void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
         }
         return;
     }
-    if (!mp__net_addr_ok(h->ctrl_addr) || !mp__net_addr_ok(h->data_addr)) {
+    if (!mp__endpoint_addr_ok(h->ctrl_addr) ||
+        !mp__endpoint_addr_ok(h->data_addr)) {
         mp__log(mp, MOSHPIT_LOG_WARN, "HELLO with unusable addresses dropped");
         return;
     }
