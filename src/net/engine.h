@@ -22,6 +22,7 @@
 #include "core/swim.h"
 #include "core/match.h"
 #include "crypto/crypto.h"
+#include "crypto/session.h"
 #include "engine_api.h"
 #include "moshpit.h"
 #include "platform.h"

@@ -13,6 +13,7 @@
 #include <zmq.h>
 
 #include "crypto/crypto.h"
+#include "crypto/session.h"
 #include "base/endpoint.h"
 #include "net/engine.h"
 #include "net/net.h"
