@@ -16,7 +16,6 @@
 #include "crypto/cert.h"
 #include "crypto/crypto.h"
 #include "net/engine_api.h"
-#include "platform.h"
 #include "wire/wire.h"
 
 /* what a caller waits beyond the engine's own deadline for its answer */
@@ -173,9 +172,8 @@ moshpit_err_t moshpit_average(moshpit_t *mp, float *values, size_t count,
     c.values = values;
     c.count = count;
     c.weight = weight;
-    c.deadline_ms =
-        mp_plat_clock_ms() + mp__engine_round_timeout_ms(mp) + CALL_SLACK_MS;
-    moshpit_err_t e = mp__engine_run(mp, &c);
+    moshpit_err_t e = mp__engine_run(
+        mp, &c, (uint64_t)mp__engine_round_timeout_ms(mp) + CALL_SLACK_MS);
     if (info != NULL) {
         if (e == MOSHPIT_OK) {
             *info = c.info;
@@ -200,8 +198,7 @@ moshpit_err_t moshpit_fetch_state(moshpit_t *mp, float *values, size_t count,
     c.type = MP_CMD_FETCH;
     c.values = values;
     c.count = count;
-    c.deadline_ms = mp_plat_clock_ms() + timeout_ms;
-    moshpit_err_t e = mp__engine_run(mp, &c);
+    moshpit_err_t e = mp__engine_run(mp, &c, timeout_ms);
     if (e == MOSHPIT_OK && round_out != NULL)
         *round_out = c.state_round;
     return e;

@@ -56,12 +56,13 @@ typedef struct mp_cmd {
 moshpit_err_t mp__engine_open(const moshpit_config_t *cfg, moshpit_t **out,
                               int *sys_errno);
 
-/* Runs c on the engine thread and waits for it until c->deadline_ms; after
- * that asks the engine to drop the command and waits for that (the engine
- * checks at every loop turn, so this is short). Returns the command's
- * result, MOSHPIT_ECLOSED if the engine stopped, MOSHPIT_ESYS if the
- * command could not be handed over. */
-moshpit_err_t mp__engine_run(moshpit_t *mp, mp_cmd_t *c);
+/* Runs c on the engine thread once the calls before it are done, with
+ * c->deadline_ms set wait_ms after that moment, and waits for it until
+ * then; after that asks the engine to drop the command and waits for that
+ * (the engine checks at every loop turn, so this is short). Returns the
+ * command's result, MOSHPIT_ECLOSED if the engine stopped, MOSHPIT_ESYS if
+ * the command could not be handed over. */
+moshpit_err_t mp__engine_run(moshpit_t *mp, mp_cmd_t *c, uint64_t wait_ms);
 
 /* Leaves the swarm (waiting at most mp__engine_close_wait_ms for the
  * mates of the last round), stops the thread and frees everything. NULL

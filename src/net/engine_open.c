@@ -238,8 +238,10 @@ static moshpit_err_t run_locked(moshpit_t *mp, mp_cmd_t *c) {
     return e;
 }
 
-moshpit_err_t mp__engine_run(moshpit_t *mp, mp_cmd_t *c) {
+moshpit_err_t mp__engine_run(moshpit_t *mp, mp_cmd_t *c, uint64_t wait_ms) {
     mp_plat_mutex_lock(&mp->call_lock);
+    /* the deadline counts from this command's turn, not from the call */
+    c->deadline_ms = mp_plat_clock_ms() + wait_ms;
     moshpit_err_t e = run_locked(mp, c);
     mp_plat_mutex_unlock(&mp->call_lock);
     return e;
@@ -253,9 +255,8 @@ void mp__engine_close(moshpit_t *mp) {
         memset(&c, 0, sizeof(c));
         c.type = MP_CMD_CLOSE;
         /* the engine leaves by mp__close_wait_ms at the latest */
-        c.deadline_ms =
-            mp_plat_clock_ms() + mp__close_wait_ms(&mp->cfg) + CALL_SLACK_MS;
-        (void)mp__engine_run(mp, &c);
+        (void)mp__engine_run(
+            mp, &c, (uint64_t)mp__close_wait_ms(&mp->cfg) + CALL_SLACK_MS);
         /* the engine has left its loop after answering CLOSE */
         mp_plat_thread_join(&mp->thread);
     }
