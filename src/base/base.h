@@ -9,6 +9,7 @@
 #ifndef MP_BASE_BASE_H
 #define MP_BASE_BASE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -65,6 +66,17 @@ static inline uint32_t mp__load_le32(const uint8_t *p) {
 
 static inline uint64_t mp__load_le64(const uint8_t *p) {
     return mp__load_le(p, 8);
+}
+
+/* ---- bytes ---- */
+
+/* Whether p[0..n) are all zero; reads every byte whatever it finds (no
+ * early exit), so it may look at secrets. */
+static inline bool mp__all_zero(const uint8_t *p, size_t n) {
+    uint8_t acc = 0;
+    for (size_t i = 0; i < n; i++)
+        acc |= p[i];
+    return acc == 0;
 }
 
 /* ---- saturating arithmetic on times and deadlines ---- */

@@ -15,13 +15,6 @@
 static const char sign_label[] = "moshpit-cert-v1";
 static const char auth_label[] = "moshpit-authority-v1";
 
-static int is_zero(const uint8_t *p, size_t n) {
-    uint8_t acc = 0;
-    for (size_t i = 0; i < n; i++)
-        acc |= p[i];
-    return acc == 0;
-}
-
 static int times_ok(uint64_t not_before, uint64_t not_after) {
     return not_before <= not_after && not_after <= MP_CERT_TIME_MAX;
 }
@@ -42,7 +35,7 @@ moshpit_err_t mp__cert_decode(const uint8_t *buf, size_t len, mp_cert_t *out) {
         return MOSHPIT_EINVAL;
     memset(out, 0, sizeof(*out));
     if (len != MP_CERT_BYTES || buf[0] != MP_CERT_VERSION ||
-        !is_zero(buf + 1, 7) || is_zero(buf + 8, 32))
+        !mp__all_zero(buf + 1, 7) || mp__all_zero(buf + 8, 32))
         return MOSHPIT_EPROTO;
     uint64_t nb = mp__load_le64(buf + 72), na = mp__load_le64(buf + 80);
     if (!times_ok(nb, na))
@@ -104,7 +97,7 @@ moshpit_err_t mp__cert_sign(const uint8_t authority_sec[64],
                             const uint8_t peer[32],
                             const uint8_t swarm_hash[32], uint64_t not_before,
                             uint64_t not_after, uint8_t out[MP_CERT_BYTES]) {
-    if (is_zero(peer, 32) || !times_ok(not_before, not_after) ||
+    if (mp__all_zero(peer, 32) || !times_ok(not_before, not_after) ||
         !mp__cert_authority_secret_ok(authority_sec))
         return MOSHPIT_EINVAL;
     mp_cert_t c;

@@ -111,13 +111,6 @@ static int weight_sum_ok(double w) {
     return isfinite(w) && w >= 0.0 && w <= MOSHPIT_WEIGHT_MAX * MP_GROUP_MAX;
 }
 
-static int all_zero(const uint8_t *p, size_t n) {
-    uint8_t acc = 0;
-    for (size_t i = 0; i < n; i++)
-        acc |= p[i];
-    return acc == 0;
-}
-
 static int members_distinct(const mp_member_t *m, uint32_t n) {
     for (uint32_t i = 1; i < n; i++)
         for (uint32_t j = 0; j < i; j++)
@@ -132,10 +125,10 @@ static moshpit_err_t check_msg(const mp_msg_t *msg) {
         const mp_hello_t *h = &msg->u.hello;
         if (h->has_proof > 1 || h->reply > 1)
             return MOSHPIT_EINVAL;
-        if (!h->has_proof && !all_zero(h->proof, sizeof h->proof))
+        if (!h->has_proof && !mp__all_zero(h->proof, sizeof h->proof))
             return MOSHPIT_EINVAL;
         if (h->has_cert > 1 ||
-            (!h->has_cert && !all_zero(h->cert, sizeof h->cert)))
+            (!h->has_cert && !mp__all_zero(h->cert, sizeof h->cert)))
             return MOSHPIT_EINVAL;
         if (!str_ok(h->ctrl_addr) || !str_ok(h->data_addr) ||
             h->serves_state > 1)

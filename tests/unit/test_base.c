@@ -54,6 +54,18 @@ static void test_le(void) {
     }
 }
 
+static void test_all_zero(void) {
+    uint8_t b[40] = {0};
+    CHECK(mp__all_zero(b, sizeof(b)), "zeros");
+    CHECK(mp__all_zero(b, 0), "nothing is all zero");
+    for (size_t i = 0; i < sizeof(b); i++) {
+        b[i] = 0x80;
+        CHECK(!mp__all_zero(b, sizeof(b)), "a bit set at byte %zu", i);
+        CHECK(mp__all_zero(b, i), "the bytes before it");
+        b[i] = 0;
+    }
+}
+
 static void test_add_sat(void) {
     CHECK(mp__add_sat_u64(1, 2) == 3, "small");
     CHECK(mp__add_sat_u64(UINT64_MAX - 1, 1) == UINT64_MAX, "exact top");
@@ -210,6 +222,7 @@ static void test_log(void) {
 int main(void) {
     test_splitmix();
     test_le();
+    test_all_zero();
     test_add_sat();
     test_split();
     test_addr_ok();
