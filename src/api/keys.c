@@ -7,12 +7,11 @@
  */
 #include <string.h>
 
+#include "base/base.h"
 #include "crypto/cert.h"
 #include "crypto/crypto.h"
 #include "platform.h"
-#include "wire/z85.h"
-
-#define SWARM_NAME_MAX 255u
+#include "base/z85.h"
 
 moshpit_err_t moshpit_keypair(uint8_t pub[32], uint8_t sec[32]) {
     if (pub == NULL || sec == NULL)
@@ -72,7 +71,7 @@ moshpit_err_t moshpit_authority_secret_from_text(const char *text,
 
 static int swarm_name_ok(const char *swarm) {
     return swarm != NULL && swarm[0] != '\0' &&
-           strnlen(swarm, SWARM_NAME_MAX + 1) <= SWARM_NAME_MAX;
+           strnlen(swarm, MP_SWARM_NAME_MAX + 1) <= MP_SWARM_NAME_MAX;
 }
 
 moshpit_err_t moshpit_cert_issue(const uint8_t authority_sec[64],

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#define CMAX 64u /* contributions at most: MP_GROUP_MAX */
+#define CMAX MP_GROUP_MAX /* contributions at most */
 
 uint32_t mp__agg_min_contrib(const mp_agg_t *a) {
     switch (a->mode) {

@@ -46,9 +46,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/base.h"
 #include "moshpit.h"
 
-#define MP_AGG_TRIM_MAX 31u   /* (MP_GROUP_MAX - 1) / 2 */
+#define MP_AGG_TRIM_MAX ((MP_GROUP_MAX - 1u) / 2u)
 #define MP_AGG_ITERS_MAX 100u /* CenteredClip iterations */
 #define MP_AGG_CAP_MAX 65535u /* relative weight bound K */
 #define MP_AGG_CAP_DEFAULT 4u /* K of the robust modes when 0 */

@@ -6,12 +6,10 @@
 
 #include <string.h>
 
+#include "base/base.h"
+
 static uint64_t grid_rand(mp_grid_t *g) {
-    /* splitmix64 */
-    uint64_t z = (g->rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    return mp__splitmix64(&g->rng);
 }
 
 /* m^k, saturating at UINT64_MAX */

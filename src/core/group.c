@@ -200,10 +200,6 @@ static float *store_ptr(const mp_group_t *g, uint32_t k, uint32_t p) {
     return g->store + slot * g->len[g->self] + (size_t)p * g->pe;
 }
 
-static uint64_t sat_add(uint64_t a, uint64_t b) {
-    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
 /* ---- state transitions ---- */
 
 /* Contributions of weight > 0 to own part p. */
@@ -337,7 +333,7 @@ static uint64_t silence_limit(const mp_group_t *g, uint32_t m) {
     if (expects_scatter(g, m))
         return g->timeout;
     if (expects_gather(g, m))
-        return sat_add(g->timeout, g->timeout);
+        return mp__add_sat_u64(g->timeout, g->timeout);
     return 0;
 }
 
@@ -597,7 +593,7 @@ void mp__group_on_tick(mp_group_t *g, uint64_t now_ms) {
         if (m == g->self || !is_alive(g, m))
             continue;
         uint64_t lim = silence_limit(g, m);
-        if (lim > 0 && now_ms >= sat_add(g->heard[m], lim))
+        if (lim > 0 && now_ms >= mp__add_sat_u64(g->heard[m], lim))
             drop(g, m);
     }
     check_done(g);
@@ -653,7 +649,7 @@ uint64_t mp__group_next_wakeup(const mp_group_t *g) {
             continue;
         uint64_t lim = silence_limit(g, m);
         if (lim > 0) {
-            uint64_t at = sat_add(g->heard[m], lim);
+            uint64_t at = mp__add_sat_u64(g->heard[m], lim);
             if (at < t)
                 t = at;
         }

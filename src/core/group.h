@@ -35,10 +35,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/base.h"
 #include "core/agg.h"
 #include "moshpit.h"
 
-#define MP_GROUP_MAX 64u
 #define MP_PART_ELEMS_DEFAULT 65536u /* 256 KiB of float32 */
 
 typedef enum {

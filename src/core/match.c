@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/base.h"
+
 /* ------------------------------------------------------------------------ */
 /* rendezvous hash                                                           */
 /* ------------------------------------------------------------------------ */
@@ -45,12 +47,6 @@ typedef struct sip {
     size_t total; /* message length so far (only its low byte is used) */
 } sip_t;
 
-static uint64_t load64_le(const uint8_t *p) {
-    return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 |
-           (uint64_t)p[3] << 24 | (uint64_t)p[4] << 32 | (uint64_t)p[5] << 40 |
-           (uint64_t)p[6] << 48 | (uint64_t)p[7] << 56;
-}
-
 static uint64_t rotl64(uint64_t x, unsigned b) {
     return (x << b) | (x >> (64u - b));
 }
@@ -80,7 +76,7 @@ static void sip_block(sip_t *s, uint64_t m) {
 }
 
 static void sip_init(sip_t *s, const uint8_t k[16]) {
-    uint64_t k0 = load64_le(k), k1 = load64_le(k + 8);
+    uint64_t k0 = mp__load_le64(k), k1 = mp__load_le64(k + 8);
     s->v0 = k0 ^ UINT64_C(0x736f6d6570736575);
     s->v1 = k1 ^ UINT64_C(0x646f72616e646f6d);
     s->v2 = k0 ^ UINT64_C(0x6c7967656e657261);
@@ -103,7 +99,7 @@ static void sip_update(sip_t *s, const uint8_t *p, size_t len) {
         }
     }
     for (; len >= 8; p += 8, len -= 8) {
-        sip_block(s, load64_le(p));
+        sip_block(s, mp__load_le64(p));
     }
     for (; len > 0; len--) {
         s->tail |= (uint64_t)*p++ << (8u * s->tail_len++);
@@ -295,19 +291,12 @@ struct mp_mm {
     mm_entry_t pending[MP_MM_PENDING_MAX];
 };
 
-static uint64_t add_sat(uint64_t a, uint64_t b) {
-    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
 /* splitmix64 (Steele, Lea, Flood 2014). Its output is a bijection of the
  * state counter, so one matchmaker never repeats a group id within 2^64
  * draws; 0 is skipped because 0 means "no group" on the API. */
 static uint64_t mm_next_group_id(mp_mm_t *mm) {
     for (;;) {
-        uint64_t z = (mm->rng += UINT64_C(0x9e3779b97f4a7c15));
-        z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-        z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-        z ^= z >> 31;
+        uint64_t z = mp__splitmix64(&mm->rng);
         if (z != 0) {
             return z;
         }
@@ -373,7 +362,7 @@ bool mp__mm_on_join(mp_mm_t *mm, uint64_t now_ms, const mp_member_t *m,
     }
     mm_entry_t *e = &mm->pending[mm->n++];
     e->m = *m;
-    e->ends_ms = add_sat(now_ms, window_ms);
+    e->ends_ms = mp__add_sat_u64(now_ms, window_ms);
     return true;
 }
 
@@ -497,7 +486,7 @@ static void joiner_offer(mp_joiner_t *j) {
     j->phase = JP_SEND;
     j->send_window =
         j->now_ms >= j->window_end ? 0 : (uint32_t)(j->window_end - j->now_ms);
-    j->ack_deadline = add_sat(j->now_ms, j->ack_timeout_ms);
+    j->ack_deadline = mp__add_sat_u64(j->now_ms, j->ack_timeout_ms);
 }
 
 static void joiner_fall_back(mp_joiner_t *j) {
@@ -532,8 +521,8 @@ moshpit_err_t mp__joiner_new(const uint8_t (*candidates)[MP_ID_BYTES], size_t n,
     j->n_cand = n;
     j->seq = first_seq;
     j->now_ms = now_ms;
-    j->window_end = add_sat(now_ms, window_ms);
-    j->give_up = add_sat(j->window_end, grace_ms);
+    j->window_end = mp__add_sat_u64(now_ms, window_ms);
+    j->give_up = mp__add_sat_u64(j->window_end, grace_ms);
     j->ack_timeout_ms = ack_timeout_ms;
     j->state = MP_JOIN_WAITING;
     joiner_offer(j);

@@ -31,7 +31,6 @@
 
 #define MP_ID_BYTES 32u
 #define MP_MM_PENDING_MAX 256u
-#define MP_KEY_MAX 32u /* group key bytes (length, grid key, aggregation) */
 
 typedef struct mp_member {
     uint8_t id[MP_ID_BYTES];

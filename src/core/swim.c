@@ -144,7 +144,7 @@ static void sync_start(mp_swim_t *sw, uint64_t now, uint32_t slot,
     sw->sync_cursor = 0;
     sw->sync_tries = 0;
     sw->sync_pages = 0;
-    sw->sync_deadline = sw_add_sat(now, sw->cfg.sync_timeout_ms);
+    sw->sync_deadline = mp__add_sat_u64(now, sw->cfg.sync_timeout_ms);
     sw_out_t *o = mp__sw_out(sw, MP_SWIM_MSG_SYNC_REQ, sw->sync_boot);
     if (o != NULL)
         o->cursor = 0;
@@ -160,7 +160,7 @@ static void sync_end(mp_swim_t *sw, uint64_t now, bool ok) {
     if (ok) {
         sw->synced = true;
         if (sw->cfg.resync_ms > 0)
-            sw->resync_at = sw_add_sat(now, sw->cfg.resync_ms);
+            sw->resync_at = mp__add_sat_u64(now, sw->cfg.resync_ms);
     }
     if (boot != SW_NONE)
         mp__sw_event(sw, ok ? MP_SWIM_EV_SYNCED : MP_SWIM_EV_SYNC_FAILED, boot);
@@ -285,7 +285,7 @@ static void on_ping_req(mp_swim_t *sw, uint64_t now, const uint8_t *from,
     sw_relay_t *r = &sw->relays[sw->nrelays++];
     r->our_seq = mp__sw_rand(sw);
     r->req_seq = msg->seq;
-    r->deadline = sw_add_sat(now, sw->cfg.ping_req_timeout_ms);
+    r->deadline = mp__add_sat_u64(now, sw->cfg.ping_req_timeout_ms);
     memcpy(r->req, from, MP_SWIM_ID_BYTES);
     memcpy(r->target, msg->target, MP_SWIM_ID_BYTES);
     send_ping(sw, r->target, r->our_seq);
@@ -343,7 +343,7 @@ static void on_sync(mp_swim_t *sw, uint64_t now, const uint8_t *from,
     }
     sw->sync_cursor = msg->next;
     sw->sync_tries = 0;
-    sw->sync_deadline = sw_add_sat(now, sw->cfg.sync_timeout_ms);
+    sw->sync_deadline = mp__add_sat_u64(now, sw->cfg.sync_timeout_ms);
     sw_out_t *o = mp__sw_out(sw, MP_SWIM_MSG_SYNC_REQ, from);
     if (o != NULL)
         o->cursor = msg->next;
@@ -437,8 +437,8 @@ static void start_probe(mp_swim_t *sw, uint64_t now, uint32_t s) {
     memset(p, 0, sizeof *p);
     memcpy(p->id, sw->mem[s].id, MP_SWIM_ID_BYTES);
     p->seq = mp__sw_rand(sw);
-    p->direct_dl = sw_add_sat(now, sw->cfg.ping_timeout_ms);
-    p->final_dl = sw_add_sat(p->direct_dl, sw->cfg.ping_req_timeout_ms);
+    p->direct_dl = mp__add_sat_u64(now, sw->cfg.ping_timeout_ms);
+    p->final_dl = mp__add_sat_u64(p->direct_dl, sw->cfg.ping_req_timeout_ms);
     send_ping(sw, p->id, p->seq);
 }
 
@@ -490,7 +490,7 @@ static bool probe_tick(mp_swim_t *sw, uint64_t now, sw_probe_t *p) {
     p->notify = 1;
     p->indirect = 0;
     p->nk = 0;
-    p->direct_dl = sw_add_sat(now, sw->cfg.ping_timeout_ms);
+    p->direct_dl = mp__add_sat_u64(now, sw->cfg.ping_timeout_ms);
     send_ping(sw, p->id, p->seq);
     return false;
 }
@@ -518,7 +518,7 @@ void mp__swim_tick(mp_swim_t *sw, uint64_t now_ms) {
             sync_end(sw, now, false);
         } else {
             sw->sync_tries++;
-            sw->sync_deadline = sw_add_sat(now, sw->cfg.sync_timeout_ms);
+            sw->sync_deadline = mp__add_sat_u64(now, sw->cfg.sync_timeout_ms);
             sw_out_t *o = mp__sw_out(sw, MP_SWIM_MSG_SYNC_REQ, sw->sync_boot);
             if (o != NULL)
                 o->cursor = sw->sync_cursor;
@@ -589,8 +589,8 @@ uint64_t mp__swim_next_wakeup(const mp_swim_t *sw) {
     for (uint32_t i = 0; i < sw->nsus; i++)
         t = sw->sus[i].deadline < t ? sw->sus[i].deadline : t;
     if (sw->ntomb > 0) {
-        uint64_t d =
-            sw_add_sat(sw->tomb[sw->tomb_head].since, sw->cfg.dead_retain_ms);
+        uint64_t d = mp__add_sat_u64(sw->tomb[sw->tomb_head].since,
+                                     sw->cfg.dead_retain_ms);
         t = d < t ? d : t;
     }
     if (sw->sync_active && sw->sync_deadline < t)

@@ -11,6 +11,7 @@
 
 #include <string.h>
 
+#include "base/base.h"
 #include "core/swim.h"
 
 #define SW_NONE UINT32_MAX
@@ -182,10 +183,6 @@ static inline bool sw_is_live(uint8_t st) {
 
 static inline bool sw_is_self(const mp_swim_t *sw, const uint8_t *id) {
     return memcmp(sw->mem[sw->self].id, id, MP_SWIM_ID_BYTES) == 0;
-}
-
-static inline uint64_t sw_add_sat(uint64_t a, uint64_t b) {
-    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
 /* ---- swim_table.c ---- */

@@ -78,7 +78,7 @@ void mp__sw_suspect(mp_swim_t *sw, uint64_t now, uint32_t slot, uint32_t inc,
     uint8_t prev = m->state;
     /* Without a timer a suspect would linger forever: out of memory, the
      * record stays as it was. */
-    if (!sus_set(sw, slot, sw_add_sat(now, mp__swim_suspicion_ms(sw))))
+    if (!sus_set(sw, slot, mp__add_sat_u64(now, mp__swim_suspicion_ms(sw))))
         return;
     m->inc = inc;
     m->intent = intent;
@@ -228,7 +228,7 @@ void mp__sw_expire(mp_swim_t *sw, uint64_t now) {
         if (!tomb_valid(sw, t)) {
             sw->tomb_head = (sw->tomb_head + 1) % sw->captomb;
             sw->ntomb--;
-        } else if (sw_add_sat(t->since, sw->cfg.dead_retain_ms) <= now) {
+        } else if (mp__add_sat_u64(t->since, sw->cfg.dead_retain_ms) <= now) {
             tomb_reap_one(sw);
         } else {
             break;
@@ -408,7 +408,8 @@ void mp__sw_absorb_one(mp_swim_t *sw, uint64_t now, const uint8_t *from,
             if (u->inc < m->inc || prev != MP_SWIM_ALIVE) {
                 m->flags |= MF_CORRECT;
                 if (prev == MP_SWIM_SUSPECT)
-                    sus_set(sw, s, sw_add_sat(now, mp__swim_suspicion_ms(sw)));
+                    sus_set(sw, s,
+                            mp__add_sat_u64(now, mp__swim_suspicion_ms(sw)));
             } else if (take_addr(sw, s, addr, true, prev) && spread) {
                 mp__sw_enqueue(sw, s, SW_Q_ALIVE);
             }

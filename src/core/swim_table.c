@@ -18,14 +18,8 @@
 /* ------------------------------------------------------------------ */
 /* randomness                                                          */
 
-static uint64_t mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
 uint64_t mp__sw_rand(mp_swim_t *sw) {
-    return mix64(sw->rng += UINT64_C(0x9e3779b97f4a7c15));
+    return mp__splitmix64(&sw->rng);
 }
 
 uint64_t mp__sw_rand_below(mp_swim_t *sw, uint64_t bound) {
@@ -40,19 +34,12 @@ uint64_t mp__sw_rand_below(mp_swim_t *sw, uint64_t bound) {
 /* ------------------------------------------------------------------ */
 /* id index                                                            */
 
-static uint64_t load64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
 /* Keyed with secrets drawn from the seed: a peer that picks its identity
  * cannot aim at a chain without knowing them. */
 static uint64_t id_hash(const mp_swim_t *sw, const uint8_t *id) {
     uint64_t h = sw->hk0;
     for (int i = 0; i < 4; i++)
-        h = mix64(h ^ load64(id + 8 * i)) + sw->hk1;
+        h = mp__mix64(h ^ mp__load_le64(id + 8 * i)) + sw->hk1;
     return h;
 }
 

@@ -23,7 +23,7 @@ bool mp__vec_all_finite(const float *x, size_t n);
 #define MP_VEC_NONFINITE 0x80000000u
 uint32_t mp__vec_nonfinite_bits(const float *x, size_t n);
 
-/* A decryption scan (the shape of mp_scan_fn in crypto/crypto.h): ORs
+/* A decryption scan (the shape of mp_scan_fn in crypto/session.h): ORs
  * mp__vec_nonfinite_bits() of the len / 4 floats at m (any alignment) into
  * the uint32_t at acc, which starts at 0; after the last chunk it holds
  * mp__vec_nonfinite_bits() of them all. It looks at every chunk whatever

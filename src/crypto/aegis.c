@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * aegis.c - AEGIS-256 with a 128-bit tag, as specified by
- * draft-irtf-cfrg-aegis-aead (see aegis.h). The state is six AES blocks;
+ * draft-irtf-cfrg-aegis-aead (see aegis.h): the one-lane variant of
+ * aegis_tmpl.h, with its init and finalize. The state is six AES blocks;
  * every 16 bytes of input cost one state update of six AES rounds (one
  * AESENC instruction each) and a few XORs, all constant time. The functions
  * that use AES-NI intrinsics carry a target attribute, so the file builds
@@ -40,34 +41,33 @@ int mp__aegis_tag_check(uint8_t want[16], const uint8_t tag[16], uint8_t *m,
 
 #ifdef MP_AEGIS_X86
 
-#define AES_FN __attribute__((target("aes")))
+#define AEGIS_FN __attribute__((target("aes")))
+#define AEGIS_RATE 16u
+#define AEGIS_ENCRYPT mp__aegis256_encrypt
+#define AEGIS_DECRYPT mp__aegis256_decrypt
+typedef __m128i aegis_vec_t;
 
-typedef __m128i blk_t;
-
-/* S'i = AESRound(S(i-1), Si) for i = 1..5; S'0 = AESRound(S5, S0 ^ m) */
-AES_FN static inline void update(blk_t s[6], blk_t m) {
-    blk_t t = s[5];
-    s[5] = _mm_aesenc_si128(s[4], s[5]);
-    s[4] = _mm_aesenc_si128(s[3], s[4]);
-    s[3] = _mm_aesenc_si128(s[2], s[3]);
-    s[2] = _mm_aesenc_si128(s[1], s[2]);
-    s[1] = _mm_aesenc_si128(s[0], s[1]);
-    s[0] = _mm_aesenc_si128(t, _mm_xor_si128(s[0], m));
+AEGIS_FN static inline aegis_vec_t v_xor(aegis_vec_t a, aegis_vec_t b) {
+    return _mm_xor_si128(a, b);
 }
 
-/* The keystream block: S1 ^ S4 ^ S5 ^ (S2 & S3). */
-AES_FN static inline blk_t keystream(const blk_t s[6]) {
-    return _mm_xor_si128(_mm_xor_si128(s[1], s[4]),
-                         _mm_xor_si128(s[5], _mm_and_si128(s[2], s[3])));
+AEGIS_FN static inline aegis_vec_t v_and(aegis_vec_t a, aegis_vec_t b) {
+    return _mm_and_si128(a, b);
 }
 
-static inline blk_t load(const uint8_t *p) {
-    return _mm_loadu_si128((const blk_t *)(const void *)p);
+AEGIS_FN static inline aegis_vec_t v_aesenc(aegis_vec_t a, aegis_vec_t k) {
+    return _mm_aesenc_si128(a, k);
 }
 
-static inline void store(uint8_t *p, blk_t v) {
-    _mm_storeu_si128((blk_t *)(void *)p, v);
+AEGIS_FN static inline aegis_vec_t v_load(const uint8_t *p) {
+    return _mm_loadu_si128((const aegis_vec_t *)(const void *)p);
 }
+
+AEGIS_FN static inline void v_store(uint8_t *p, aegis_vec_t v) {
+    _mm_storeu_si128((aegis_vec_t *)(void *)p, v);
+}
+
+#include "crypto/aegis_tmpl.h"
 
 /* The Fibonacci-sequence constants C0 and C1 of the specification. */
 static const uint8_t C0[16] = {0x00, 0x01, 0x01, 0x02, 0x03, 0x05, 0x08, 0x0d,
@@ -75,18 +75,18 @@ static const uint8_t C0[16] = {0x00, 0x01, 0x01, 0x02, 0x03, 0x05, 0x08, 0x0d,
 static const uint8_t C1[16] = {0xdb, 0x3d, 0x18, 0x55, 0x6d, 0xc2, 0x2f, 0xf1,
                                0x20, 0x11, 0x31, 0x42, 0x73, 0xb5, 0x28, 0xdd};
 
-AES_FN static void init(blk_t s[6], const uint8_t key[32],
-                        const uint8_t nonce[32]) {
-    blk_t k0 = load(key), k1 = load(key + 16);
-    blk_t n0 = load(nonce), n1 = load(nonce + 16);
-    blk_t c0 = load(C0), c1 = load(C1);
-    blk_t kn0 = _mm_xor_si128(k0, n0), kn1 = _mm_xor_si128(k1, n1);
+AEGIS_FN static void init(aegis_vec_t s[6], const uint8_t key[32],
+                          const uint8_t nonce[32]) {
+    aegis_vec_t k0 = v_load(key), k1 = v_load(key + 16);
+    aegis_vec_t n0 = v_load(nonce), n1 = v_load(nonce + 16);
+    aegis_vec_t c0 = v_load(C0), c1 = v_load(C1);
+    aegis_vec_t kn0 = v_xor(k0, n0), kn1 = v_xor(k1, n1);
     s[0] = kn0;
     s[1] = kn1;
     s[2] = c1;
     s[3] = c0;
-    s[4] = _mm_xor_si128(k0, c0);
-    s[5] = _mm_xor_si128(k1, c1);
+    s[4] = v_xor(k0, c0);
+    s[5] = v_xor(k1, c1);
     for (int i = 0; i < 4; i++) {
         update(s, k0);
         update(s, k1);
@@ -95,121 +95,15 @@ AES_FN static void init(blk_t s[6], const uint8_t key[32],
     }
 }
 
-AES_FN static void absorb(blk_t s[6], const uint8_t *ad, size_t adlen) {
-    size_t i = 0;
-    for (; i + 16 <= adlen; i += 16)
-        update(s, load(ad + i));
-    if (i < adlen) {
-        uint8_t pad[16] = {0};
-        memcpy(pad, ad + i, adlen - i);
-        update(s, load(pad));
-    }
-}
-
-AES_FN static void finalize(blk_t s[6], size_t adlen, size_t mlen,
-                            uint8_t tag[16]) {
-    blk_t t =
-        _mm_xor_si128(s[3], _mm_set_epi64x((long long)((uint64_t)mlen << 3),
-                                           (long long)((uint64_t)adlen << 3)));
+AEGIS_FN static void finalize(aegis_vec_t s[6], size_t adlen, size_t mlen,
+                              uint8_t tag[16]) {
+    aegis_vec_t t =
+        v_xor(s[3], _mm_set_epi64x((long long)((uint64_t)mlen << 3),
+                                   (long long)((uint64_t)adlen << 3)));
     for (int i = 0; i < 7; i++)
         update(s, t);
-    blk_t x =
-        _mm_xor_si128(_mm_xor_si128(s[0], s[1]), _mm_xor_si128(s[2], s[3]));
-    store(tag, _mm_xor_si128(x, _mm_xor_si128(s[4], s[5])));
-}
-
-AES_FN void mp__aegis256_encrypt(const uint8_t key[32], const uint8_t nonce[32],
-                                 const uint8_t *ad, size_t adlen,
-                                 const uint8_t *m, size_t mlen, uint8_t *c,
-                                 uint8_t tag[16]) {
-    blk_t s[6];
-    init(s, key, nonce);
-    absorb(s, ad, adlen);
-    size_t i = 0;
-    for (; i + 32 <= mlen; i += 32) {
-        blk_t x0 = load(m + i);
-        store(c + i, _mm_xor_si128(x0, keystream(s)));
-        update(s, x0);
-        blk_t x1 = load(m + i + 16);
-        store(c + i + 16, _mm_xor_si128(x1, keystream(s)));
-        update(s, x1);
-    }
-    for (; i + 16 <= mlen; i += 16) {
-        blk_t x = load(m + i);
-        store(c + i, _mm_xor_si128(x, keystream(s)));
-        update(s, x);
-    }
-    if (i < mlen) {
-        uint8_t pad[16] = {0};
-        memcpy(pad, m + i, mlen - i);
-        blk_t x = load(pad);
-        store(pad, _mm_xor_si128(x, keystream(s)));
-        memcpy(c + i, pad, mlen - i);
-        update(s, x);
-        sodium_memzero(pad, sizeof(pad));
-    }
-    finalize(s, adlen, mlen, tag);
-    sodium_memzero(s, sizeof(s));
-}
-
-/* Decrypts whole blocks c[0..len), len a multiple of 16. */
-AES_FN static void decrypt_blocks(blk_t s[6], const uint8_t *c, size_t len,
-                                  uint8_t *m) {
-    size_t i = 0;
-    for (; i + 32 <= len; i += 32) {
-        blk_t x0 = _mm_xor_si128(load(c + i), keystream(s));
-        store(m + i, x0);
-        update(s, x0);
-        blk_t x1 = _mm_xor_si128(load(c + i + 16), keystream(s));
-        store(m + i + 16, x1);
-        update(s, x1);
-    }
-    for (; i < len; i += 16) {
-        blk_t x = _mm_xor_si128(load(c + i), keystream(s));
-        store(m + i, x);
-        update(s, x);
-    }
-}
-
-/* Decrypts the last len (< 16) bytes. The padding of the last block is zero
- * in the plaintext, not in the decrypted keystream: it is cleared before
- * the update. */
-AES_FN static void decrypt_tail(blk_t s[6], const uint8_t *c, size_t len,
-                                uint8_t *m) {
-    uint8_t pad[16] = {0};
-    memcpy(pad, c, len);
-    store(pad, _mm_xor_si128(load(pad), keystream(s)));
-    memset(pad + len, 0, 16 - len);
-    memcpy(m, pad, len);
-    update(s, load(pad));
-    sodium_memzero(pad, sizeof(pad));
-}
-
-AES_FN int mp__aegis256_decrypt(const uint8_t key[32], const uint8_t nonce[32],
-                                const uint8_t *ad, size_t adlen,
-                                const uint8_t *c, size_t clen,
-                                const uint8_t tag[16], uint8_t *m,
-                                mp_aegis_scan_fn scan, void *ctx) {
-    blk_t s[6];
-    init(s, key, nonce);
-    absorb(s, ad, adlen);
-    /* chunks are multiples of 16 bytes, so only the last can end in a
-     * partial block */
-    for (size_t done = 0; done < clen;) {
-        size_t n = clen - done < MP_AEGIS_SCAN_CHUNK ? clen - done
-                                                     : MP_AEGIS_SCAN_CHUNK;
-        size_t nb = n & ~(size_t)15;
-        decrypt_blocks(s, c + done, nb, m + done);
-        if (nb < n)
-            decrypt_tail(s, c + done + nb, n - nb, m + done + nb);
-        if (scan != NULL)
-            scan(ctx, m + done, n);
-        done += n;
-    }
-    uint8_t want[16];
-    finalize(s, adlen, clen, want);
-    sodium_memzero(s, sizeof(s));
-    return mp__aegis_tag_check(want, tag, m, clen);
+    aegis_vec_t x = v_xor(v_xor(s[0], s[1]), v_xor(s[2], s[3]));
+    v_store(tag, v_xor(x, v_xor(s[4], s[5])));
 }
 
 /* Draft test vector 5 (key 10 01 00.., nonce 10 00 02 00..): 42 bytes of

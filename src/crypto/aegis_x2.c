@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * aegis_x2.c - AEGIS-256X2 with a 128-bit tag (draft-irtf-cfrg-aegis-aead):
- * two AEGIS-256 states, told apart by a per-lane context during
+ * aegis_x2.c - AEGIS-256X2 with a 128-bit tag (draft-irtf-cfrg-aegis-aead),
+ * the two-lane variant of aegis_tmpl.h with its init and finalize: two
+ * AEGIS-256 states, told apart by a per-lane context during
  * initialization, that run side by side in 256-bit registers, 32 bytes per
  * update. With VAES one instruction does the AES round of both lanes, so it
  * runs about 1.7 times as fast as AEGIS-256 on CPUs that have VAES and
@@ -24,37 +25,37 @@
 
 #ifdef MP_AEGIS_X86
 
-#define X2_FN __attribute__((target("vaes,avx2")))
+#define AEGIS_FN __attribute__((target("vaes,avx2")))
+#define AEGIS_RATE 32u
+#define AEGIS_ENCRYPT mp__aegis256x2_encrypt
+#define AEGIS_DECRYPT mp__aegis256x2_decrypt
+typedef __m256i aegis_vec_t;
 
-typedef __m256i vec_t;
-
-/* Both lanes: S'i = AESRound(S(i-1), Si), S'0 = AESRound(S5, S0 ^ m). */
-X2_FN static inline void update(vec_t s[6], vec_t m) {
-    vec_t t = s[5];
-    s[5] = _mm256_aesenc_epi128(s[4], s[5]);
-    s[4] = _mm256_aesenc_epi128(s[3], s[4]);
-    s[3] = _mm256_aesenc_epi128(s[2], s[3]);
-    s[2] = _mm256_aesenc_epi128(s[1], s[2]);
-    s[1] = _mm256_aesenc_epi128(s[0], s[1]);
-    s[0] = _mm256_aesenc_epi128(t, _mm256_xor_si256(s[0], m));
+AEGIS_FN static inline aegis_vec_t v_xor(aegis_vec_t a, aegis_vec_t b) {
+    return _mm256_xor_si256(a, b);
 }
 
-X2_FN static inline vec_t keystream(const vec_t s[6]) {
-    return _mm256_xor_si256(
-        _mm256_xor_si256(s[1], s[4]),
-        _mm256_xor_si256(s[5], _mm256_and_si256(s[2], s[3])));
+AEGIS_FN static inline aegis_vec_t v_and(aegis_vec_t a, aegis_vec_t b) {
+    return _mm256_and_si256(a, b);
 }
 
-X2_FN static inline vec_t load(const uint8_t *p) {
-    return _mm256_loadu_si256((const vec_t *)(const void *)p);
+/* one AES round in each 128-bit lane (VAES) */
+AEGIS_FN static inline aegis_vec_t v_aesenc(aegis_vec_t a, aegis_vec_t k) {
+    return _mm256_aesenc_epi128(a, k);
 }
 
-X2_FN static inline void store(uint8_t *p, vec_t v) {
-    _mm256_storeu_si256((vec_t *)(void *)p, v);
+AEGIS_FN static inline aegis_vec_t v_load(const uint8_t *p) {
+    return _mm256_loadu_si256((const aegis_vec_t *)(const void *)p);
 }
+
+AEGIS_FN static inline void v_store(uint8_t *p, aegis_vec_t v) {
+    _mm256_storeu_si256((aegis_vec_t *)(void *)p, v);
+}
+
+#include "crypto/aegis_tmpl.h"
 
 /* A 16-byte block in both lanes. */
-X2_FN static inline vec_t both(__m128i b) {
+AEGIS_FN static inline aegis_vec_t both(__m128i b) {
     return _mm256_broadcastsi128_si256(b);
 }
 
@@ -63,18 +64,18 @@ static const uint8_t C0[16] = {0x00, 0x01, 0x01, 0x02, 0x03, 0x05, 0x08, 0x0d,
 static const uint8_t C1[16] = {0xdb, 0x3d, 0x18, 0x55, 0x6d, 0xc2, 0x2f, 0xf1,
                                0x20, 0x11, 0x31, 0x42, 0x73, 0xb5, 0x28, 0xdd};
 
-X2_FN static void init(vec_t s[6], const uint8_t key[32],
-                       const uint8_t nonce[32]) {
+AEGIS_FN static void init(aegis_vec_t s[6], const uint8_t key[32],
+                          const uint8_t nonce[32]) {
     __m128i k0 = _mm_loadu_si128((const __m128i *)(const void *)key);
     __m128i k1 = _mm_loadu_si128((const __m128i *)(const void *)(key + 16));
     __m128i n0 = _mm_loadu_si128((const __m128i *)(const void *)nonce);
     __m128i n1 = _mm_loadu_si128((const __m128i *)(const void *)(nonce + 16));
     __m128i c0 = _mm_loadu_si128((const __m128i *)(const void *)C0);
     __m128i c1 = _mm_loadu_si128((const __m128i *)(const void *)C1);
-    vec_t in[4] = {both(k0), both(k1), both(_mm_xor_si128(k0, n0)),
-                   both(_mm_xor_si128(k1, n1))};
+    aegis_vec_t in[4] = {both(k0), both(k1), both(_mm_xor_si128(k0, n0)),
+                         both(_mm_xor_si128(k1, n1))};
     /* ctx[i] = Byte(i) || Byte(D - 1), zero padded, for lanes i = 0, 1 */
-    const vec_t ctx = _mm256_set_epi64x(0, 0x0101, 0, 0x0100);
+    const aegis_vec_t ctx = _mm256_set_epi64x(0, 0x0101, 0, 0x0100);
     s[0] = in[2];
     s[1] = in[3];
     s[2] = both(c1);
@@ -83,107 +84,25 @@ X2_FN static void init(vec_t s[6], const uint8_t key[32],
     s[5] = both(_mm_xor_si128(k1, c1));
     for (int r = 0; r < 4; r++)
         for (int j = 0; j < 4; j++) {
-            s[3] = _mm256_xor_si256(s[3], ctx);
-            s[5] = _mm256_xor_si256(s[5], ctx);
+            s[3] = v_xor(s[3], ctx);
+            s[5] = v_xor(s[5], ctx);
             update(s, in[j]);
         }
 }
 
-X2_FN static void absorb(vec_t s[6], const uint8_t *ad, size_t adlen) {
-    size_t i = 0;
-    for (; i + 32 <= adlen; i += 32)
-        update(s, load(ad + i));
-    if (i < adlen) {
-        uint8_t pad[32] = {0};
-        memcpy(pad, ad + i, adlen - i);
-        update(s, load(pad));
-    }
-}
-
 /* The 128-bit tag: the XOR of both lanes' AEGIS-256 tags. */
-X2_FN static void finalize(vec_t s[6], size_t adlen, size_t mlen,
-                           uint8_t tag[16]) {
+AEGIS_FN static void finalize(aegis_vec_t s[6], size_t adlen, size_t mlen,
+                              uint8_t tag[16]) {
     __m128i u = _mm_set_epi64x((long long)((uint64_t)mlen << 3),
                                (long long)((uint64_t)adlen << 3));
-    vec_t t = _mm256_xor_si256(s[3], both(u));
+    aegis_vec_t t = v_xor(s[3], both(u));
     for (int i = 0; i < 7; i++)
         update(s, t);
-    vec_t x = _mm256_xor_si256(_mm256_xor_si256(_mm256_xor_si256(s[0], s[1]),
-                                                _mm256_xor_si256(s[2], s[3])),
-                               _mm256_xor_si256(s[4], s[5]));
+    aegis_vec_t x =
+        v_xor(v_xor(v_xor(s[0], s[1]), v_xor(s[2], s[3])), v_xor(s[4], s[5]));
     __m128i lo = _mm256_castsi256_si128(x);
     __m128i hi = _mm256_extracti128_si256(x, 1);
     _mm_storeu_si128((__m128i *)(void *)tag, _mm_xor_si128(lo, hi));
-}
-
-X2_FN void mp__aegis256x2_encrypt(const uint8_t key[32],
-                                  const uint8_t nonce[32], const uint8_t *ad,
-                                  size_t adlen, const uint8_t *m, size_t mlen,
-                                  uint8_t *c, uint8_t tag[16]) {
-    vec_t s[6];
-    init(s, key, nonce);
-    absorb(s, ad, adlen);
-    size_t i = 0;
-    for (; i + 32 <= mlen; i += 32) {
-        vec_t x = load(m + i);
-        store(c + i, _mm256_xor_si256(x, keystream(s)));
-        update(s, x);
-    }
-    if (i < mlen) {
-        uint8_t pad[32] = {0};
-        memcpy(pad, m + i, mlen - i);
-        vec_t x = load(pad);
-        store(pad, _mm256_xor_si256(x, keystream(s)));
-        memcpy(c + i, pad, mlen - i);
-        update(s, x);
-        sodium_memzero(pad, sizeof(pad));
-    }
-    finalize(s, adlen, mlen, tag);
-    sodium_memzero(s, sizeof(s));
-}
-
-/* Decrypts the last len (< 32) bytes; the plaintext's zero padding, not the
- * decrypted keystream's, goes into the update. */
-X2_FN static void decrypt_tail(vec_t s[6], const uint8_t *c, size_t len,
-                               uint8_t *m) {
-    uint8_t pad[32] = {0};
-    memcpy(pad, c, len);
-    store(pad, _mm256_xor_si256(load(pad), keystream(s)));
-    memset(pad + len, 0, 32 - len);
-    memcpy(m, pad, len);
-    update(s, load(pad));
-    sodium_memzero(pad, sizeof(pad));
-}
-
-X2_FN int mp__aegis256x2_decrypt(const uint8_t key[32], const uint8_t nonce[32],
-                                 const uint8_t *ad, size_t adlen,
-                                 const uint8_t *c, size_t clen,
-                                 const uint8_t tag[16], uint8_t *m,
-                                 mp_aegis_scan_fn scan, void *ctx) {
-    vec_t s[6];
-    init(s, key, nonce);
-    absorb(s, ad, adlen);
-    /* chunks are multiples of 32 bytes, so only the last can end in a
-     * partial block */
-    for (size_t done = 0; done < clen;) {
-        size_t n = clen - done < MP_AEGIS_SCAN_CHUNK ? clen - done
-                                                     : MP_AEGIS_SCAN_CHUNK;
-        size_t nb = n & ~(size_t)31;
-        for (size_t i = done; i < done + nb; i += 32) {
-            vec_t x = _mm256_xor_si256(load(c + i), keystream(s));
-            store(m + i, x);
-            update(s, x);
-        }
-        if (nb < n)
-            decrypt_tail(s, c + done + nb, n - nb, m + done + nb);
-        if (scan != NULL)
-            scan(ctx, m + done, n);
-        done += n;
-    }
-    uint8_t want[16];
-    finalize(s, adlen, clen, want);
-    sodium_memzero(s, sizeof(s));
-    return mp__aegis_tag_check(want, tag, m, clen);
 }
 
 /* Draft AEGIS-256X2 test vector 2: 8 bytes of associated data (a padded

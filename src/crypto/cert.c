@@ -10,27 +10,10 @@
 #include <sodium.h>
 #include <string.h>
 
+#include "base/base.h"
+
 static const char sign_label[] = "moshpit-cert-v1";
 static const char auth_label[] = "moshpit-authority-v1";
-
-static void le_put64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t le_get64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 8; i-- > 0;)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-static int is_zero(const uint8_t *p, size_t n) {
-    uint8_t acc = 0;
-    for (size_t i = 0; i < n; i++)
-        acc |= p[i];
-    return acc == 0;
-}
 
 static int times_ok(uint64_t not_before, uint64_t not_after) {
     return not_before <= not_after && not_after <= MP_CERT_TIME_MAX;
@@ -41,8 +24,8 @@ void mp__cert_encode(const mp_cert_t *c, uint8_t out[MP_CERT_BYTES]) {
     out[0] = c->version;
     memcpy(out + 8, c->peer, 32);
     memcpy(out + 40, c->swarm, 32);
-    le_put64(out + 72, c->not_before);
-    le_put64(out + 80, c->not_after);
+    mp__store_le64(out + 72, c->not_before);
+    mp__store_le64(out + 80, c->not_after);
     memcpy(out + 88, c->authority_id, MP_CERT_AUTH_ID_BYTES);
     memcpy(out + 96, c->sig, 64);
 }
@@ -52,9 +35,9 @@ moshpit_err_t mp__cert_decode(const uint8_t *buf, size_t len, mp_cert_t *out) {
         return MOSHPIT_EINVAL;
     memset(out, 0, sizeof(*out));
     if (len != MP_CERT_BYTES || buf[0] != MP_CERT_VERSION ||
-        !is_zero(buf + 1, 7) || is_zero(buf + 8, 32))
+        !mp__all_zero(buf + 1, 7) || mp__all_zero(buf + 8, 32))
         return MOSHPIT_EPROTO;
-    uint64_t nb = le_get64(buf + 72), na = le_get64(buf + 80);
+    uint64_t nb = mp__load_le64(buf + 72), na = mp__load_le64(buf + 80);
     if (!times_ok(nb, na))
         return MOSHPIT_EPROTO;
     out->version = buf[0];
@@ -114,7 +97,7 @@ moshpit_err_t mp__cert_sign(const uint8_t authority_sec[64],
                             const uint8_t peer[32],
                             const uint8_t swarm_hash[32], uint64_t not_before,
                             uint64_t not_after, uint8_t out[MP_CERT_BYTES]) {
-    if (is_zero(peer, 32) || !times_ok(not_before, not_after) ||
+    if (mp__all_zero(peer, 32) || !times_ok(not_before, not_after) ||
         !mp__cert_authority_secret_ok(authority_sec))
         return MOSHPIT_EINVAL;
     mp_cert_t c;

@@ -454,17 +454,13 @@ void mp__engine_main(void *arg) {
     mp_peer_t **item_peer = NULL;
     size_t items_cap = 0;
 
-    /* dial the bootstrap peers */
+    /* dial the bootstrap peers (parsed by mp__engine_open) */
     for (size_t i = 0; i < mp->bootstrap_n; i++) {
-        char addr[MP_ADDR_MAX];
-        uint8_t key[32];
-        if (mp__parse_endpoint(mp->bootstrap[i], addr, sizeof(addr), key) ==
-            MOSHPIT_OK) {
-            mp__peer_learn(mp, key, addr);
-            mp_peer_t *p = mp__find_peer(mp, key);
-            if (p != NULL)
-                p->bootstrap = true;
-        }
+        const mp_endpoint_t *b = &mp->bootstrap[i];
+        mp__peer_learn(mp, b->key, b->addr);
+        mp_peer_t *p = mp__find_peer(mp, b->key);
+        if (p != NULL)
+            p->bootstrap = true;
     }
     mp__update_members(mp);
 
@@ -575,8 +571,8 @@ void mp__engine_main(void *arg) {
 }
 
 /* ------------------------------------------------------------------ */
-/* setup and teardown (called on the API thread, before the engine     */
-/* thread starts and after it stopped)                                 */
+/* setup and teardown (engine_open.c calls them on the caller's thread, */
+/* before the engine thread starts and after it stopped)               */
 
 static int set_int(void *s, int opt, int v) {
     return zmq_setsockopt(s, opt, &v, sizeof(v));
@@ -642,7 +638,7 @@ moshpit_err_t mp__engine_setup(moshpit_t *mp) {
         set_int(mp->data, ZMQ_RCVHWM, 64) != 0)
         return MOSHPIT_ESYS;
 
-    if (mp__net_split(mp->cfg.listen, host, sizeof(host), &port) != 0)
+    if (mp__endpoint_split(mp->cfg.listen, host, sizeof(host), &port) != 0)
         return MOSHPIT_EINVAL;
     if (port == 0)
         snprintf(ep, sizeof(ep), "tcp://%s:*", host);
@@ -658,11 +654,11 @@ moshpit_err_t mp__engine_setup(moshpit_t *mp) {
     char bound[MP_ADDR_MAX];
     sz = sizeof(bound);
     if (zmq_getsockopt(mp->ctrl, ZMQ_LAST_ENDPOINT, bound, &sz) != 0 ||
-        mp__net_split(bound, host, sizeof(host), &port) != 0)
+        mp__endpoint_split(bound, host, sizeof(host), &port) != 0)
         return MOSHPIT_ESYS;
     sz = sizeof(bound);
     if (zmq_getsockopt(mp->data, ZMQ_LAST_ENDPOINT, bound, &sz) != 0 ||
-        mp__net_split(bound, adv, sizeof(adv), &dport) != 0)
+        mp__endpoint_split(bound, adv, sizeof(adv), &dport) != 0)
         return MOSHPIT_ESYS;
     if (mp->cfg.advertise != NULL) {
         /* "tcp://host", "tcp://host:port" or "host": only the host counts */
@@ -691,7 +687,8 @@ moshpit_err_t mp__engine_setup(moshpit_t *mp) {
     snprintf(mp->data_ep, sizeof(mp->data_ep), "tcp://%.100s:%ld", adv, dport);
     snprintf(mp->endpoint, sizeof(mp->endpoint), "%s#%s", mp->ctrl_ep,
              mp->pub_txt);
-    if (!mp__net_addr_ok(mp->ctrl_ep) || !mp__net_addr_ok(mp->data_ep))
+    if (!mp__endpoint_addr_ok(mp->ctrl_ep) ||
+        !mp__endpoint_addr_ok(mp->data_ep))
         return MOSHPIT_EINVAL;
     return mp__swim_setup(mp);
 }

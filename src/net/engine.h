@@ -1,17 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * engine.h - the state of one peer (struct moshpit) and the engine thread
- * that owns it. The API thread and the engine thread share only the fields
- * marked "under lock"; everything else belongs to the engine thread once it
- * runs. Commands travel over an inproc PAIR pipe as pointers to mp_cmd_t.
+ * that owns it. The state is created and freed by the engine
+ * (engine_open.c); src/api sees it only through engine_api.h. Application
+ * threads and the engine thread share only the fields marked "under lock";
+ * everything else belongs to the engine thread once it runs. Commands
+ * travel over an inproc PAIR pipe as pointers to mp_cmd_t.
  */
-#ifndef MP_API_ENGINE_H
-#define MP_API_ENGINE_H
+#ifndef MP_NET_ENGINE_H
+#define MP_NET_ENGINE_H
 
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/endpoint.h"
+#include "base/log.h"
 #include "core/fetch.h"
 #include "core/grid.h"
 #include "core/group.h"
@@ -19,14 +23,14 @@
 #include "core/match.h"
 #include "core/round.h"
 #include "crypto/crypto.h"
+#include "crypto/session.h"
+#include "engine_api.h"
 #include "moshpit.h"
 #include "platform.h"
 #include "wire/wire.h"
 
 /* Limits on what other peers can make this one hold (docs/DESIGN.md,
  * "Limits"); each one is logged when hit. */
-#define MP_PEERS_CAP 4096u /* default of config peers_max */
-#define MP_PEERS_CAP_MAX (1u << 20)
 #define MP_MM_KEYS MP_RND_MM_KEYS /* distinct group keys matchmade at once */
 /* data frames held for rounds this peer has not started yet: in total,
  * and from one sender (a quarter of the total) */
@@ -34,33 +38,13 @@
 #define MP_EARLY_MAX_FRAMES 4096u
 #define MP_EARLY_PEER_MAX_BYTES (MP_EARLY_MAX_BYTES / 4)
 #define MP_EARLY_PEER_MAX_FRAMES (MP_EARLY_MAX_FRAMES / 4)
-/* control messages read from one peer: default of config peer_msg_rate
- * (per second), its bounds, and the burst (seconds' worth) */
-#define MP_MSG_RATE_DEFAULT 1000u
-#define MP_MSG_RATE_MIN 50u
-#define MP_MSG_RATE_MAX 1000000u
+/* control messages read from one peer: the burst (seconds' worth of
+ * config peer_msg_rate) */
 #define MP_MSG_BURST_S 2u
 /* A control message larger than MP_CTRL_MAX is dropped (and logged) by
  * the engine; ZeroMQ closes a connection that sends one larger than this
  * before reading it. */
 #define MP_CTRL_WIRE_MAX (4u * MP_CTRL_MAX)
-
-typedef enum { MP_CMD_AVERAGE = 1, MP_CMD_CLOSE, MP_CMD_FETCH } mp_cmd_type_t;
-
-/* A request from an API call. Owned by the calling thread; the engine
- * writes result fields and sets done under mp->lock. */
-typedef struct mp_cmd {
-    mp_cmd_type_t type;
-    float *values;
-    size_t count;
-    double weight;
-    uint64_t deadline_ms; /* when the engine must have answered */
-    moshpit_round_t info;
-    uint64_t state_round; /* FETCH: the server's round count */
-    moshpit_err_t result;
-    bool done;   /* under lock */
-    bool cancel; /* under lock: caller gave up; drop the buffer */
-} mp_cmd_t;
 
 typedef enum {
     MP_PEER_NEW = 0, /* known, no session yet */
@@ -127,7 +111,6 @@ typedef struct mp_peer {
     uint32_t stash_bytes;
 } mp_peer_t;
 
-#define MP_STATE_CLIENTS_MAX 64u /* cap on state_clients_max */
 
 /* Serving state (config serve_state): `serve` is what downloads read;
  * a new result goes to `latest` and replaces `serve` when no download is
@@ -166,9 +149,8 @@ typedef struct mp_round {
 
 struct moshpit {
     /* configuration (copied) */
-    moshpit_config_t cfg; /* pointer fields cleared */
-    char *swarm;
-    char **bootstrap;
+    moshpit_config_t cfg;     /* pointer fields cleared */
+    mp_endpoint_t *bootstrap; /* parsed once, by mp__engine_open */
     size_t bootstrap_n;
     uint8_t (*auth)[32];
     size_t auth_n;
@@ -202,9 +184,8 @@ struct moshpit {
     int last_errno;
     bool stopped;
 
-    /* log rate limit (the engine thread's once it runs) */
-    uint64_t log_window_ms;
-    uint32_t log_count, log_suppressed;
+    /* the config's log callback (the engine thread's once it runs) */
+    mp_log_t log;
 
     /* engine thread only */
     bool stopping;
@@ -250,7 +231,7 @@ struct moshpit {
     mp_msg_t *msg;   /* decode target */
 };
 
-/* Logging through the configured callback. */
+/* Logging through the configured callback (mp->log, base/log.h). */
 void mp__log(moshpit_t *mp, int level, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
@@ -264,18 +245,14 @@ void mp__log(moshpit_t *mp, int level, const char *fmt, ...)
 uint32_t mp__close_wait_ms(const moshpit_config_t *cfg);
 #define MP_LEAVE_LINGER_MS 250
 
-/* Sets up sockets (API thread, before the engine starts). */
+/* Sets up sockets (mp__engine_open, before the engine thread starts). */
 moshpit_err_t mp__engine_setup(moshpit_t *mp);
-/* Hands a command to the engine thread (API side of the pipe). Returns 0,
+/* Hands a command to the engine thread (caller side of the pipe). Returns 0,
  * or an errno value. */
 int mp__engine_post(moshpit_t *mp, mp_cmd_t *c);
 /* Engine thread entry point. */
 void mp__engine_main(void *arg);
 /* Frees everything the engine owns (after the thread has stopped). */
 void mp__engine_teardown(moshpit_t *mp);
-
-/* Parses "tcp://host:port#KEY"; addr receives "tcp://host:port". */
-moshpit_err_t mp__parse_endpoint(const char *ep, char *addr, size_t cap,
-                                 uint8_t key[32]);
 
 #endif

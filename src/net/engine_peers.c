@@ -14,6 +14,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "base/base.h"
 #include "core/share.h"
 #include "crypto/cert.h"
 #include "net/net.h"
@@ -26,11 +27,8 @@ uint64_t mp__now_ms(void) {
 }
 
 uint64_t mp__rng_next(moshpit_t *mp) {
-    /* splitmix64: only used for choosing gossip targets */
-    uint64_t z = (mp->rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    /* only used for choosing gossip targets */
+    return mp__splitmix64(&mp->rng);
 }
 
 zmq_msg_t *mp__stash_of(mp_peer_t *p) {
@@ -340,7 +338,7 @@ void mp__expire_certs(moshpit_t *mp) {
 /* Learned of a peer (bootstrap or gossip): dial it and say hello. */
 void mp__peer_learn(moshpit_t *mp, const uint8_t id[32], const char *addr) {
     if (mp__is_self(mp, id) || !mp__authorized(mp, id) ||
-        !mp__net_addr_ok(addr))
+        !mp__endpoint_addr_ok(addr))
         return;
     mp_peer_t *p = mp__find_peer(mp, id);
     uint64_t now = mp__now_ms();
@@ -366,7 +364,7 @@ void mp__peer_learn(moshpit_t *mp, const uint8_t id[32], const char *addr) {
 
 void mp__peer_redial(moshpit_t *mp, mp_peer_t *p, const char *addr) {
     if (p->state == MP_PEER_LIVE || p->state == MP_PEER_REFUSED ||
-        !mp__net_addr_ok(addr))
+        !mp__endpoint_addr_ok(addr))
         return;
     if (p->state == MP_PEER_NEW && p->ctrl != NULL &&
         strcmp(p->ctrl_addr, addr) == 0)
@@ -436,7 +434,7 @@ void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
              * the new one must live long enough to deliver the REFUSE) */
             mp__peer_set_state(mp, p, MP_PEER_REFUSED, why);
             p->refused_ms = now;
-            if (p->ctrl == NULL && mp__net_addr_ok(h->ctrl_addr)) {
+            if (p->ctrl == NULL && mp__endpoint_addr_ok(h->ctrl_addr)) {
                 snprintf(p->ctrl_addr, sizeof(p->ctrl_addr), "%s",
                          h->ctrl_addr);
                 if (peer_connect(mp, p) == MOSHPIT_OK)
@@ -445,7 +443,8 @@ void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
         }
         return;
     }
-    if (!mp__net_addr_ok(h->ctrl_addr) || !mp__net_addr_ok(h->data_addr)) {
+    if (!mp__endpoint_addr_ok(h->ctrl_addr) ||
+        !mp__endpoint_addr_ok(h->data_addr)) {
         mp__log(mp, MOSHPIT_LOG_WARN, "HELLO with unusable addresses dropped");
         return;
     }

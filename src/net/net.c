@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * net.c - ZeroMQ socket helpers: control DEALERs with CURVE and a monitor,
- * data DEALERs, address checks and monitor-event decoding (see net.h).
+ * data DEALERs and monitor-event decoding (see net.h).
  */
 #include "net.h"
 
@@ -10,49 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
-
-#include "wire/wire.h"
-
-int mp__net_split(const char *addr, char *host, size_t hostcap, long *port) {
-    if (addr == NULL || strncmp(addr, "tcp://", 6) != 0)
-        return -1;
-    const char *h = addr + 6;
-    const char *colon = strrchr(h, ':');
-    if (colon == NULL || colon == h)
-        return -1;
-    size_t hl = (size_t)(colon - h);
-    if (hl + 1 > hostcap)
-        return -1;
-    if (colon[1] == '*' && colon[2] == '\0') {
-        *port = 0;
-    } else {
-        char *end = NULL;
-        errno = 0;
-        long p = strtol(colon + 1, &end, 10);
-        if (errno != 0 || end == colon + 1 || *end != '\0' || p < 0 ||
-            p > 65535)
-            return -1;
-        *port = p;
-    }
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    return 0;
-}
-
-int mp__net_addr_ok(const char *addr) {
-    char host[MP_ADDR_MAX];
-    long port = 0;
-    if (addr == NULL || strlen(addr) >= MP_ADDR_MAX)
-        return 0;
-    if (mp__net_split(addr, host, sizeof(host), &port) != 0)
-        return 0;
-    if (port <= 0 || host[0] == '\0' || strchr(host, '*') != NULL)
-        return 0;
-    for (const char *c = host; *c; c++)
-        if (*c <= ' ' || *c == '/' || *c == ';')
-            return 0;
-    return 1;
-}
 
 static int set_int(void *s, int opt, int v) {
     return zmq_setsockopt(s, opt, &v, sizeof(v));

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * net.h - thin helpers over ZeroMQ used by the engine: socket creation with
- * the project's options (CURVE on every control link), endpoint parsing,
- * the ZAP handler reply and monitor decoding. The only module that includes
+ * the project's options (CURVE on every control link) and monitor
+ * decoding. The only module that includes
  * zmq.h besides the engine loop itself.
  */
 #ifndef MP_NET_H
@@ -12,16 +12,6 @@
 #include <stdint.h>
 
 #include "moshpit.h"
-
-/* Splits "tcp://host:port" into host (without brackets kept as given) and
- * port. Returns 0 on success, -1 if malformed. */
-int mp__net_split(const char *addr, char *host, size_t hostcap, long *port);
-
-/* True if addr is an acceptable peer address to dial: "tcp://host:port"
- * with a numeric port 1..65535 and a sane length. Anything else (ipc://,
- * inproc://, garbage) is refused so a peer cannot make us dial local
- * endpoints. */
-int mp__net_addr_ok(const char *addr);
 
 /* Creates a control DEALER that dials addr as a CURVE client expecting the
  * server key server_pub, and a PAIR monitor bound to its events at

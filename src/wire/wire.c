@@ -21,6 +21,9 @@
 #include <msgpack.h>
 #include <string.h>
 
+#include "base/base.h"
+#include "wire/pack.h"
+
 /* Containers may nest this deep (the schema needs 3; unknown keys may carry
  * a little more). Also keeps msgpack-c below its own fixed stack limit. */
 #define WIRE_DEPTH_MAX 16u
@@ -86,29 +89,13 @@ int mp__wire_buf_write(void *data, const char *p, size_t n) {
     return 0;
 }
 
-/* Pack functions return the write callback's status; the overflow flag in
- * mp_wire_buf_t records the same thing once, so their results are not checked.
- */
+/* Keys by this codec's enum (pack.h has the msgpack-c side). */
 static void put_key(msgpack_packer *pk, int k) {
-    size_t n = strlen(key_names[k]);
-    msgpack_pack_str(pk, n);
-    msgpack_pack_str_body(pk, key_names[k], n);
+    mp__pack_str(pk, key_names[k]);
 }
 
 static void put_u64(msgpack_packer *pk, int k, uint64_t v) {
-    put_key(pk, k);
-    msgpack_pack_uint64(pk, v);
-}
-
-static void put_bin(msgpack_packer *pk, const uint8_t *p, size_t n) {
-    msgpack_pack_bin(pk, n);
-    msgpack_pack_bin_body(pk, p, n);
-}
-
-static void put_str(msgpack_packer *pk, const char *s) {
-    size_t n = strlen(s);
-    msgpack_pack_str(pk, n);
-    msgpack_pack_str_body(pk, s, n);
+    mp__pack_u64(pk, key_names[k], v);
 }
 
 static int str_ok(const char *s) {
@@ -122,13 +109,6 @@ static int weight_ok(double w) {
 /* a sum of up to MP_GROUP_MAX weights */
 static int weight_sum_ok(double w) {
     return isfinite(w) && w >= 0.0 && w <= MOSHPIT_WEIGHT_MAX * MP_GROUP_MAX;
-}
-
-static int all_zero(const uint8_t *p, size_t n) {
-    uint8_t acc = 0;
-    for (size_t i = 0; i < n; i++)
-        acc |= p[i];
-    return acc == 0;
 }
 
 static int members_distinct(const mp_member_t *m, uint32_t n) {
@@ -145,10 +125,10 @@ static moshpit_err_t check_msg(const mp_msg_t *msg) {
         const mp_hello_t *h = &msg->u.hello;
         if (h->has_proof > 1 || h->reply > 1)
             return MOSHPIT_EINVAL;
-        if (!h->has_proof && !all_zero(h->proof, sizeof h->proof))
+        if (!h->has_proof && !mp__all_zero(h->proof, sizeof h->proof))
             return MOSHPIT_EINVAL;
         if (h->has_cert > 1 ||
-            (!h->has_cert && !all_zero(h->cert, sizeof h->cert)))
+            (!h->has_cert && !mp__all_zero(h->cert, sizeof h->cert)))
             return MOSHPIT_EINVAL;
         if (!str_ok(h->ctrl_addr) || !str_ok(h->data_addr) ||
             h->serves_state > 1)
@@ -233,14 +213,14 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
     case MP_MSG_HELLO: {
         const mp_hello_t *h = &msg->u.hello;
         put_key(pk, K_SW);
-        put_bin(pk, h->swarm, sizeof h->swarm);
+        mp__pack_bin(pk, h->swarm, sizeof h->swarm);
         put_key(pk, K_EPH);
-        put_bin(pk, h->eph, sizeof h->eph);
+        mp__pack_bin(pk, h->eph, sizeof h->eph);
         put_key(pk, K_SE);
-        put_bin(pk, h->seen, sizeof h->seen);
+        mp__pack_bin(pk, h->seen, sizeof h->seen);
         if (h->has_proof) {
             put_key(pk, K_PF);
-            put_bin(pk, h->proof, sizeof h->proof);
+            mp__pack_bin(pk, h->proof, sizeof h->proof);
         }
         put_key(pk, K_RE);
         if (h->reply)
@@ -251,16 +231,16 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         put_u64(pk, K_BW, h->bandwidth);
         put_u64(pk, K_CI, h->ciphers);
         put_key(pk, K_CA);
-        put_str(pk, h->ctrl_addr);
+        mp__pack_str(pk, h->ctrl_addr);
         put_key(pk, K_DA);
-        put_str(pk, h->data_addr);
+        mp__pack_str(pk, h->data_addr);
         if (h->serves_state) {
             put_key(pk, K_SS);
             msgpack_pack_true(pk);
         }
         if (h->has_cert) {
             put_key(pk, K_CT);
-            put_bin(pk, h->cert, sizeof h->cert);
+            mp__pack_bin(pk, h->cert, sizeof h->cert);
         }
         break;
     }
@@ -279,7 +259,7 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         put_u64(pk, K_RND, i->round);
         put_u64(pk, K_CNT, i->count);
         put_key(pk, K_DIG);
-        put_bin(pk, i->digest, sizeof i->digest);
+        mp__pack_bin(pk, i->digest, sizeof i->digest);
         break;
     }
     case MP_MSG_REFUSE:
@@ -291,8 +271,8 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         for (uint32_t i = 0; i < msg->u.peers.n; i++) {
             const mp_peer_entry_t *e = &msg->u.peers.peers[i];
             msgpack_pack_array(pk, 2);
-            put_bin(pk, e->id, sizeof e->id);
-            put_str(pk, e->addr);
+            mp__pack_bin(pk, e->id, sizeof e->id);
+            mp__pack_str(pk, e->addr);
         }
         break;
     case MP_MSG_JOIN: {
@@ -303,7 +283,7 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         put_u64(pk, K_BW, j->bandwidth);
         put_u64(pk, K_WIN, j->window_ms);
         put_key(pk, K_KEY);
-        put_bin(pk, j->key, j->key_len);
+        mp__pack_bin(pk, j->key, j->key_len);
         break;
     }
     case MP_MSG_JOIN_ACK:
@@ -326,7 +306,7 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         msgpack_pack_array(pk, g->n);
         for (uint32_t i = 0; i < g->n; i++) {
             msgpack_pack_array(pk, 3);
-            put_bin(pk, g->members[i].id, MP_ID_BYTES);
+            mp__pack_bin(pk, g->members[i].id, MP_ID_BYTES);
             msgpack_pack_double(pk, g->members[i].weight);
             msgpack_pack_uint32(pk, g->members[i].bandwidth);
         }
@@ -516,21 +496,6 @@ int mp__wire_scan(const uint8_t *buf, size_t len) {
 /* ------------------------------------------------------------------ */
 /* decoding: schema                                                    */
 
-static int get_u64(const msgpack_object *o, uint64_t *out) {
-    if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-        return -1;
-    *out = o->via.u64;
-    return 0;
-}
-
-static int get_u32(const msgpack_object *o, uint32_t *out) {
-    uint64_t v;
-    if (get_u64(o, &v) != 0 || v > UINT32_MAX)
-        return -1;
-    *out = (uint32_t)v;
-    return 0;
-}
-
 static int get_bool(const msgpack_object *o, uint8_t *out) {
     if (o->type != MSGPACK_OBJECT_BOOLEAN)
         return -1;
@@ -539,22 +504,11 @@ static int get_bool(const msgpack_object *o, uint8_t *out) {
 }
 
 static int get_bin32(const msgpack_object *o, uint8_t out[32]) {
-    if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size != 32)
-        return -1;
-    memcpy(out, o->via.bin.ptr, 32);
-    return 0;
+    return mp__pack_get_bin(o, out, 32);
 }
 
 static int get_str(const msgpack_object *o, char out[MP_ADDR_MAX]) {
-    if (o->type != MSGPACK_OBJECT_STR || o->via.str.size >= MP_ADDR_MAX)
-        return -1;
-    size_t n = o->via.str.size;
-    if (n > 0 && memchr(o->via.str.ptr, '\0', n) != NULL)
-        return -1;
-    if (n > 0)
-        memcpy(out, o->via.str.ptr, n);
-    out[n] = '\0';
-    return 0;
+    return mp__pack_get_str(o, out, MP_ADDR_MAX);
 }
 
 static int get_weight(const msgpack_object *o, double *out) {
@@ -576,16 +530,6 @@ static int get_weight(const msgpack_object *o, double *out) {
     return 0;
 }
 
-/* Index of a known key, -1 for an unknown one. */
-static int key_index(const msgpack_object_str *s) {
-    for (int k = 0; k < K_COUNT; k++) {
-        size_t n = strlen(key_names[k]);
-        if (s->size == n && memcmp(s->ptr, key_names[k], n) == 0)
-            return k;
-    }
-    return -1;
-}
-
 static int decode_hello(const msgpack_object *const *val, mp_hello_t *h) {
     if (!val[K_SW] || !val[K_EPH] || !val[K_SE] || !val[K_RE] || !val[K_TAG] ||
         !val[K_BW] || !val[K_CI] || !val[K_CA] || !val[K_DA])
@@ -594,9 +538,9 @@ static int decode_hello(const msgpack_object *const *val, mp_hello_t *h) {
         get_bin32(val[K_EPH], h->eph) != 0 ||
         get_bin32(val[K_SE], h->seen) != 0 ||
         get_bool(val[K_RE], &h->reply) != 0 ||
-        get_u64(val[K_TAG], &h->tag) != 0 ||
-        get_u32(val[K_BW], &h->bandwidth) != 0 ||
-        get_u32(val[K_CI], &h->ciphers) != 0 ||
+        mp__pack_get_u64(val[K_TAG], &h->tag) != 0 ||
+        mp__pack_get_u32(val[K_BW], &h->bandwidth) != 0 ||
+        mp__pack_get_u32(val[K_CI], &h->ciphers) != 0 ||
         get_str(val[K_CA], h->ctrl_addr) != 0 ||
         get_str(val[K_DA], h->data_addr) != 0)
         return -1;
@@ -621,9 +565,10 @@ static int decode_hello(const msgpack_object *const *val, mp_hello_t *h) {
 static int decode_state_req(const msgpack_object *const *val,
                             mp_state_req_t *q) {
     if (!val[K_SEQ] || !val[K_VER] || !val[K_FIRST] || !val[K_N] ||
-        get_u64(val[K_SEQ], &q->seq) != 0 ||
-        get_u64(val[K_VER], &q->version) != 0 ||
-        get_u32(val[K_FIRST], &q->first) != 0 || get_u32(val[K_N], &q->n) != 0)
+        mp__pack_get_u64(val[K_SEQ], &q->seq) != 0 ||
+        mp__pack_get_u64(val[K_VER], &q->version) != 0 ||
+        mp__pack_get_u32(val[K_FIRST], &q->first) != 0 ||
+        mp__pack_get_u32(val[K_N], &q->n) != 0)
         return -1;
     return (q->version == 0 ? q->n == 0 : q->n >= 1 && q->n <= MP_STATE_GET_MAX)
                ? 0
@@ -633,10 +578,10 @@ static int decode_state_req(const msgpack_object *const *val,
 static int decode_state_info(const msgpack_object *const *val,
                              mp_state_info_t *i) {
     if (!val[K_SEQ] || !val[K_VER] || !val[K_RND] || !val[K_CNT] ||
-        !val[K_DIG] || get_u64(val[K_SEQ], &i->seq) != 0 ||
-        get_u64(val[K_VER], &i->version) != 0 ||
-        get_u64(val[K_RND], &i->round) != 0 ||
-        get_u64(val[K_CNT], &i->count) != 0 ||
+        !val[K_DIG] || mp__pack_get_u64(val[K_SEQ], &i->seq) != 0 ||
+        mp__pack_get_u64(val[K_VER], &i->version) != 0 ||
+        mp__pack_get_u64(val[K_RND], &i->round) != 0 ||
+        mp__pack_get_u64(val[K_CNT], &i->count) != 0 ||
         get_bin32(val[K_DIG], i->digest) != 0)
         return -1;
     return i->count <= MP_STATE_COUNT_MAX ? 0 : -1;
@@ -660,10 +605,10 @@ static int decode_peers(const msgpack_object *p, mp_peers_t *out) {
 static int decode_join(const msgpack_object *const *val, mp_join_t *j) {
     if (!val[K_SEQ] || !val[K_W] || !val[K_BW] || !val[K_WIN] || !val[K_KEY])
         return -1;
-    if (get_u64(val[K_SEQ], &j->seq) != 0 ||
+    if (mp__pack_get_u64(val[K_SEQ], &j->seq) != 0 ||
         get_weight(val[K_W], &j->weight) != 0 ||
-        get_u32(val[K_BW], &j->bandwidth) != 0 ||
-        get_u32(val[K_WIN], &j->window_ms) != 0)
+        mp__pack_get_u32(val[K_BW], &j->bandwidth) != 0 ||
+        mp__pack_get_u32(val[K_WIN], &j->window_ms) != 0)
         return -1;
     const msgpack_object *k = val[K_KEY];
     if (k->type != MSGPACK_OBJECT_BIN || k->via.bin.size > MP_KEY_MAX)
@@ -677,8 +622,8 @@ static int decode_join(const msgpack_object *const *val, mp_join_t *j) {
 static int decode_group(const msgpack_object *const *val, mp_group_msg_t *g) {
     if (!val[K_SEQ] || !val[K_GID] || !val[K_M])
         return -1;
-    if (get_u64(val[K_SEQ], &g->seq) != 0 ||
-        get_u64(val[K_GID], &g->group_id) != 0 || g->group_id == 0)
+    if (mp__pack_get_u64(val[K_SEQ], &g->seq) != 0 ||
+        mp__pack_get_u64(val[K_GID], &g->group_id) != 0 || g->group_id == 0)
         return -1;
     const msgpack_object *m = val[K_M];
     if (m->type != MSGPACK_OBJECT_ARRAY || m->via.array.size < 2 ||
@@ -691,7 +636,7 @@ static int decode_group(const msgpack_object *const *val, mp_group_msg_t *g) {
             return -1;
         if (get_bin32(&e->via.array.ptr[0], mb->id) != 0 ||
             get_weight(&e->via.array.ptr[1], &mb->weight) != 0 ||
-            get_u32(&e->via.array.ptr[2], &mb->bandwidth) != 0)
+            mp__pack_get_u32(&e->via.array.ptr[2], &mb->bandwidth) != 0)
             return -1;
         mb->seq = 0;
     }
@@ -702,24 +647,14 @@ static int decode_group(const msgpack_object *const *val, mp_group_msg_t *g) {
 static int decode_map(const msgpack_object *root, mp_msg_t *msg) {
     const msgpack_object *val[K_COUNT] = {0};
 
-    if (root->type != MSGPACK_OBJECT_MAP)
+    if (mp__pack_collect(root, key_names, K_COUNT, val) != 0)
         return -1;
-    for (uint32_t i = 0; i < root->via.map.size; i++) {
-        const msgpack_object_kv *kv = &root->via.map.ptr[i];
-        if (kv->key.type != MSGPACK_OBJECT_STR)
-            return -1;
-        int k = key_index(&kv->key.via.str);
-        if (k < 0)
-            continue; /* unknown key: ignored */
-        if (val[k] != NULL)
-            return -1; /* a repeated key would make the message ambiguous */
-        val[k] = &kv->val;
-    }
 
     uint64_t v, t;
-    if (!val[K_V] || get_u64(val[K_V], &v) != 0 || v != MP_WIRE_VERSION)
+    if (!val[K_V] || mp__pack_get_u64(val[K_V], &v) != 0 ||
+        v != MP_WIRE_VERSION)
         return -1;
-    if (!val[K_T] || get_u64(val[K_T], &t) != 0)
+    if (!val[K_T] || mp__pack_get_u64(val[K_T], &t) != 0)
         return -1;
 
     switch (t) {
@@ -728,7 +663,8 @@ static int decode_map(const msgpack_object *root, mp_msg_t *msg) {
         return decode_hello(val, &msg->u.hello);
     case MP_MSG_REFUSE:
         msg->type = MP_MSG_REFUSE;
-        return val[K_WHY] ? get_u32(val[K_WHY], &msg->u.refuse.reason) : -1;
+        return val[K_WHY] ? mp__pack_get_u32(val[K_WHY], &msg->u.refuse.reason)
+                          : -1;
     case MP_MSG_PEERS:
         msg->type = MP_MSG_PEERS;
         return val[K_P] ? decode_peers(val[K_P], &msg->u.peers) : -1;
@@ -737,16 +673,18 @@ static int decode_map(const msgpack_object *root, mp_msg_t *msg) {
         return decode_join(val, &msg->u.join);
     case MP_MSG_JOIN_ACK:
         msg->type = MP_MSG_JOIN_ACK;
-        return val[K_SEQ] ? get_u64(val[K_SEQ], &msg->u.ack.seq) : -1;
+        return val[K_SEQ] ? mp__pack_get_u64(val[K_SEQ], &msg->u.ack.seq) : -1;
     case MP_MSG_GROUP:
         msg->type = MP_MSG_GROUP;
         return decode_group(val, &msg->u.group);
     case MP_MSG_ALONE:
         msg->type = MP_MSG_ALONE;
-        return val[K_SEQ] ? get_u64(val[K_SEQ], &msg->u.alone.seq) : -1;
+        return val[K_SEQ] ? mp__pack_get_u64(val[K_SEQ], &msg->u.alone.seq)
+                          : -1;
     case MP_MSG_LEAVE:
         msg->type = MP_MSG_LEAVE;
-        return val[K_SEQ] ? get_u64(val[K_SEQ], &msg->u.leave.seq) : -1;
+        return val[K_SEQ] ? mp__pack_get_u64(val[K_SEQ], &msg->u.leave.seq)
+                          : -1;
     case MP_MSG_BYE:
         msg->type = MP_MSG_BYE;
         return 0;
@@ -758,7 +696,9 @@ static int decode_map(const msgpack_object *root, mp_msg_t *msg) {
         return decode_state_info(val, &msg->u.state_info);
     case MP_MSG_DONE:
         msg->type = MP_MSG_DONE;
-        return val[K_GID] && get_u64(val[K_GID], &msg->u.done.group_id) == 0 &&
+        return val[K_GID] &&
+                       mp__pack_get_u64(val[K_GID], &msg->u.done.group_id) ==
+                           0 &&
                        msg->u.done.group_id != 0
                    ? 0
                    : -1;
@@ -799,34 +739,22 @@ moshpit_err_t mp__msg_decode(const uint8_t *buf, size_t len, mp_msg_t *msg) {
 
 #define DATA_HDR_VERSION 1u
 
-static void le_put(uint8_t *p, uint64_t v, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t le_get(const uint8_t *p, size_t n) {
-    uint64_t v = 0;
-    for (size_t i = n; i-- > 0;)
-        v = (v << 8) | p[i];
-    return v;
-}
-
 _Static_assert(sizeof(double) == sizeof(uint64_t), "IEEE-754 binary64");
 
 void mp__data_hdr_encode(const mp_data_hdr_t *h,
                          uint8_t out[MP_DATA_HDR_BYTES]) {
     uint64_t wbits;
     memcpy(&wbits, &h->wsum, sizeof wbits);
-    le_put(out + 0, DATA_HDR_VERSION, 1);
-    le_put(out + 1, h->kind, 1);
-    le_put(out + 2, 0, 2);
-    le_put(out + 4, h->count, 4);
-    le_put(out + 8, h->tag, 8);
-    le_put(out + 16, h->counter, 8);
-    le_put(out + 24, h->round_id, 8);
-    le_put(out + 32, h->share, 4);
-    le_put(out + 36, h->part, 4);
-    le_put(out + 40, wbits, 8);
+    mp__store_le(out + 0, DATA_HDR_VERSION, 1);
+    mp__store_le(out + 1, h->kind, 1);
+    mp__store_le(out + 2, 0, 2);
+    mp__store_le(out + 4, h->count, 4);
+    mp__store_le(out + 8, h->tag, 8);
+    mp__store_le(out + 16, h->counter, 8);
+    mp__store_le(out + 24, h->round_id, 8);
+    mp__store_le(out + 32, h->share, 4);
+    mp__store_le(out + 36, h->part, 4);
+    mp__store_le(out + 40, wbits, 8);
 }
 
 moshpit_err_t mp__data_hdr_decode(const uint8_t *buf, size_t len,
@@ -841,15 +769,15 @@ moshpit_err_t mp__data_hdr_decode(const uint8_t *buf, size_t len,
     if (buf[1] != MP_PART_SCATTER && buf[1] != MP_PART_GATHER &&
         buf[1] != MP_PART_STATE)
         return MOSHPIT_EPROTO;
-    if (le_get(buf + 2, 2) != 0)
+    if (mp__load_le(buf + 2, 2) != 0)
         return MOSHPIT_EPROTO;
-    uint32_t count = (uint32_t)le_get(buf + 4, 4);
+    uint32_t count = (uint32_t)mp__load_le(buf + 4, 4);
     if (count > MP_DATA_MAX_COUNT)
         return MOSHPIT_EPROTO;
     if ((uint64_t)len !=
         (uint64_t)MP_DATA_HDR_BYTES + (uint64_t)count * 4u + MP_DATA_TAG_BYTES)
         return MOSHPIT_EPROTO;
-    uint64_t wbits = le_get(buf + 40, 8);
+    uint64_t wbits = mp__load_le(buf + 40, 8);
     double wsum;
     memcpy(&wsum, &wbits, sizeof wsum);
     if (!weight_sum_ok(wsum))
@@ -857,11 +785,11 @@ moshpit_err_t mp__data_hdr_decode(const uint8_t *buf, size_t len,
 
     h->kind = buf[1];
     h->count = count;
-    h->tag = le_get(buf + 8, 8);
-    h->counter = le_get(buf + 16, 8);
-    h->round_id = le_get(buf + 24, 8);
-    h->share = (uint32_t)le_get(buf + 32, 4);
-    h->part = (uint32_t)le_get(buf + 36, 4);
+    h->tag = mp__load_le(buf + 8, 8);
+    h->counter = mp__load_le(buf + 16, 8);
+    h->round_id = mp__load_le(buf + 24, 8);
+    h->share = (uint32_t)mp__load_le(buf + 32, 4);
+    h->part = (uint32_t)mp__load_le(buf + 36, 4);
     h->wsum = wsum;
     return MOSHPIT_OK;
 }

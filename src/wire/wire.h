@@ -14,11 +14,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/match.h"
+#include "base/base.h"
+#include "core/match.h"
 #include "moshpit.h"
 
 #define MP_WIRE_VERSION 2u
-#define MP_ADDR_MAX 128u   /* bytes incl. NUL of an endpoint string */
 #define MP_PEERS_MAX 64u   /* entries in one PEERS message */
 #define MP_CTRL_MAX 16384u /* largest control message accepted */
 #define MP_PROOF_BYTES 32u

@@ -14,6 +14,7 @@
 #include <msgpack.h>
 #include <string.h>
 
+#include "wire/pack.h"
 #include "wire/wire.h"
 
 enum { K_V, K_T, K_SEQ, K_INC, K_A, K_TGT, K_CUR, K_NX, K_M, K_G, K_COUNT };
@@ -27,27 +28,17 @@ static const char *const key_names[K_COUNT] = {
 /* ------------------------------------------------------------------ */
 /* encoding                                                            */
 
-/* Pack results mirror mp_wire_buf_t's overflow flag, which is checked once. */
+/* Keys by this codec's enum (pack.h has the msgpack-c side). */
 static void put_key(msgpack_packer *pk, int k) {
-    size_t n = strlen(key_names[k]);
-    msgpack_pack_str(pk, n);
-    msgpack_pack_str_body(pk, key_names[k], n);
+    mp__pack_str(pk, key_names[k]);
 }
 
 static void put_u64(msgpack_packer *pk, int k, uint64_t v) {
-    put_key(pk, k);
-    msgpack_pack_uint64(pk, v);
-}
-
-static void put_str(msgpack_packer *pk, const char *s) {
-    size_t n = strlen(s);
-    msgpack_pack_str(pk, n);
-    msgpack_pack_str_body(pk, s, n);
+    mp__pack_u64(pk, key_names[k], v);
 }
 
 static void put_id(msgpack_packer *pk, const uint8_t *id) {
-    msgpack_pack_bin(pk, MP_SWIM_ID_BYTES);
-    msgpack_pack_bin_body(pk, id, MP_SWIM_ID_BYTES);
+    mp__pack_bin(pk, id, MP_SWIM_ID_BYTES);
 }
 
 static int str_ok(const char *s) {
@@ -73,7 +64,7 @@ static void put_updates(msgpack_packer *pk, const mp_swim_update_t *u,
         msgpack_pack_uint64(pk, u[i].state);
         msgpack_pack_uint64(pk, u[i].inc);
         if (u[i].has_addr)
-            put_str(pk, u[i].addr);
+            mp__pack_str(pk, u[i].addr);
     }
 }
 
@@ -127,7 +118,7 @@ static void pack_msg(msgpack_packer *pk, const mp_swim_msg_t *m) {
         put_u64(pk, K_SEQ, m->seq);
         put_u64(pk, K_INC, m->inc);
         put_key(pk, K_A);
-        put_str(pk, m->addr);
+        mp__pack_str(pk, m->addr);
         break;
     case MP_SWIM_MSG_ACK:
         put_u64(pk, K_SEQ, m->seq);
@@ -147,7 +138,7 @@ static void pack_msg(msgpack_packer *pk, const mp_swim_msg_t *m) {
         put_u64(pk, K_CUR, m->cursor);
         put_u64(pk, K_INC, m->inc);
         put_key(pk, K_A);
-        put_str(pk, m->addr);
+        mp__pack_str(pk, m->addr);
         break;
     case MP_SWIM_MSG_SYNC:
         put_u64(pk, K_CUR, m->cursor);
@@ -215,38 +206,12 @@ moshpit_err_t mp__swim_block_encode(uint32_t inc,
 /* ------------------------------------------------------------------ */
 /* decoding                                                            */
 
-static int get_u64(const msgpack_object *o, uint64_t *out) {
-    if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-        return -1;
-    *out = o->via.u64;
-    return 0;
-}
-
-static int get_u32(const msgpack_object *o, uint32_t *out) {
-    uint64_t v;
-    if (get_u64(o, &v) != 0 || v > UINT32_MAX)
-        return -1;
-    *out = (uint32_t)v;
-    return 0;
-}
-
 static int get_id(const msgpack_object *o, uint8_t out[MP_SWIM_ID_BYTES]) {
-    if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size != MP_SWIM_ID_BYTES)
-        return -1;
-    memcpy(out, o->via.bin.ptr, MP_SWIM_ID_BYTES);
-    return 0;
+    return mp__pack_get_bin(o, out, MP_SWIM_ID_BYTES);
 }
 
 static int get_addr(const msgpack_object *o, char out[MP_SWIM_ADDR_MAX]) {
-    if (o->type != MSGPACK_OBJECT_STR || o->via.str.size >= MP_SWIM_ADDR_MAX)
-        return -1;
-    size_t n = o->via.str.size;
-    if (n > 0 && memchr(o->via.str.ptr, '\0', n) != NULL)
-        return -1;
-    if (n > 0)
-        memcpy(out, o->via.str.ptr, n);
-    out[n] = '\0';
-    return 0;
+    return mp__pack_get_str(o, out, MP_SWIM_ADDR_MAX);
 }
 
 static int get_update(const msgpack_object *o, mp_swim_update_t *u) {
@@ -255,8 +220,8 @@ static int get_update(const msgpack_object *o, mp_swim_update_t *u) {
         (o->via.array.size != 3 && o->via.array.size != 4))
         return -1;
     const msgpack_object *e = o->via.array.ptr;
-    if (get_id(&e[0], u->id) != 0 || get_u64(&e[1], &st) != 0 ||
-        st > MP_SWIM_LEFT || get_u32(&e[2], &u->inc) != 0)
+    if (get_id(&e[0], u->id) != 0 || mp__pack_get_u64(&e[1], &st) != 0 ||
+        st > MP_SWIM_LEFT || mp__pack_get_u32(&e[2], &u->inc) != 0)
         return -1;
     u->state = (uint8_t)st;
     u->has_addr = 0;
@@ -280,33 +245,10 @@ static int get_updates(const msgpack_object *o, mp_swim_update_t *u,
     return 0;
 }
 
-static int key_index(const msgpack_object_str *s) {
-    for (int k = 0; k < K_COUNT; k++) {
-        size_t n = strlen(key_names[k]);
-        if (s->size == n && memcmp(s->ptr, key_names[k], n) == 0)
-            return k;
-    }
-    return -1;
-}
-
-/* Collects the known keys of the root map; -1 on a non-map root, a
- * non-string key or a known key given twice. */
+/* Collects the known keys of the root map (mp__pack_collect). */
 static int collect(const msgpack_object *root,
                    const msgpack_object *val[K_COUNT]) {
-    if (root->type != MSGPACK_OBJECT_MAP)
-        return -1;
-    for (uint32_t i = 0; i < root->via.map.size; i++) {
-        const msgpack_object_kv *kv = &root->via.map.ptr[i];
-        if (kv->key.type != MSGPACK_OBJECT_STR)
-            return -1;
-        int k = key_index(&kv->key.via.str);
-        if (k < 0)
-            continue; /* unknown key: ignored */
-        if (val[k] != NULL)
-            return -1;
-        val[k] = &kv->val;
-    }
-    return 0;
+    return mp__pack_collect(root, key_names, K_COUNT, val);
 }
 
 /* Which keys each type requires (bit per key; v and t always). */
@@ -332,25 +274,26 @@ static int decode_map(const msgpack_object *root, mp_swim_msg_t *m) {
     uint64_t v, t;
     if (collect(root, val) != 0)
         return -1;
-    if (!val[K_V] || get_u64(val[K_V], &v) != 0 || v != MP_SWIM_WIRE_VERSION)
+    if (!val[K_V] || mp__pack_get_u64(val[K_V], &v) != 0 ||
+        v != MP_SWIM_WIRE_VERSION)
         return -1;
-    if (!val[K_T] || get_u64(val[K_T], &t) != 0 || !type_ok(t))
+    if (!val[K_T] || mp__pack_get_u64(val[K_T], &t) != 0 || !type_ok(t))
         return -1;
     unsigned req = required(t);
     for (int k = 0; k < K_COUNT; k++)
         if ((req & (1u << k)) && val[k] == NULL)
             return -1;
     m->type = (mp_swim_msg_type_t)t;
-    if (get_u32(val[K_INC], &m->inc) != 0)
+    if (mp__pack_get_u32(val[K_INC], &m->inc) != 0)
         return -1;
     /* Keys of other types are ignored, like unknown keys. */
-    if ((req & (1u << K_SEQ)) && get_u64(val[K_SEQ], &m->seq) != 0)
+    if ((req & (1u << K_SEQ)) && mp__pack_get_u64(val[K_SEQ], &m->seq) != 0)
         return -1;
     if ((req & (1u << K_A)) && get_addr(val[K_A], m->addr) != 0)
         return -1;
-    if ((req & (1u << K_CUR)) && get_u32(val[K_CUR], &m->cursor) != 0)
+    if ((req & (1u << K_CUR)) && mp__pack_get_u32(val[K_CUR], &m->cursor) != 0)
         return -1;
-    if ((req & (1u << K_NX)) && get_u32(val[K_NX], &m->next) != 0)
+    if ((req & (1u << K_NX)) && mp__pack_get_u32(val[K_NX], &m->next) != 0)
         return -1;
     if ((req & (1u << K_M)) &&
         get_updates(val[K_M], m->entries, MP_SWIM_PAGE_MAX, &m->n_entries) != 0)
@@ -409,7 +352,7 @@ moshpit_err_t mp__swim_wire_peek_type(const uint8_t *buf, size_t len,
     if (err == MOSHPIT_OK) {
         const msgpack_object *val[K_COUNT] = {0};
         if (collect(&up.data, val) != 0 || val[K_T] == NULL ||
-            get_u64(val[K_T], type) != 0) {
+            mp__pack_get_u64(val[K_T], type) != 0) {
             *type = 0;
             err = MOSHPIT_EPROTO;
         }

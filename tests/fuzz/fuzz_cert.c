@@ -24,7 +24,7 @@
 
 #include "crypto/cert.h"
 #include "crypto/crypto.h"
-#include "wire/z85.h"
+#include "base/z85.h"
 
 #define FUZZ_NAME "fuzz_cert"
 #include "fuzz_replay.h"

@@ -13,6 +13,8 @@
 #include <zmq.h>
 
 #include "crypto/crypto.h"
+#include "crypto/session.h"
+#include "base/endpoint.h"
 #include "net/engine.h"
 #include "net/net.h"
 #include "wire/wire_swim.h"
@@ -92,9 +94,11 @@ int hx_connect(hostile_t *h, const char *endpoint) {
         return -1;
     hx_peer_t *p = &h->peers[h->npeers];
     memset(p, 0, sizeof(*p));
-    if (mp__parse_endpoint(endpoint, p->addr, sizeof(p->addr), p->key) !=
-        MOSHPIT_OK)
+    mp_endpoint_t ep;
+    if (mp__endpoint_parse(endpoint, &ep) != MOSHPIT_OK)
         return -1;
+    memcpy(p->addr, ep.addr, sizeof(p->addr));
+    memcpy(p->key, ep.key, sizeof(p->key));
     char mon_ep[64];
     void *mon = NULL;
     snprintf(mon_ep, sizeof(mon_ep), "inproc://hx-mon-%u", ++hx_seq);

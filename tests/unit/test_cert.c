@@ -24,7 +24,7 @@
 #include "crypto/crypto.h"
 #include "net/net.h"
 #include "platform.h"
-#include "wire/z85.h"
+#include "base/z85.h"
 
 #define TEST_MAX_PRINTED 50
 #include "test_util.h"

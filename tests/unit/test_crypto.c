@@ -20,6 +20,7 @@
 
 #include "crypto/aegis.h"
 #include "crypto/crypto.h"
+#include "crypto/session.h"
 
 #include "test_util.h"
 

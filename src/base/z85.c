@@ -5,7 +5,7 @@
  * first. Decoding works in two passes, checking everything before writing
  * a byte, so a rejected text never leaves partial output.
  */
-#include "wire/z85.h"
+#include "base/z85.h"
 
 static const char alphabet[86] = "0123456789abcdefghijklmnopqrstuvwxyz"
                                  "ABCDEFGHIJKLMNOPQRSTUVWXYZ"

@@ -8,8 +8,8 @@
  * and no group of 5 characters above 2^32 - 1, so every accepted text is
  * the canonical encoding of exactly one byte string.
  */
-#ifndef MP_WIRE_Z85_H
-#define MP_WIRE_Z85_H
+#ifndef MP_BASE_Z85_H
+#define MP_BASE_Z85_H
 
 #include <stddef.h>
 #include <stdint.h>
