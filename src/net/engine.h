@@ -111,7 +111,6 @@ typedef struct mp_peer {
     uint32_t stash_bytes;
 } mp_peer_t;
 
-
 /* Serving state (config serve_state): `serve` is what downloads read;
  * a new result goes to `latest` and replaces `serve` when no download is
  * in progress, so a download never sees its state change under it. */
