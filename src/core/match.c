@@ -277,6 +277,11 @@ size_t mp__rendezvous_top(const uint8_t *key, size_t key_len,
 /* ------------------------------------------------------------------------ */
 
 #define MP_MM_WINDOW_MAX 60000u
+/* How long a key must stay quiet (no new JOIN) before group_size or more
+ * pending JOINs are closed: the announced window / MP_MM_QUIET_DIV, at most
+ * MP_MM_QUIET_MAX_MS. */
+#define MP_MM_QUIET_DIV 16u
+#define MP_MM_QUIET_MAX_MS 250u
 
 typedef struct mm_entry {
     mp_member_t m;
@@ -286,21 +291,32 @@ typedef struct mm_entry {
 struct mp_mm {
     uint32_t group_size;
     uint32_t min_group_size;
-    uint64_t rng; /* splitmix64 state */
-    size_t n;     /* pending entries, oldest first */
+    uint64_t rng;      /* splitmix64 state */
+    uint64_t quiet_at; /* newest JOIN's arrival + its quiet time */
+    size_t flush;      /* the oldest `flush` entries are being split now */
+    uint32_t grouped;  /* JOINs grouped since none was pending */
+    size_t n;          /* pending entries, oldest first */
     mm_entry_t pending[MP_MM_PENDING_MAX];
 };
 
 /* splitmix64 (Steele, Lea, Flood 2014). Its output is a bijection of the
- * state counter, so one matchmaker never repeats a group id within 2^64
- * draws; 0 is skipped because 0 means "no group" on the API. */
-static uint64_t mm_next_group_id(mp_mm_t *mm) {
+ * state counter; the low bits are replaced by the coordinate offset (see
+ * mp__group_coord_offset), which leaves 58 random bits: a repeat within one
+ * matchmaker is negligible (about 2^-29 after 2^15 groups). 0 is skipped
+ * because 0 means "no group" on the API. */
+static uint64_t mm_next_group_id(mp_mm_t *mm, uint32_t offset) {
     for (;;) {
         uint64_t z = mp__splitmix64(&mm->rng);
+        z = (z & ~(uint64_t)MP_GROUP_OFFSET_MASK) |
+            (offset & MP_GROUP_OFFSET_MASK);
         if (z != 0) {
             return z;
         }
     }
+}
+
+uint32_t mp__group_coord_offset(uint64_t group_id) {
+    return (uint32_t)(group_id & MP_GROUP_OFFSET_MASK);
 }
 
 moshpit_err_t mp__mm_new(uint32_t group_size, uint32_t min_group_size,
@@ -339,6 +355,9 @@ static size_t mm_find(const mp_mm_t *mm, const uint8_t id[MP_ID_BYTES]) {
 }
 
 static void mm_remove(mp_mm_t *mm, size_t i) {
+    if (i < mm->flush) {
+        mm->flush--;
+    }
     memmove(&mm->pending[i], &mm->pending[i + 1],
             (mm->n - i - 1) * sizeof mm->pending[0]);
     mm->n--;
@@ -363,6 +382,9 @@ bool mp__mm_on_join(mp_mm_t *mm, uint64_t now_ms, const mp_member_t *m,
     mm_entry_t *e = &mm->pending[mm->n++];
     e->m = *m;
     e->ends_ms = mp__add_sat_u64(now_ms, window_ms);
+    uint32_t quiet = window_ms / MP_MM_QUIET_DIV;
+    mm->quiet_at = mp__add_sat_u64(
+        now_ms, quiet > MP_MM_QUIET_MAX_MS ? MP_MM_QUIET_MAX_MS : quiet);
     return true;
 }
 
@@ -390,7 +412,9 @@ static size_t mm_first_due(const mp_mm_t *mm) {
 /* Emits the oldest k pending entries as a group and removes them. */
 static void mm_emit_group(mp_mm_t *mm, size_t k, mp_mm_out_t *out) {
     out->kind = MP_MM_GROUP;
-    out->group_id = mm_next_group_id(mm);
+    /* Groups of one batch take consecutive coordinate ranges: two groups
+     * of M/2 send their members to all M next keys, not twice to half. */
+    out->group_id = mm_next_group_id(mm, mm->grouped);
     out->n = (uint32_t)k;
     for (size_t i = 0; i < k; i++) {
         out->members[i] = mm->pending[i].m;
@@ -398,13 +422,39 @@ static void mm_emit_group(mp_mm_t *mm, size_t k, mp_mm_out_t *out) {
     memmove(&mm->pending[0], &mm->pending[k],
             (mm->n - k) * sizeof mm->pending[0]);
     mm->n -= k;
+    mm->flush = mm->flush > k ? mm->flush - k : 0;
+    mm->grouped = mm->n == 0 ? 0 : mm->grouped + (uint32_t)k;
+}
+
+/* Size of the next group when f JOINs are split at once: the fewest groups
+ * that hold them (k = ceil(f / group_size)), sizes differing by at most
+ * one, so f = k M + 1 gives no group of one but k + 1 groups of M/2 or
+ * more. If balanced groups would fall below min_group_size, full groups
+ * first (the remainder then waits, or ends alone). */
+static size_t mm_split_size(const mp_mm_t *mm, size_t f) {
+    size_t m = mm->group_size;
+    size_t k = (f + m - 1) / m;
+    if (f / k < mm->min_group_size) {
+        return f < m ? f : m;
+    }
+    return (f + k - 1) / k;
 }
 
 bool mp__mm_poll(mp_mm_t *mm, uint64_t now_ms, mp_mm_out_t *out) {
     if (mm == NULL || out == NULL) {
         return false;
     }
-    if (mm->n >= mm->group_size) {
+    if (mm->flush >= mm->min_group_size) {
+        mm_emit_group(mm, mm_split_size(mm, mm->flush), out);
+        return true;
+    }
+    mm->flush = 0; /* a remainder too small for a group waits */
+    if (mm->n == 0) {
+        mm->grouped = 0;
+    }
+    /* With 2 M pending, a full group leaves M or more, which can still be
+     * split evenly however many JOINs follow: no reason to wait. */
+    if (mm->n >= 2 * (size_t)mm->group_size) {
         mm_emit_group(mm, mm->group_size, out);
         return true;
     }
@@ -414,13 +464,17 @@ bool mp__mm_poll(mp_mm_t *mm, uint64_t now_ms, mp_mm_out_t *out) {
     /* The header speaks of the oldest JOIN's window; windows may differ (a
      * joiner that fell back announces only what is left of its window), so
      * the deadline that counts is the earliest one, which is also what
-     * mp__mm_next_wakeup reports. With equal windows it is the oldest. */
+     * mp__mm_next_wakeup reports. With equal windows it is the oldest.
+     * Between M and 2 M - 1 pending, closing at once would leave whoever
+     * comes next alone, so the key first goes quiet for a moment. */
     size_t due = mm_first_due(mm);
-    if (mm->pending[due].ends_ms > now_ms) {
+    bool settled = mm->n >= mm->group_size && mm->quiet_at <= now_ms;
+    if (mm->pending[due].ends_ms > now_ms && !settled) {
         return false;
     }
     if (mm->n >= mm->min_group_size) {
-        mm_emit_group(mm, mm->n, out); /* n < group_size here */
+        mm->flush = mm->n;
+        mm_emit_group(mm, mm_split_size(mm, mm->flush), out);
         return true;
     }
     out->kind = MP_MM_ALONE;
@@ -435,10 +489,15 @@ uint64_t mp__mm_next_wakeup(const mp_mm_t *mm) {
     if (mm == NULL || mm->n == 0) {
         return UINT64_MAX;
     }
-    if (mm->n >= mm->group_size) {
+    if (mm->flush >= mm->min_group_size ||
+        mm->n >= 2 * (size_t)mm->group_size) {
         return 0; /* a group is ready: poll now */
     }
-    return mm->pending[mm_first_due(mm)].ends_ms;
+    uint64_t due = mm->pending[mm_first_due(mm)].ends_ms;
+    if (mm->n >= mm->group_size && mm->quiet_at < due) {
+        return mm->quiet_at;
+    }
+    return due;
 }
 
 size_t mp__mm_pending(const mp_mm_t *mm) {

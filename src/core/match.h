@@ -6,11 +6,17 @@
  * highest hash(key, member id); mp__rendezvous_order sorts candidates by that
  * score so a joiner can fall back to the next one.
  *
- * Matchmaker (mp_mm_t): collects JOINs. A group closes as soon as group_size
- * JOINs are pending (the oldest group_size), or when the oldest pending JOIN's
- * window ends: then all pending (up to group_size) form a group if there are
- * at least min_group_size, else the oldest is told it is alone. Pending JOINs
- * are capped (MP_MM_PENDING_MAX): beyond that a JOIN is answered ALONE.
+ * Matchmaker (mp_mm_t): collects JOINs of one key and splits them into
+ * groups of at most group_size M. With 2 M or more pending, the oldest M
+ * form a group at once. With M to 2 M - 1 pending, they close when the key
+ * has been quiet (no new JOIN) for the newest JOIN's window / 16, at most
+ * 250 ms; with fewer, when the earliest pending window ends. Closing splits
+ * all pending JOINs into the fewest groups that hold them, sizes differing
+ * by at most one (M + 1 JOINs: two groups, none alone), oldest first;
+ * groups of fewer than min_group_size are not formed (if balanced groups
+ * would be that small, full groups first). At a window end with fewer than
+ * min_group_size pending, that JOIN is told it is alone. Pending JOINs are
+ * capped (MP_MM_PENDING_MAX): beyond that a JOIN is answered ALONE.
  *
  * Joiner (mp_joiner_t): sends JOIN to the first candidate, expects an ACK
  * within ack_timeout_ms, else moves to the next candidate; ends with a group,
@@ -59,6 +65,14 @@ size_t mp__rendezvous_top(const uint8_t *key, size_t key_len,
                           uint32_t *order);
 
 /* ---- matchmaker ---- */
+
+/* The low 6 bits of a group id are the group's coordinate offset: member i
+ * of the roster takes grid coordinate i + offset (modulo M) for its next
+ * key. A matchmaker that closes several groups of one key in a row gives
+ * each the count of JOINs it grouped before it (0 for the first), so
+ * together they cover consecutive coordinates. The other bits are random. */
+#define MP_GROUP_OFFSET_MASK 63u
+uint32_t mp__group_coord_offset(uint64_t group_id);
 typedef struct mp_mm mp_mm_t;
 
 typedef enum { MP_MM_NONE = 0, MP_MM_GROUP, MP_MM_ALONE } mp_mm_out_kind_t;

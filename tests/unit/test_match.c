@@ -3,7 +3,8 @@
  * test_match.c - unit tests of the sans-IO matchmaking core (core/match.c):
  * the rendezvous hash (golden values that pin the protocol, a cross-check
  * against libsodium's SipHash-2-4, determinism and spread of the ordering),
- * the matchmaker's grouping rules (size, window, minimum, cap, re-join,
+ * the matchmaker's grouping rules (size, quiet time, even split, window,
+ * minimum, cap, re-join,
  * validation, group ids) and the joiner's state machine (happy path, ACK
  * timeout and peer-failure fallback, stale and foreign messages, roster
  * validation, give-up and exhaustion). Every failed check prints what failed;
@@ -378,8 +379,12 @@ static void test_mm_group_at_size(void) {
     CHECK(mp__mm_pending(mm) == 3, "pending %zu", mp__mm_pending(mm));
     mp_member_t m4 = member(4, 4, 104);
     CHECK(mp__mm_on_join(mm, 4, &m4, 1000), "join 4 refused");
-    CHECK(mp__mm_next_wakeup(mm) == 0, "full group should want poll now");
-    CHECK(mp__mm_poll(mm, 4, &o), "no group at group_size");
+    /* group_size pending: closed once the key has been quiet for
+     * window / 16 = 62 ms after the newest JOIN, long before the window */
+    CHECK(mp__mm_next_wakeup(mm) == 66, "full group: wakeup %llu, not 66",
+          (unsigned long long)mp__mm_next_wakeup(mm));
+    CHECK(!mp__mm_poll(mm, 65, &o), "closed before the key went quiet");
+    CHECK(mp__mm_poll(mm, 66, &o), "no group at group_size");
     CHECK(o.kind == MP_MM_GROUP, "kind %d", (int)o.kind);
     CHECK(roster_is(&o, (const uint8_t[]){1, 2, 3, 4}, 4),
           "roster not in join order (n %u)", (unsigned)o.n);
@@ -452,20 +457,134 @@ static void test_mm_several_groups(void) {
         mp_member_t m = member(b, 1, b);
         CHECK(mp__mm_on_join(mm, b, &m, 1000), "join %u", b);
     }
+    /* 2 M or more pending: a full group at once (M or more stay) */
+    CHECK(mp__mm_next_wakeup(mm) == 0, "wakeup %llu with 10 of 4 pending",
+          (unsigned long long)mp__mm_next_wakeup(mm));
     CHECK(mp__mm_poll(mm, 10, &o) && o.kind == MP_MM_GROUP &&
               roster_is(&o, (const uint8_t[]){1, 2, 3, 4}, 4),
           "first group wrong");
     uint64_t g1 = o.group_id;
-    CHECK(mp__mm_poll(mm, 10, &o) && o.kind == MP_MM_GROUP &&
-              roster_is(&o, (const uint8_t[]){5, 6, 7, 8}, 4),
-          "second group wrong");
+    /* 6 left: once quiet, split evenly (3 + 3), not 4 + 2 */
+    CHECK(!mp__mm_poll(mm, 71, &o), "6 pending closed before the quiet");
+    CHECK(mp__mm_poll(mm, 72, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){5, 6, 7}, 3),
+          "second group wrong (n %u)", (unsigned)o.n);
     CHECK(o.group_id != g1 && o.group_id != 0, "group ids %llx %llx",
           (unsigned long long)g1, (unsigned long long)o.group_id);
-    CHECK(!mp__mm_poll(mm, 10, &o), "third group before window end");
-    CHECK(mp__mm_pending(mm) == 2, "pending %zu", mp__mm_pending(mm));
-    CHECK(mp__mm_poll(mm, 1009, &o) && o.kind == MP_MM_GROUP &&
-              roster_is(&o, (const uint8_t[]){9, 10}, 2),
-          "leftover pair not grouped at window end");
+    CHECK(mp__mm_poll(mm, 72, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){8, 9, 10}, 3),
+          "third group wrong (n %u)", (unsigned)o.n);
+    CHECK(mp__mm_pending(mm) == 0, "pending %zu", mp__mm_pending(mm));
+    CHECK(!mp__mm_poll(mm, 72, &o), "a decision from nothing");
+    mp__mm_free(mm);
+
+    /* Fewer than M at the window end: one group of all, as before. */
+    mm = mm_make(4, 2, 18);
+    for (uint8_t b = 1; b <= 3; b++) {
+        mp_member_t m = member(b, 1, b);
+        CHECK(mp__mm_on_join(mm, b, &m, 1000), "join %u", b);
+    }
+    CHECK(!mp__mm_poll(mm, 1000, &o), "3 of 4 closed before the window");
+    CHECK(mp__mm_poll(mm, 1001, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){1, 2, 3}, 3),
+          "leftover three not grouped at window end");
+    mp__mm_free(mm);
+}
+
+/* Pending JOINs of one key: n at or above M, leaves all to the test. */
+static void mm_join_n(mp_mm_t *mm, uint64_t now, uint8_t first, unsigned n) {
+    for (unsigned i = 0; i < n; i++) {
+        mp_member_t m = member((uint8_t)(first + i), 1, first + i);
+        CHECK(mp__mm_on_join(mm, now, &m, 2000), "join %u", first + i);
+    }
+}
+
+/* Sizes of the groups polled at `now`, in order; returns how many. */
+static unsigned mm_sizes(mp_mm_t *mm, uint64_t now, uint32_t *sizes,
+                         unsigned max, unsigned *alone) {
+    mp_mm_out_t o;
+    unsigned k = 0;
+    *alone = 0;
+    while (mp__mm_poll(mm, now, &o)) {
+        if (o.kind == MP_MM_ALONE) {
+            (*alone)++;
+        } else if (k < max) {
+            sizes[k++] = o.n;
+        }
+    }
+    return k;
+}
+
+static void test_mm_even_split(void) {
+    /* For every count n of JOINs on one key (M = 8), arriving together:
+     * no JOIN is left alone, groups hold at most M, their sizes differ by
+     * at most one, and they are as few as M allows. */
+    for (unsigned n = 2; n <= 40; n++) {
+        mp_mm_t *mm = mm_make(8, 2, 19);
+        mm_join_n(mm, 0, 1, n);
+        uint32_t sizes[16];
+        unsigned k = 0;
+        /* what is decided at once, then after the quiet time, then at the
+         * window end */
+        uint64_t at[3] = {0, 2000 / 16, 2000};
+        for (int t = 0; t < 3; t++) {
+            unsigned a;
+            k += mm_sizes(mm, at[t], sizes + k, 16 - k, &a);
+            CHECK(a == 0, "n %u: %u alone at %llu", n, a,
+                  (unsigned long long)at[t]);
+        }
+        unsigned total = 0, lo = 99, hi = 0;
+        for (unsigned i = 0; i < k; i++) {
+            total += sizes[i];
+            lo = sizes[i] < lo ? sizes[i] : lo;
+            hi = sizes[i] > hi ? sizes[i] : hi;
+        }
+        CHECK(total == n && mp__mm_pending(mm) == 0, "n %u: %u grouped", n,
+              total);
+        CHECK(hi <= 8, "n %u: a group of %u > M", n, hi);
+        CHECK(k == (n + 7) / 8, "n %u: %u groups, not %u", n, k, (n + 7) / 8);
+        /* groups closed before the count was known (at 2 M) are full;
+         * the rest is split evenly: no group below M / 2 */
+        CHECK(lo >= 4 || k == 1, "n %u: a group of %u next to %u", n, lo, hi);
+        mp__mm_free(mm);
+    }
+
+    /* M + 1 JOINs: two groups of 5 and 4, the oldest five first. */
+    mp_mm_t *mm = mm_make(8, 2, 20);
+    mp_mm_out_t o;
+    mm_join_n(mm, 0, 1, 8);
+    mm_join_n(mm, 100, 9, 1); /* before the quiet time of the first 8 */
+    CHECK(mp__mm_next_wakeup(mm) == 100 + 2000 / 16, "wakeup %llu",
+          (unsigned long long)mp__mm_next_wakeup(mm));
+    CHECK(!mp__mm_poll(mm, 100 + 2000 / 16 - 1, &o), "closed early");
+    CHECK(mp__mm_poll(mm, 100 + 2000 / 16, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){1, 2, 3, 4, 5}, 5),
+          "first of M + 1 (n %u)", (unsigned)o.n);
+    CHECK(mp__mm_poll(mm, 100 + 2000 / 16, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){6, 7, 8, 9}, 4),
+          "second of M + 1 (n %u)", (unsigned)o.n);
+    mp__mm_free(mm);
+
+    /* The quiet time is capped (250 ms) for long windows. */
+    mm = mm_make(2, 2, 21);
+    mp_member_t a = member(1, 1, 1), b = member(2, 1, 1);
+    CHECK(mp__mm_on_join(mm, 0, &a, 60000) && mp__mm_on_join(mm, 0, &b, 60000),
+          "joins");
+    CHECK(mp__mm_next_wakeup(mm) == 250, "capped quiet: wakeup %llu",
+          (unsigned long long)mp__mm_next_wakeup(mm));
+    mp__mm_free(mm);
+
+    /* min_group_size above M / 2: balanced groups would be too small, so
+     * a full group, and the one left over ends alone at its deadline. */
+    mm = mm_make(8, 6, 22);
+    mm_join_n(mm, 0, 1, 9);
+    uint32_t sizes[4];
+    unsigned alone;
+    CHECK(mm_sizes(mm, 2000 / 16, sizes, 4, &alone) == 1 && sizes[0] == 8 &&
+              alone == 0,
+          "min 6, 9 JOINs: not one group of 8");
+    CHECK(mm_sizes(mm, 2000, sizes, 4, &alone) == 0 && alone == 1,
+          "min 6: the ninth not alone at its deadline");
     mp__mm_free(mm);
 }
 
@@ -502,7 +621,7 @@ static void test_mm_cap_and_rejoin(void) {
           (unsigned long long)mp__mm_next_wakeup(mm));
     CHECK(mp__mm_on_join(mm, 3, &c, 1000), "c");
     CHECK(mp__mm_on_join(mm, 4, &d, 1000), "d");
-    CHECK(mp__mm_poll(mm, 4, &o) && o.kind == MP_MM_GROUP &&
+    CHECK(mp__mm_poll(mm, 4 + 1000 / 16, &o) && o.kind == MP_MM_GROUP &&
               roster_is(&o, (const uint8_t[]){2, 1, 3, 4}, 4),
           "re-join did not move to the back");
     CHECK(o.members[1].weight == 2.0 && o.members[1].seq == 2,
@@ -876,6 +995,7 @@ int main(void) {
     test_mm_group_at_size();
     test_mm_window();
     test_mm_several_groups();
+    test_mm_even_split();
     test_mm_cap_and_rejoin();
     test_mm_invalid();
     test_mm_group_ids();

@@ -165,6 +165,12 @@ static void tick_all(uint64_t now) {
     drain_all();
 }
 
+/* Past the quiet time after which M to 2 M - 1 pending JOINs close
+ * (a sixteenth of the 1000 ms window). */
+static void settle(void) {
+    tick_all(W.now + 1000 / 16 + 1);
+}
+
 /* The candidates for key among peers[0..n), in rendezvous order. */
 static size_t candidates(const uint8_t *key, uint32_t len,
                          const uint32_t *peers, size_t n,
@@ -208,6 +214,11 @@ static void test_group_of_three(void) {
     for (uint32_t q = 0; q < 3; q++)
         start(q, view, 3, NULL, NULL);
     drain_all();
+    /* M to 2 M - 1 pending JOINs close once the key has been quiet for a
+     * sixteenth of the window (core/match.h): not before */
+    for (uint32_t q = 0; q < 3; q++)
+        CHECK(W.formed[q] == 0, "peer %u formed before the quiet time", q);
+    settle();
     uint64_t gid0 = 0;
     for (uint32_t q = 0; q < 3; q++) {
         uint32_t n = 0, self = 0;
@@ -339,6 +350,7 @@ static void test_fallback(void) {
         CHECK(mp__rnd_start(W.rm[q], W.now, &call) == MOSHPIT_OK, "start");
     }
     drain_all();
+    settle();
     CHECK(W.formed[0] == 1 && W.formed[1] == 1, "FORMED %u %u", W.formed[0],
           W.formed[1]);
     CHECK(W.sent[MP_RND_LEAVE] == 2 && W.leave_to == 3, "%u LEAVEs, last to %u",
@@ -416,6 +428,7 @@ static void test_stale_and_failed(void) {
     start(1, view, 3, NULL, NULL);
     start(2, view, 3, NULL, NULL);
     drain_all();
+    settle();
     CHECK(W.formed[0] == 1, "no group");
     /* a member's death drops it from the group; a stranger's does not
      * touch the call */
@@ -438,10 +451,11 @@ static void test_deadline(void) {
     start(0, view, 2, NULL, NULL);
     start(1, view, 2, NULL, NULL);
     drain_all();
+    uint64_t t0 = W.now; /* the calls' start: the deadline counts from it */
+    settle();
     CHECK(W.formed[0] == 1 && W.formed[1] == 1, "no group");
     bool alone = true;
     moshpit_err_t e;
-    uint64_t t0 = W.now;
     while (!mp__rnd_over(W.rm[0], W.now, &alone, &e) && W.now < t0 + 60000)
         tick_all(mp__rnd_next_wakeup(W.rm[0]));
     CHECK(!alone && W.now >= t0 + 10000 && W.now <= t0 + 10000 + 1,
