@@ -116,6 +116,22 @@ const char *moshpit_strerror(moshpit_err_t e) {
     return "unknown error";
 }
 
+/* Every call on a peer is counted from entry to return, so that
+ * moshpit_close, called on another thread, frees the peer only after the
+ * calls already running have left (docs/DESIGN.md, "Threads"). */
+static void call_enter(moshpit_t *mp) {
+    mp_plat_mutex_lock(&mp->lock);
+    mp->inside++;
+    mp_plat_mutex_unlock(&mp->lock);
+}
+
+static void call_leave(moshpit_t *mp) {
+    mp_plat_mutex_lock(&mp->lock);
+    if (--mp->inside == 0)
+        mp_plat_cond_broadcast(&mp->cond);
+    mp_plat_mutex_unlock(&mp->lock);
+}
+
 int moshpit_errno(moshpit_t *mp) {
     if (mp == NULL)
         return open_errno;
@@ -379,14 +395,20 @@ fail:
  * at every loop turn, so this is short). */
 static moshpit_err_t run_cmd(moshpit_t *mp, mp_cmd_t *c) {
     mp_plat_mutex_lock(&mp->lock);
-    bool stopped = mp->stopped;
+    /* a close that has begun refuses new work and cancels the running
+     * command (moshpit_close); checked with cmd_active set in the same
+     * critical section, so no command slips past a close */
+    bool refused = mp->stopped || (mp->closing && c->type != MP_CMD_CLOSE);
+    if (!refused)
+        mp->cmd_active = c;
     mp_plat_mutex_unlock(&mp->lock);
-    if (stopped)
+    if (refused)
         return MOSHPIT_ECLOSED;
     int err = mp__engine_post(mp, c);
     if (err != 0) {
         mp_plat_mutex_lock(&mp->lock);
         mp->last_errno = err;
+        mp->cmd_active = NULL;
         mp_plat_mutex_unlock(&mp->lock);
         return MOSHPIT_ESYS;
     }
@@ -404,6 +426,9 @@ static moshpit_err_t run_cmd(moshpit_t *mp, mp_cmd_t *c) {
         }
     }
     moshpit_err_t e = c->done ? c->result : MOSHPIT_ECLOSED;
+    if (c->cancel && mp->closing && c->type != MP_CMD_CLOSE)
+        e = MOSHPIT_ECLOSED; /* cut short by a close on another thread */
+    mp->cmd_active = NULL;
     mp_plat_mutex_unlock(&mp->lock);
     return e;
 }
@@ -417,6 +442,7 @@ moshpit_err_t moshpit_average(moshpit_t *mp, float *values, size_t count,
         return MOSHPIT_EINVAL; /* 64 GiB of floats: certainly a mistake */
     if (!mp__vec_all_finite(values, count))
         return MOSHPIT_EINVAL;
+    call_enter(mp);
     mp_plat_mutex_lock(&mp->call_lock);
     mp_cmd_t c;
     memset(&c, 0, sizeof(c));
@@ -428,6 +454,7 @@ moshpit_err_t moshpit_average(moshpit_t *mp, float *values, size_t count,
         mp_plat_clock_ms() + mp->cfg.round_timeout_ms + CALL_SLACK_MS;
     moshpit_err_t e = run_cmd(mp, &c);
     mp_plat_mutex_unlock(&mp->call_lock);
+    call_leave(mp);
     if (info != NULL) {
         if (e == MOSHPIT_OK) {
             *info = c.info;
@@ -447,6 +474,7 @@ moshpit_err_t moshpit_fetch_state(moshpit_t *mp, float *values, size_t count,
         (uint64_t)count > MP_STATE_COUNT_MAX || timeout_ms == 0 ||
         timeout_ms > 3600000)
         return MOSHPIT_EINVAL;
+    call_enter(mp);
     mp_plat_mutex_lock(&mp->call_lock);
     mp_cmd_t c;
     memset(&c, 0, sizeof(c));
@@ -456,6 +484,7 @@ moshpit_err_t moshpit_fetch_state(moshpit_t *mp, float *values, size_t count,
     c.deadline_ms = mp_plat_clock_ms() + timeout_ms;
     moshpit_err_t e = run_cmd(mp, &c);
     mp_plat_mutex_unlock(&mp->call_lock);
+    call_leave(mp);
     if (e == MOSHPIT_OK && round_out != NULL)
         *round_out = c.state_round;
     return e;
@@ -464,11 +493,15 @@ moshpit_err_t moshpit_fetch_state(moshpit_t *mp, float *values, size_t count,
 moshpit_err_t moshpit_endpoint(moshpit_t *mp, char *buf, size_t len) {
     if (mp == NULL || buf == NULL)
         return MOSHPIT_EINVAL;
+    call_enter(mp); /* mp->endpoint is fixed once open returned */
     size_t need = strlen(mp->endpoint) + 1;
-    if (len < need)
-        return MOSHPIT_EINVAL;
-    memcpy(buf, mp->endpoint, need);
-    return MOSHPIT_OK;
+    moshpit_err_t e = MOSHPIT_EINVAL;
+    if (len >= need) {
+        memcpy(buf, mp->endpoint, need);
+        e = MOSHPIT_OK;
+    }
+    call_leave(mp);
+    return e;
 }
 
 size_t moshpit_members(moshpit_t *mp) {
@@ -487,8 +520,9 @@ moshpit_err_t moshpit_wait_members(moshpit_t *mp, size_t n,
     uint64_t deadline = mp_plat_clock_ms() + timeout_ms;
     moshpit_err_t e = MOSHPIT_OK;
     mp_plat_mutex_lock(&mp->lock);
+    mp->inside++; /* call_enter, in this critical section */
     while (mp->members_live < n) {
-        if (mp->stopped) {
+        if (mp->stopped || mp->closing) {
             e = MOSHPIT_ECLOSED;
             break;
         }
@@ -499,6 +533,8 @@ moshpit_err_t moshpit_wait_members(moshpit_t *mp, size_t n,
             break;
         }
     }
+    if (--mp->inside == 0) /* call_leave */
+        mp_plat_cond_broadcast(&mp->cond);
     mp_plat_mutex_unlock(&mp->lock);
     return e;
 }
@@ -507,6 +543,15 @@ void moshpit_close(moshpit_t *mp) {
     if (mp == NULL)
         return;
     if (mp->thread_started) {
+        /* calls running on other threads: a waiting moshpit_wait_members
+         * returns, the running command is cancelled (the engine drops it
+         * within a loop turn) and the ones queued behind it are refused */
+        mp_plat_mutex_lock(&mp->lock);
+        mp->closing = true;
+        if (mp->cmd_active != NULL)
+            mp->cmd_active->cancel = true;
+        mp_plat_cond_broadcast(&mp->cond);
+        mp_plat_mutex_unlock(&mp->lock);
         mp_plat_mutex_lock(&mp->call_lock);
         mp_cmd_t c;
         memset(&c, 0, sizeof(c));
@@ -518,6 +563,13 @@ void moshpit_close(moshpit_t *mp) {
         mp_plat_mutex_unlock(&mp->call_lock);
         /* the engine has left its loop after answering CLOSE */
         mp_plat_thread_join(&mp->thread);
+        /* every call still inside returns at once now (closing, stopped):
+         * wait for the last one to leave before freeing what it uses */
+        mp_plat_mutex_lock(&mp->lock);
+        while (mp->inside > 0)
+            mp_plat_cond_wait_until(&mp->cond, &mp->lock,
+                                    mp_plat_clock_ms() + 1000);
+        mp_plat_mutex_unlock(&mp->lock);
     }
     mp__engine_teardown(mp);
     free_peer_struct(mp);

@@ -215,9 +215,12 @@ struct moshpit {
 
     /* under lock */
     mp_cmd_t *cmd_posted; /* handed to the engine, not yet taken */
+    mp_cmd_t *cmd_active; /* the call waiting for the engine, if any */
     size_t members_live;
     int last_errno;
     bool stopped;
+    bool closing;    /* moshpit_close has begun: new commands are refused */
+    uint32_t inside; /* API calls on this peer not yet returned */
 
     /* log rate limit (the engine thread's once it runs) */
     uint64_t log_window_ms;
