@@ -18,7 +18,8 @@
  * be called from any thread while other threads are inside calls on the
  * same peer: those return at once (ECLOSED) and the close waits for them;
  * no call on the peer may begin once moshpit_close has begun. Functions
- * without a moshpit_t are thread-safe.
+ * without a moshpit_t are thread-safe. The log callback runs on the
+ * peer's engine thread; several peers in one process may log at once.
  */
 #ifndef MOSHPIT_H
 #define MOSHPIT_H
