@@ -426,8 +426,10 @@ static moshpit_err_t run_cmd(moshpit_t *mp, mp_cmd_t *c) {
         }
     }
     moshpit_err_t e = c->done ? c->result : MOSHPIT_ECLOSED;
-    if (c->cancel && mp->closing && c->type != MP_CMD_CLOSE)
-        e = MOSHPIT_ECLOSED; /* cut short by a close on another thread */
+    /* cut short by a close on another thread (a round that finished
+     * before the engine saw the cancel keeps its OK) */
+    if (e != MOSHPIT_OK && c->cancel && mp->closing && c->type != MP_CMD_CLOSE)
+        e = MOSHPIT_ECLOSED;
     mp->cmd_active = NULL;
     mp_plat_mutex_unlock(&mp->lock);
     return e;
