@@ -8,10 +8,18 @@
  *
  * Ownership: every object the library allocates is freed by the library
  * (moshpit_close). Buffers passed in are borrowed for the duration of the
- * call only. Thread safety: functions taking a moshpit_t may be called from
- * any thread, but calls on one moshpit_t are serialized internally (one
- * moshpit_average at a time per peer). Functions without a moshpit_t are
- * thread-safe.
+ * call only.
+ *
+ * Threads: every function may be called from any thread. On one moshpit_t,
+ * moshpit_average and moshpit_fetch_state take turns (a call waits for the
+ * one before it; its own bound starts when its turn comes);
+ * moshpit_members, moshpit_wait_members, moshpit_endpoint and
+ * moshpit_errno may run at the same time as anything. moshpit_close may
+ * be called from any thread while other threads are inside calls on the
+ * same peer: those return at once (ECLOSED) and the close waits for them;
+ * no call on the peer may begin once moshpit_close has begun. Functions
+ * without a moshpit_t are thread-safe. The log callback runs on the
+ * peer's engine thread; several peers in one process may log at once.
  */
 #ifndef MOSHPIT_H
 #define MOSHPIT_H
@@ -332,7 +340,8 @@ moshpit_wait_members(moshpit_t *mp, size_t n, uint32_t timeout_ms);
 
 /*
  * Leaves the swarm gracefully, stops the engine, frees everything. NULL is
- * ignored. Must not race with other calls on the same peer.
+ * ignored. Calls on other threads still inside a call on mp return
+ * ECLOSED and are waited for; none may begin after moshpit_close began.
  *
  * A round that returned to this peer may still owe its group mates data
  * (parts queued in ZeroMQ or on the wire). Before leaving, the close waits

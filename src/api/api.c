@@ -318,12 +318,7 @@ moshpit_err_t moshpit_fetch_state(moshpit_t *mp, float *values, size_t count,
 moshpit_err_t moshpit_endpoint(moshpit_t *mp, char *buf, size_t len) {
     if (mp == NULL || buf == NULL)
         return MOSHPIT_EINVAL;
-    const char *ep = mp__engine_endpoint(mp);
-    size_t need = strlen(ep) + 1;
-    if (len < need)
-        return MOSHPIT_EINVAL;
-    memcpy(buf, ep, need);
-    return MOSHPIT_OK;
+    return mp__engine_endpoint(mp, buf, len);
 }
 
 size_t moshpit_members(moshpit_t *mp) {

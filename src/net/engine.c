@@ -315,9 +315,16 @@ static void close_progress(moshpit_t *mp, uint64_t now) {
 }
 
 static void on_command(moshpit_t *mp) {
-    mp_cmd_t *c = NULL;
-    int rc = zmq_recv(mp->pipe_eng, &c, sizeof(c), ZMQ_DONTWAIT);
-    if (rc != (int)sizeof(c) || c == NULL)
+    /* the pipe only wakes us: empty it, then take the command under the
+     * lock it was posted under */
+    char wake;
+    while (zmq_recv(mp->pipe_eng, &wake, sizeof(wake), ZMQ_DONTWAIT) >= 0) {
+    }
+    mp_plat_mutex_lock(&mp->lock);
+    mp_cmd_t *c = mp->cmd_posted;
+    mp->cmd_posted = NULL;
+    mp_plat_mutex_unlock(&mp->lock);
+    if (c == NULL)
         return;
     if (c->type == MP_CMD_CLOSE) {
         if (mp->close_cmd != NULL) { /* cannot happen: calls are serialized */
@@ -727,7 +734,20 @@ void mp__engine_teardown(moshpit_t *mp) {
 }
 
 int mp__engine_post(moshpit_t *mp, mp_cmd_t *c) {
-    if (zmq_send(mp->pipe_api, &c, sizeof(c), 0) != (int)sizeof(c))
-        return errno != 0 ? errno : EIO;
+    mp_plat_mutex_lock(&mp->lock);
+    mp->cmd_posted = c;
+    mp_plat_mutex_unlock(&mp->lock);
+    char wake = 1;
+    if (zmq_send(mp->pipe_api, &wake, sizeof(wake), 0) != (int)sizeof(wake)) {
+        int e = errno != 0 ? errno : EIO;
+        /* not taken (no wake-up was sent): withdraw it; taken after all:
+         * the engine answers it like any other */
+        mp_plat_mutex_lock(&mp->lock);
+        bool withdrawn = mp->cmd_posted == c;
+        if (withdrawn)
+            mp->cmd_posted = NULL;
+        mp_plat_mutex_unlock(&mp->lock);
+        return withdrawn ? e : 0;
+    }
     return 0;
 }

@@ -4,8 +4,11 @@
  * that owns it. The state is created and freed by the engine
  * (engine_open.c); src/api sees it only through engine_api.h. Application
  * threads and the engine thread share only the fields marked "under lock";
- * everything else belongs to the engine thread once it runs. Commands
- * travel over an inproc PAIR pipe as pointers to mp_cmd_t.
+ * everything else belongs to the engine thread once it runs. A command
+ * (mp_cmd_t) changes hands under mp->lock (cmd_posted); the inproc PAIR
+ * pipe only wakes the engine up, so what the caller wrote into the command
+ * is ordered before the engine reads it by our own mutex, not by libzmq's
+ * internal queues (which ThreadSanitizer cannot see).
  */
 #ifndef MP_NET_ENGINE_H
 #define MP_NET_ENGINE_H
@@ -179,9 +182,13 @@ struct moshpit {
     mp_plat_mutex_t call_lock; /* one API call at a time */
 
     /* under lock */
+    mp_cmd_t *cmd_posted; /* handed to the engine, not yet taken */
+    mp_cmd_t *cmd_active; /* the call waiting for the engine, if any */
     size_t members_live;
     int last_errno;
     bool stopped;
+    bool closing;    /* moshpit_close has begun: new commands are refused */
+    uint32_t inside; /* API calls on this peer not yet returned */
 
     /* the config's log callback (the engine thread's once it runs) */
     mp_log_t log;
@@ -246,8 +253,10 @@ uint32_t mp__close_wait_ms(const moshpit_config_t *cfg);
 
 /* Sets up sockets (mp__engine_open, before the engine thread starts). */
 moshpit_err_t mp__engine_setup(moshpit_t *mp);
-/* Hands a command to the engine thread (caller side of the pipe). Returns 0,
- * or an errno value. */
+/* Hands a command to the engine thread: puts it in cmd_posted under
+ * mp->lock and wakes the engine through the pipe. One command at a time
+ * (callers hold call_lock). Returns 0, or an errno value (then the engine
+ * never saw it). */
 int mp__engine_post(moshpit_t *mp, mp_cmd_t *c);
 /* Engine thread entry point. */
 void mp__engine_main(void *arg);

@@ -79,7 +79,8 @@ moshpit_err_t mp__engine_wait_members(moshpit_t *mp, size_t n,
                                       uint32_t timeout_ms);
 /* The errno of the last MOSHPIT_ESYS this peer returned. */
 int mp__engine_errno(moshpit_t *mp);
-/* "tcp://host:port#KEY" others dial (fixed once open returned). */
-const char *mp__engine_endpoint(const moshpit_t *mp);
+/* Copies "tcp://host:port#KEY", what others dial, into buf (EINVAL if it
+ * does not fit with its NUL). */
+moshpit_err_t mp__engine_endpoint(moshpit_t *mp, char *buf, size_t len);
 
 #endif

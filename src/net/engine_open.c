@@ -197,16 +197,42 @@ moshpit_err_t mp__engine_open(const moshpit_config_t *cfg, moshpit_t **out,
     return MOSHPIT_OK;
 }
 
+/* Every call on a peer is counted from entry to return, so that
+ * moshpit_close, called on another thread, frees the peer only after the
+ * calls already running have left (docs/DESIGN.md, "Threads and
+ * ownership"). */
+static void call_enter(moshpit_t *mp) {
+    mp_plat_mutex_lock(&mp->lock);
+    mp->inside++;
+    mp_plat_mutex_unlock(&mp->lock);
+}
+
+static void call_leave(moshpit_t *mp) {
+    mp_plat_mutex_lock(&mp->lock);
+    if (--mp->inside == 0)
+        mp_plat_cond_broadcast(&mp->cond);
+    mp_plat_mutex_unlock(&mp->lock);
+}
+
+/* Hands c to the engine and waits for it until c->deadline_ms; after that
+ * asks the engine to drop the command and waits for that (the engine checks
+ * at every loop turn, so this is short). */
 static moshpit_err_t run_locked(moshpit_t *mp, mp_cmd_t *c) {
     mp_plat_mutex_lock(&mp->lock);
-    bool stopped = mp->stopped;
+    /* a close that has begun refuses new work and cancels the running
+     * command (mp__engine_close); checked with cmd_active set in the same
+     * critical section, so no command slips past a close */
+    bool refused = mp->stopped || (mp->closing && c->type != MP_CMD_CLOSE);
+    if (!refused)
+        mp->cmd_active = c;
     mp_plat_mutex_unlock(&mp->lock);
-    if (stopped)
+    if (refused)
         return MOSHPIT_ECLOSED;
     int err = mp__engine_post(mp, c);
     if (err != 0) {
         mp_plat_mutex_lock(&mp->lock);
         mp->last_errno = err;
+        mp->cmd_active = NULL;
         mp_plat_mutex_unlock(&mp->lock);
         return MOSHPIT_ESYS;
     }
@@ -224,11 +250,16 @@ static moshpit_err_t run_locked(moshpit_t *mp, mp_cmd_t *c) {
         }
     }
     moshpit_err_t e = c->done ? c->result : MOSHPIT_ECLOSED;
+    /* cut short by a close on another thread (a round that finished
+     * before the engine saw the cancel keeps its OK) */
+    if (e != MOSHPIT_OK && c->cancel && mp->closing && c->type != MP_CMD_CLOSE)
+        e = MOSHPIT_ECLOSED;
+    mp->cmd_active = NULL;
     mp_plat_mutex_unlock(&mp->lock);
     return e;
 }
 
-moshpit_err_t mp__engine_run(moshpit_t *mp, mp_cmd_t *c, uint64_t wait_ms) {
+static moshpit_err_t run_turn(moshpit_t *mp, mp_cmd_t *c, uint64_t wait_ms) {
     mp_plat_mutex_lock(&mp->call_lock);
     /* the deadline counts from this command's turn, not from the call */
     c->deadline_ms = mp_plat_clock_ms() + wait_ms;
@@ -237,18 +268,41 @@ moshpit_err_t mp__engine_run(moshpit_t *mp, mp_cmd_t *c, uint64_t wait_ms) {
     return e;
 }
 
+moshpit_err_t mp__engine_run(moshpit_t *mp, mp_cmd_t *c, uint64_t wait_ms) {
+    call_enter(mp);
+    moshpit_err_t e = run_turn(mp, c, wait_ms);
+    call_leave(mp);
+    return e;
+}
+
 void mp__engine_close(moshpit_t *mp) {
     if (mp == NULL)
         return;
     if (mp->thread_started) {
+        /* calls running on other threads: a waiting moshpit_wait_members
+         * returns, the running command is cancelled (the engine drops it
+         * within a loop turn) and the ones queued behind it are refused */
+        mp_plat_mutex_lock(&mp->lock);
+        mp->closing = true;
+        if (mp->cmd_active != NULL)
+            mp->cmd_active->cancel = true;
+        mp_plat_cond_broadcast(&mp->cond);
+        mp_plat_mutex_unlock(&mp->lock);
         mp_cmd_t c;
         memset(&c, 0, sizeof(c));
         c.type = MP_CMD_CLOSE;
         /* the engine leaves by mp__close_wait_ms at the latest */
-        (void)mp__engine_run(
-            mp, &c, (uint64_t)mp__close_wait_ms(&mp->cfg) + CALL_SLACK_MS);
+        (void)run_turn(mp, &c,
+                       (uint64_t)mp__close_wait_ms(&mp->cfg) + CALL_SLACK_MS);
         /* the engine has left its loop after answering CLOSE */
         mp_plat_thread_join(&mp->thread);
+        /* every call still inside returns at once now (closing, stopped):
+         * wait for the last one to leave before freeing what it uses */
+        mp_plat_mutex_lock(&mp->lock);
+        while (mp->inside > 0)
+            mp_plat_cond_wait_until(&mp->cond, &mp->lock,
+                                    mp_plat_clock_ms() + 1000);
+        mp_plat_mutex_unlock(&mp->lock);
     }
     mp__engine_teardown(mp);
     state_free(mp);
@@ -270,8 +324,9 @@ moshpit_err_t mp__engine_wait_members(moshpit_t *mp, size_t n,
     uint64_t deadline = mp_plat_clock_ms() + timeout_ms;
     moshpit_err_t e = MOSHPIT_OK;
     mp_plat_mutex_lock(&mp->lock);
+    mp->inside++; /* call_enter, in this critical section */
     while (mp->members_live < n) {
-        if (mp->stopped) {
+        if (mp->stopped || mp->closing) {
             e = MOSHPIT_ECLOSED;
             break;
         }
@@ -282,6 +337,8 @@ moshpit_err_t mp__engine_wait_members(moshpit_t *mp, size_t n,
             break;
         }
     }
+    if (--mp->inside == 0) /* call_leave */
+        mp_plat_cond_broadcast(&mp->cond);
     mp_plat_mutex_unlock(&mp->lock);
     return e;
 }
@@ -293,6 +350,14 @@ int mp__engine_errno(moshpit_t *mp) {
     return e;
 }
 
-const char *mp__engine_endpoint(const moshpit_t *mp) {
-    return mp->endpoint;
+moshpit_err_t mp__engine_endpoint(moshpit_t *mp, char *buf, size_t len) {
+    call_enter(mp); /* mp->endpoint is fixed once open returned */
+    size_t need = strlen(mp->endpoint) + 1;
+    moshpit_err_t e = MOSHPIT_EINVAL;
+    if (len >= need) {
+        memcpy(buf, mp->endpoint, need);
+        e = MOSHPIT_OK;
+    }
+    call_leave(mp);
+    return e;
 }
