@@ -268,8 +268,10 @@ moshpit_err_t moshpit_average_sized(moshpit_t *mp, float *values, size_t count,
         weight < 0.0 || weight > MOSHPIT_WEIGHT_MAX ||
         (info != NULL && info_size > STRUCT_SIZE_MAX))
         return MOSHPIT_EINVAL;
-    if ((uint64_t)count > ((uint64_t)1 << 34))
+#if SIZE_MAX > (1ull << 34) /* where size_t can hold more */
+    if (count > ((size_t)1 << 34))
         return MOSHPIT_EINVAL; /* 64 GiB of floats: certainly a mistake */
+#endif
     if (!mp__vec_all_finite(values, count))
         return MOSHPIT_EINVAL;
     mp_cmd_t c;
@@ -300,10 +302,13 @@ moshpit_err_t moshpit_fetch_state(moshpit_t *mp, float *values, size_t count,
                                   uint32_t timeout_ms, uint64_t *round_out) {
     if (round_out != NULL)
         *round_out = 0;
-    if (mp == NULL || values == NULL || count == 0 ||
-        (uint64_t)count > MP_STATE_COUNT_MAX || timeout_ms == 0 ||
+    if (mp == NULL || values == NULL || count == 0 || timeout_ms == 0 ||
         timeout_ms > 3600000)
         return MOSHPIT_EINVAL;
+#if SIZE_MAX > MP_STATE_COUNT_MAX /* a 32-bit size_t cannot exceed it */
+    if (count > MP_STATE_COUNT_MAX)
+        return MOSHPIT_EINVAL;
+#endif
     mp_cmd_t c;
     memset(&c, 0, sizeof(c));
     c.type = MP_CMD_FETCH;

@@ -180,9 +180,12 @@ void mp__rendezvous_order(const uint8_t *key, size_t key_len,
                           const uint8_t (*ids)[MP_ID_BYTES], size_t n,
                           uint32_t *order) {
     /* order[] holds uint32_t indices: larger inputs cannot be sorted. */
-    if (n == 0 || (uint64_t)n > UINT32_MAX || ids == NULL || order == NULL) {
+    if (n == 0 || ids == NULL || order == NULL)
         return;
-    }
+#if SIZE_MAX > UINT32_MAX /* a 32-bit size_t always fits */
+    if (n > UINT32_MAX)
+        return;
+#endif
     /* Scores are cached when the allocation succeeds; without it the same
      * heap sort recomputes them (slower, identical result). Heap sort keeps
      * the fallback free of both recursion and extra memory. */
@@ -211,10 +214,12 @@ void mp__rendezvous_order(const uint8_t *key, size_t key_len,
 size_t mp__rendezvous_top(const uint8_t *key, size_t key_len,
                           const uint8_t (*ids)[MP_ID_BYTES], size_t n, size_t k,
                           uint32_t *order) {
-    if (n == 0 || k == 0 || (uint64_t)n > UINT32_MAX || ids == NULL ||
-        order == NULL) {
+    if (n == 0 || k == 0 || ids == NULL || order == NULL)
         return 0;
-    }
+#if SIZE_MAX > UINT32_MAX /* a 32-bit size_t always fits */
+    if (n > UINT32_MAX)
+        return 0;
+#endif
     if (k > n) {
         k = n;
     }

@@ -110,7 +110,10 @@ typedef struct mp_peer {
     uint64_t early_logged_ms;
     /* data plane: one sealed frame waiting for the socket */
     bool stash_full;
-    uint8_t stash_msg[64]; /* zmq_msg_t storage (zmq_msg_t is 64 bytes) */
+    /* zmq_msg_t storage (zmq_msg_t is 64 bytes, aligned for the pointers
+     * and counters libzmq keeps in it: after the bool above it would sit at
+     * an odd address, and ARMv7's exclusive loads fault there) */
+    _Alignas(8) uint8_t stash_msg[64];
     uint32_t stash_bytes;
 } mp_peer_t;
 
