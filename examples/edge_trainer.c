@@ -341,10 +341,9 @@ static int peer_main(int p, const opts_t *o, const char *bootstrap, int fd) {
 }
 
 static void usage(void) {
-    fprintf(stderr,
-            "usage: edge-trainer [--peers N] [--rounds R] [--steps K] "
-            "[--batch B] [--lr L] [--matchmaking-ms T] [--seed S] "
-            "[--data FILE] [--check MARGIN]\n");
+    fprintf(stderr, "usage: edge-trainer [--peers N] [--rounds R] [--steps K] "
+                    "[--batch B] [--lr L] [--matchmaking-ms T] [--seed S] "
+                    "[--data FILE] [--check MARGIN]\n");
 }
 
 static int parse(int argc, char **argv, opts_t *o) {
@@ -383,9 +382,9 @@ static int parse(int argc, char **argv, opts_t *o) {
         else
             return -1;
     }
-    if (o->peers < 2 || o->peers > MAX_PEERS || o->rounds < 1 ||
-        o->steps < 1 || o->batch < 1 || !(o->lr > 0) ||
-        o->matchmaking_ms < 10 || o->matchmaking_ms > 20000)
+    if (o->peers < 2 || o->peers > MAX_PEERS || o->rounds < 1 || o->steps < 1 ||
+        o->batch < 1 || !(o->lr > 0) || o->matchmaking_ms < 10 ||
+        o->matchmaking_ms > 20000)
         return -1;
     return 0;
 }

@@ -635,8 +635,7 @@ int it_average_op_async(it_peer_t *p, size_t count, uint64_t seed, double w) {
 int it_wait_started(it_peer_t *p, int32_t *start, int32_t *poll,
                     int32_t *second, int timeout_ms) {
     rec_t r;
-    if (recv_all(p->fd, &r, sizeof(r), timeout_ms) != 0 ||
-        r.type != EV_STARTED)
+    if (recv_all(p->fd, &r, sizeof(r), timeout_ms) != 0 || r.type != EV_STARTED)
         return -1;
     *start = r.err;
     *poll = (int32_t)r.a;

@@ -67,8 +67,8 @@ typedef struct it_peer {
 typedef struct it_result {
     int32_t err;
     moshpit_round_t info;
-    uint64_t call_ms;  /* wall time of the call */
-    uint64_t close_ms; /* it_average_close_async: wall time of the close */
+    uint64_t call_ms;    /* wall time of the call */
+    uint64_t close_ms;   /* it_average_close_async: wall time of the close */
     uint64_t work_steps; /* it_average_op_async: steps computed meanwhile */
     float work_check;
 } it_result_t;
