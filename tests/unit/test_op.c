@@ -4,7 +4,8 @@
  * moshpit_op_wait) on real peers in this process: the argument checks
  * (the same as moshpit_average's, nothing sent, the buffer untouched), one
  * op per peer (EBUSY until the op is waited for, even after its round
- * ended), polling with timeout 0, a wait after the round ended, two peers
+ * ended, and while a moshpit_average runs on another thread), polling with
+ * timeout 0, a wait after the round ended, two peers
  * averaging exactly through ops while the caller computes, and
  * moshpit_close with an op live: nobody waiting (ASan checks that nothing
  * leaks), and another thread blocked in moshpit_op_wait (it returns
@@ -198,6 +199,67 @@ static void test_busy_and_poll(void) {
     moshpit_close(mp);
 }
 
+typedef struct avg_job {
+    moshpit_t *mp;
+    float v[N];
+    moshpit_err_t err;
+} avg_job_t;
+
+static void avg_thread(void *arg) {
+    avg_job_t *j = arg;
+    fill(j->v, 9.0f);
+    j->err = moshpit_average(j->mp, j->v, N, 1.0, NULL);
+}
+
+/* the command holding the peer's turn, if any (under the peer's lock) */
+static int turn_held(moshpit_t *mp) {
+    mp_plat_mutex_lock(&mp->lock);
+    int held = mp->cmd_active != NULL;
+    mp_plat_mutex_unlock(&mp->lock);
+    return held;
+}
+
+/* A start never waits: while a moshpit_average runs on another thread it
+ * says EBUSY at once. */
+static void test_busy_behind_blocking(void) {
+    moshpit_t *mp = open_alone("test-op-behind", 1000);
+    if (mp == NULL)
+        return;
+    static avg_job_t j;
+    memset(&j, 0, sizeof(j));
+    j.mp = mp;
+    mp_plat_thread_t t;
+    int rc = mp_plat_thread_start(&t, avg_thread, &j);
+    CHECK(rc == 0, "thread start %d", rc);
+    until_inside(mp, 1);
+    uint64_t until = now_ms() + 20000;
+    while (!turn_held(mp) && now_ms() < until) {
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    static float v[N];
+    fill(v, 1.0f);
+    moshpit_op_t *op = (moshpit_op_t *)&op;
+    uint64_t t0 = now_ms();
+    moshpit_err_t e = moshpit_average_start(mp, v, N, 1.0, &op);
+    uint64_t took = now_ms() - t0;
+    /* the blocking round alone lasts its 1 s window: still running */
+    int running = turn_held(mp);
+    CHECK(e == MOSHPIT_EBUSY && op == NULL,
+          "start while moshpit_average runs: %s (round still running: %d)",
+          moshpit_strerror(e), running);
+    if (e == MOSHPIT_OK && op != NULL)
+        CHECK(moshpit_op_wait(op, 20000, NULL) == MOSHPIT_OK, "wait");
+    if (rc == 0)
+        mp_plat_thread_join(&t);
+    CHECK(j.err == MOSHPIT_OK, "the blocking call: %s",
+          moshpit_strerror(j.err));
+    CHECK(same(v, 1.0f), "a refused start touched the values");
+    printf("start behind a blocking call: EBUSY after %llu ms\n",
+           (unsigned long long)took);
+    moshpit_close(mp);
+}
+
 /* Two peers average through ops while the caller keeps computing. */
 static void test_pair_exact(void) {
     moshpit_config_t c;
@@ -363,6 +425,7 @@ static void test_close_while_waiting(void) {
 int main(void) {
     test_arguments();
     test_busy_and_poll();
+    test_busy_behind_blocking();
     test_pair_exact();
     test_close_unwaited();
     test_close_while_waiting();
