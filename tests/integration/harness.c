@@ -44,6 +44,9 @@ enum {
 #define AVG_CARRY 2 /* weight = last group_weight / group_size */
 #define AVG_CLOSE 4 /* moshpit_close as soon as the call returns */
 #define AVG_OP 8    /* moshpit_average_start, work while it runs, wait */
+#define AVG_OP_CLOSE                                                           \
+    16 /* moshpit_average_start, close once the group                          \
+          formed (needs notify_group) */
 
 typedef struct rec {
     uint32_t type;
@@ -281,6 +284,30 @@ static int32_t op_average(moshpit_t *mp, float *v, size_t count, double w,
     return (int32_t)e;
 }
 
+/* AVG_OP_CLOSE: starts the op, computes until its group has formed (the
+ * engine's "group of" line) or it is over, then closes the peer with the
+ * op live. Returns the start's result, or MOSHPIT_ECLOSED when the close
+ * ended the op (the values are whatever the close left). */
+static int32_t op_close(moshpit_t *mp, float *v, size_t count, double w) {
+    uint64_t groups = log_count(": group of ");
+    moshpit_op_t *op = NULL;
+    moshpit_err_t e = moshpit_average_start(mp, v, count, w, &op);
+    if (e != MOSHPIT_OK) {
+        moshpit_close(mp);
+        return (int32_t)e;
+    }
+    uint64_t until = it_now_ms() + 30000;
+    while (log_count(": group of ") == groups && it_now_ms() < until) {
+        e = moshpit_op_wait(op, 1, NULL);
+        if (e != MOSHPIT_ETIMEDOUT) {
+            moshpit_close(mp);
+            return (int32_t)e; /* over before its group formed */
+        }
+    }
+    moshpit_close(mp); /* frees the op */
+    return MOSHPIT_ECLOSED;
+}
+
 static int peer_main(const it_peer_cfg_t *pc, int fd) {
     moshpit_config_t cfg;
     moshpit_config_init(&cfg);
@@ -447,7 +474,10 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
         memset(&r, 0, sizeof(r));
         r.type = EV_RESULT;
         uint64_t t0 = it_now_ms();
-        if (c.err & AVG_OP)
+        if (c.err & AVG_OP_CLOSE) {
+            r.res.err = op_close(mp, v, count, w);
+            mp = NULL;
+        } else if (c.err & AVG_OP)
             r.res.err = op_average(mp, v, count, w, &r.res, fd);
         else
             r.res.err = (int32_t)moshpit_average(mp, v, count, w, &r.res.info);
@@ -632,10 +662,26 @@ int it_average_op_async(it_peer_t *p, size_t count, uint64_t seed, double w) {
     return send_all(p->fd, &c, sizeof(c));
 }
 
+int it_average_op_close_async(it_peer_t *p, size_t count, uint64_t seed,
+                              double w) {
+    rec_t c;
+    memset(&c, 0, sizeof(c));
+    c.type = CMD_AVERAGE;
+    c.err = AVG_OP_CLOSE;
+    c.a = count;
+    c.b = seed;
+    c.w = w;
+    return send_all(p->fd, &c, sizeof(c));
+}
+
 int it_wait_started(it_peer_t *p, int32_t *start, int32_t *poll,
                     int32_t *second, int timeout_ms) {
     rec_t r;
-    if (recv_all(p->fd, &r, sizeof(r), timeout_ms) != 0 || r.type != EV_STARTED)
+    int rc;
+    do /* group notices are not waited for here: skip */
+        rc = recv_all(p->fd, &r, sizeof(r), timeout_ms);
+    while (rc == 0 && r.type == EV_GROUP);
+    if (rc != 0 || r.type != EV_STARTED)
         return -1;
     *start = r.err;
     *poll = (int32_t)r.a;

@@ -102,6 +102,13 @@ int it_fetch_async(it_peer_t *p, size_t count, uint32_t timeout_ms);
  * and reports the result as usual (it_collect; res.work_steps: the steps
  * computed while the op was live). */
 int it_average_op_async(it_peer_t *p, size_t count, uint64_t seed, double w);
+/* The peer starts averaging with moshpit_average_start, computes until
+ * the op's group has formed (cfg notify_group must be set: the peer reads
+ * its own log for it), then calls moshpit_close with the op live, reports
+ * (it_collect: err ECLOSED if the close ended the op, values as the close
+ * left them) and exits. */
+int it_average_op_close_async(it_peer_t *p, size_t count, uint64_t seed,
+                              double w);
 /* The report of an op's start: *start the result of moshpit_average_start,
  * *poll a moshpit_op_wait(op, 0) right after it, *second a second start
  * while the op was live. 0, or -1 on timeout. */
