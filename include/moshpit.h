@@ -95,8 +95,9 @@ typedef enum {
     MOSHPIT_ESYS,      /* an OS call failed; moshpit_errno() has errno */
     MOSHPIT_ENOSTATE,  /* no live peer serves a state (moshpit_fetch_state) */
     MOSHPIT_ECOUNT,    /* the swarm's state has another length than asked */
-    MOSHPIT_EBUSY      /* the peer already runs what was asked for
-                          (moshpit_average_start: an op in flight) */
+    MOSHPIT_EBUSY      /* the peer is busy and the call does not wait
+                          (moshpit_average_start: an op in flight, or
+                          another averaging call running) */
 } moshpit_err_t;
 
 #define MOSHPIT_KEY_BYTES 32
