@@ -7,12 +7,15 @@
  * <stddef.h> and <stdint.h>; ZeroMQ, libsodium and msgpack-c stay private.
  *
  * Ownership: every object the library allocates is freed by the library
- * (moshpit_close). Buffers passed in are borrowed for the duration of the
- * call only.
+ * (moshpit_close, or moshpit_op_wait for an op). Buffers passed in are
+ * borrowed for the duration of the call only, except the values of
+ * moshpit_average_start: until its op is over.
  *
  * Threads: every function may be called from any thread. On one moshpit_t,
  * moshpit_average and moshpit_fetch_state take turns (a call waits for the
- * one before it; its own bound starts when its turn comes);
+ * one before it; its own bound starts when its turn comes), and also wait
+ * for the round of an op of moshpit_average_start, which itself never
+ * waits (EBUSY);
  * moshpit_members, moshpit_wait_members, moshpit_endpoint and
  * moshpit_errno may run at the same time as anything. moshpit_close may
  * be called from any thread while other threads are inside calls on the
@@ -91,7 +94,10 @@ typedef enum {
     MOSHPIT_EPEERAUTH, /* a peer was not admitted / did not admit us */
     MOSHPIT_ESYS,      /* an OS call failed; moshpit_errno() has errno */
     MOSHPIT_ENOSTATE,  /* no live peer serves a state (moshpit_fetch_state) */
-    MOSHPIT_ECOUNT     /* the swarm's state has another length than asked */
+    MOSHPIT_ECOUNT,    /* the swarm's state has another length than asked */
+    MOSHPIT_EBUSY      /* the peer is busy and the call does not wait
+                          (moshpit_average_start: an op in flight, or
+                          another averaging call running) */
 } moshpit_err_t;
 
 #define MOSHPIT_KEY_BYTES 32
@@ -320,6 +326,79 @@ moshpit_average_sized(moshpit_t *mp, float *values, size_t count, double weight,
 #define moshpit_average(mp, values, count, weight, info)                       \
     moshpit_average_sized((mp), (values), (count), (weight), (info),           \
                           sizeof(moshpit_round_t))
+
+/*
+ * Averaging in the background: an averaging round that runs while the
+ * caller goes on working (the next training steps), started by
+ * moshpit_average_start and collected by moshpit_op_wait.
+ * moshpit_average is the two in one call.
+ */
+typedef struct moshpit_op moshpit_op_t;
+
+/*
+ * Starts averaging values[0..count) in place, like moshpit_average, and
+ * returns at once with *op, the round running on the peer's engine thread.
+ * The arguments are checked exactly as moshpit_average checks them, with
+ * the same errors, before anything is sent. From a successful start until
+ * moshpit_op_wait returns the op's result, the library owns `values`: the
+ * engine reads and writes them, so the caller must neither write nor read
+ * them (nor free them) in the meantime. The op's bound is moshpit_average's:
+ * the round ends by round_timeout_ms whatever other peers do.
+ *
+ * One op per peer: from a start until moshpit_op_wait has returned that
+ * op's result (even if the round itself has ended), a second start on the
+ * peer returns EBUSY. Start never waits for other calls: it also returns
+ * EBUSY while a moshpit_average or moshpit_fetch_state runs on the peer on
+ * another thread. A moshpit_average or moshpit_fetch_state called while an
+ * op's round runs waits its turn, as they wait for each other: until the
+ * op's round has ended (not until it is waited for).
+ *
+ * Errors (nothing sent, *op NULL): EINVAL (as moshpit_average, or op
+ * NULL), EBUSY, ECLOSED (moshpit_close has begun), ENOMEM, ESYS.
+ */
+MOSHPIT_EXPORT MOSHPIT_NODISCARD moshpit_err_t
+moshpit_average_start(moshpit_t *mp, float *values, size_t count, double weight,
+                      moshpit_op_t **op);
+
+/*
+ * Waits up to timeout_ms for op's round to end; timeout 0 only looks.
+ *
+ * ETIMEDOUT: not over yet; the op stays live and may be waited for again,
+ * and *info is not written. Otherwise the op is over and freed (the op
+ * pointer is invalid from then on), the return value is the round's result
+ * as moshpit_average would have returned it (OK, ENOMEM, ECLOSED), `values`
+ * belong to the caller again, and *info (may be NULL) receives the round
+ * as moshpit_average writes it. EINVAL: op NULL, info_size over 65536, or
+ * another thread is waiting for the same op (the op is unchanged). Waiting
+ * for one op from two threads at once is a mistake: the first to see the
+ * end frees it.
+ *
+ * Closing: moshpit_close with an op live ends its round at once (the
+ * engine drops it within a loop turn). The op's result is then ECLOSED,
+ * unless the round had already ended (its own result stands); `values`
+ * then hold, part by part (parts of up to 65536 floats), either the
+ * caller's own values or the group's result for that part (parts
+ * that became final before the close), never a mixture inside a part,
+ * and info reports group_size 1. A moshpit_op_wait blocked on another
+ * thread returns that result and frees the op before moshpit_close frees
+ * the peer; an op nobody waits for is freed by moshpit_close, and so the
+ * op pointer, like the peer's, is invalid once moshpit_close has begun on
+ * it: no moshpit_op_wait may begin after that.
+ *
+ * Thread-safe like every call on the peer: the op may be waited for on
+ * any thread, one thread at a time.
+ */
+MOSHPIT_EXPORT MOSHPIT_NODISCARD moshpit_err_t
+moshpit_op_wait_sized(moshpit_op_t *op, uint32_t timeout_ms,
+                      moshpit_round_t *info, size_t info_size);
+/* As moshpit_op_wait_sized writing info_size bytes of *info: the library's
+ * fields that fit, then zeros. The macro moshpit_op_wait passes
+ * sizeof(moshpit_round_t); the function of that name (for bindings that
+ * cannot expand macros) writes moshpit_round_t as of 0.2.0. */
+MOSHPIT_EXPORT MOSHPIT_NODISCARD moshpit_err_t
+moshpit_op_wait(moshpit_op_t *op, uint32_t timeout_ms, moshpit_round_t *info);
+#define moshpit_op_wait(op, timeout_ms, info)                                  \
+    moshpit_op_wait_sized((op), (timeout_ms), (info), sizeof(moshpit_round_t))
 
 /*
  * Writes this peer's endpoint "tcp://host:port#KEY" (KEY = Z85 public key)

@@ -7,11 +7,14 @@ averaging (Moshpit All-Reduce) for NumPy arrays and PyTorch tensors.
                       swarm_secret=secret) as peer:
         peer.wait_members(4, timeout=10.0)
         info = peer.average(params, weight=1.0)   # float32, in place
+        op = peer.average_start(params)   # in the background ...
+        train_some_more()                 # ... (not on params)
+        info = op.wait()
 
 Every field of the C moshpit_config_t is a keyword argument of Peer with the
-same name. Calls that block (average, fetch_state, wait_members, close)
-release the GIL while they wait. Errors of the library raise MoshpitError
-with the C code (.code) and message; arguments of the wrong type raise
+same name. Calls that block (average, fetch_state, wait_members, close,
+Op.wait) release the GIL while they wait. Errors of the library raise
+MoshpitError with the C code (.code) and message; arguments of the wrong type raise
 TypeError, of the right type but unusable (a non-contiguous or read-only
 array, an out-of-range integer) ValueError.
 """
@@ -26,6 +29,7 @@ import weakref
 
 from . import _abi
 from ._abi import (  # noqa: F401  (re-exported constants)
+    EBUSY,
     ECLOSED,
     ECOUNT,
     ECRYPTO,
@@ -50,6 +54,7 @@ from ._abi import (  # noqa: F401  (re-exported constants)
 
 __all__ = [
     "Peer",
+    "Op",
     "RoundInfo",
     "MoshpitError",
     "keypair",
@@ -84,6 +89,7 @@ _ERROR_NAMES = {
     _abi.ESYS: "ESYS",
     _abi.ENOSTATE: "ENOSTATE",
     _abi.ECOUNT: "ECOUNT",
+    _abi.EBUSY: "EBUSY",
 }
 __all__ += list(_ERROR_NAMES.values())
 
@@ -228,6 +234,106 @@ def _key_bytes(value, name, size=KEY_BYTES, text_len=_abi.KEY_TEXT_LEN,
     raise TypeError(
         "%s: expected bytes or str, got %s" % (name, type(value).__name__)
     )
+
+
+class Op:
+    """A round running in the background (moshpit_op_t), made by
+    Peer.average_start. wait() returns its RoundInfo (or raises its error)
+    once it is over, as often as it is called; done() looks without
+    blocking. Safe to use from several threads (waits take turns)."""
+
+    def __init__(self, peer, ptr, x):
+        self._peer = peer
+        self._ptr = ptr
+        self._x = x  # the library writes into it until the op is over
+        self._lock = threading.Lock()
+        self._info = None
+        self._error = None
+
+    def _over(self):
+        return self._info is not None or self._error is not None
+
+    def _closed(self):
+        # the peer closed: moshpit_close freed the op (under the peer's
+        # close, which waited for every wait in progress)
+        with self._lock:
+            if not self._over():
+                self._error = MoshpitError(_abi.ECLOSED, "moshpit_op_wait")
+            self._ptr = None
+            self._x = None
+
+    def _wait_ms(self, ms):
+        """One moshpit_op_wait; True once the op is over. Holds _lock."""
+        if self._over():
+            return True
+        peer = self._peer
+        lib = peer._lib
+        info = _abi.Round()
+        try:
+            mp = peer._enter("moshpit_op_wait")
+        except MoshpitError as e:
+            self._error = e
+            return True
+        try:
+            if hasattr(lib, "moshpit_op_wait_sized"):
+                rc = lib.moshpit_op_wait_sized(
+                    self._ptr, ms, ctypes.byref(info), ctypes.sizeof(info)
+                )
+            else:
+                rc = lib.moshpit_op_wait(self._ptr, ms, ctypes.byref(info))
+            if rc == _abi.ETIMEDOUT:
+                return False
+            # over: the library freed the op
+            self._ptr = None
+            self._x = None
+            if peer._op is self:
+                peer._op = None
+            if rc == _abi.OK:
+                self._info = RoundInfo(info)
+            else:
+                errno = lib.moshpit_errno(mp) if rc == _abi.ESYS else 0
+                self._error = MoshpitError(rc, "moshpit_op_wait", errno)
+            return True
+        finally:
+            peer._leave()
+
+    def done(self):
+        """True once the round is over (then wait() returns at once)."""
+        if not self._lock.acquire(blocking=False):
+            return False  # another thread is waiting for it
+        try:
+            return self._wait_ms(0)
+        finally:
+            self._lock.release()
+
+    def wait(self, timeout=None):
+        """Blocks until the round is over and returns its RoundInfo (the
+        GIL is released meanwhile). With timeout (seconds, 0 looks only):
+        MoshpitError ETIMEDOUT if it is not over by then; the op stays
+        live. Errors of the round raise MoshpitError (ECLOSED if the peer
+        was closed first)."""
+        if timeout is None:
+            self._lock.acquire()
+            try:
+                while not self._wait_ms(2**32 - 1):
+                    pass
+            finally:
+                self._lock.release()
+        else:
+            ms = Peer._timeout_ms(timeout)
+            if not self._lock.acquire(timeout=timeout):
+                raise MoshpitError(_abi.ETIMEDOUT, "moshpit_op_wait")
+            try:
+                if not self._wait_ms(ms):
+                    raise MoshpitError(_abi.ETIMEDOUT, "moshpit_op_wait")
+            finally:
+                self._lock.release()
+        if self._error is not None:
+            raise self._error
+        return self._info
+
+    def __repr__(self):
+        return "<moshpit.Op %s>" % ("over" if self._over() else "live")
 
 
 class RoundInfo:
@@ -465,6 +571,7 @@ class Peer:
         self._cond = threading.Condition()
         self._active = 0
         self._closing = False
+        self._op = None  # the Op of average_start not yet waited for
         config["swarm"] = swarm
         cfg, keep = build_config(config)
         # The log trampoline must outlive the peer: the engine calls it.
@@ -588,6 +695,42 @@ class Peer:
             self._leave()
         return RoundInfo(info)
 
+    def average_start(self, x, weight=1.0):
+        """Starts averaging x in place in the background and returns an Op
+        at once; Op.wait() returns the RoundInfo. Arguments as for
+        average(), checked the same way before anything is sent. Until the
+        op is over, x belongs to the library: do not read or write it (the
+        Op keeps a reference, so it stays alive). One op per peer: another
+        average_start before this op was waited for raises MoshpitError
+        EBUSY, as it does while an average() or fetch_state() runs on
+        another thread; average() and fetch_state() wait for the op's
+        round to end. close() ends a live op's round (its wait then raises
+        ECLOSED)."""
+        addr, count = _buffer_of(x)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+            raise TypeError(
+                "weight: expected a number, got %s" % type(weight).__name__
+            )
+        if not hasattr(self._lib, "moshpit_average_start"):
+            raise NotImplementedError(
+                "%s has no moshpit_average_start" % self._lib._name
+            )
+        ptr = ctypes.c_void_p()
+        mp = self._enter("moshpit_average_start")
+        try:
+            _check(
+                self._lib.moshpit_average_start(
+                    mp, addr, count, float(weight), ctypes.byref(ptr)
+                ),
+                "moshpit_average_start",
+                mp,
+            )
+            op = Op(self, ptr, x)
+            self._op = op
+        finally:
+            self._leave()
+        return op
+
     def fetch_state(self, x, timeout=30.0):
         """Downloads the swarm's latest averaged vector (from a peer opened
         with serve_state=1) into x, which must have the state's length;
@@ -619,6 +762,10 @@ class Peer:
                 self._cond.wait()
             mp, self._mp = self._mp, None
         self._lib.moshpit_close(mp)
+        # moshpit_close ended and freed an op nobody waited for
+        op, self._op = self._op, None
+        if op is not None:
+            op._closed()
         self._log_keep = None
         atexit.unregister(self._at_exit)
 

@@ -36,6 +36,7 @@ EPEERAUTH = 7
 ESYS = 8
 ENOSTATE = 9
 ECOUNT = 10
+EBUSY = 11
 
 # moshpit_agg_t
 AGG_MEAN = 0
@@ -165,9 +166,20 @@ def _declare(lib):
             err,
             [p, c.c_void_p, c.c_size_t, c.c_double, c.POINTER(Round), c.c_size_t],
         ),
+        # Averaging in the background (after 0.2.0).
+        "moshpit_average_start": (
+            err,
+            [p, c.c_void_p, c.c_size_t, c.c_double, c.POINTER(p)],
+        ),
+        "moshpit_op_wait": (err, [p, c.c_uint32, c.POINTER(Round)]),
+        "moshpit_op_wait_sized": (
+            err,
+            [p, c.c_uint32, c.POINTER(Round), c.c_size_t],
+        ),
     }
     optional = {"moshpit_config_init_sized", "moshpit_open_sized",
-                "moshpit_average_sized"}
+                "moshpit_average_sized", "moshpit_average_start",
+                "moshpit_op_wait", "moshpit_op_wait_sized"}
     for name, (res, args) in sigs.items():
         try:
             fn = getattr(lib, name)

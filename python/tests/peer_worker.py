@@ -32,6 +32,22 @@ def main():
                     "info": info._asdict(),
                     "seconds": time.monotonic() - t0,
                 }
+            elif op == "average_start":
+                # the round in the background while this process computes
+                x = np.array(cmd["values"], dtype=np.float32)
+                t0 = time.monotonic()
+                handle = peer.average_start(x, weight=cmd["weight"])
+                work, steps = np.arange(1000, dtype=np.float64), 0
+                while not handle.done():
+                    work = work * 0.999 + 0.5
+                    steps += 1
+                info = handle.wait()
+                reply = {
+                    "values": [float(v) for v in x],
+                    "info": info._asdict(),
+                    "seconds": time.monotonic() - t0,
+                    "steps": steps,
+                }
             elif op == "exit":
                 break
             else:

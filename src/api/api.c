@@ -149,6 +149,8 @@ const char *moshpit_strerror(moshpit_err_t e) {
         return "no peer serves a state";
     case MOSHPIT_ECOUNT:
         return "state length differs";
+    case MOSHPIT_EBUSY:
+        return "an operation is already in flight";
     }
     return "unknown error";
 }
@@ -261,12 +263,12 @@ static void round_to_caller(const moshpit_round_t *r, moshpit_round_t *info,
         memset((unsigned char *)info + known, 0, size - known);
 }
 
-moshpit_err_t moshpit_average_sized(moshpit_t *mp, float *values, size_t count,
-                                    double weight, moshpit_round_t *info,
-                                    size_t info_size) {
+/* The checks moshpit_average and moshpit_average_start share, all made
+ * before anything is sent, and the command they hand the engine. */
+static moshpit_err_t average_cmd(moshpit_t *mp, float *values, size_t count,
+                                 double weight, mp_cmd_t *c) {
     if (mp == NULL || (values == NULL && count > 0) || !isfinite(weight) ||
-        weight < 0.0 || weight > MOSHPIT_WEIGHT_MAX ||
-        (info != NULL && info_size > STRUCT_SIZE_MAX))
+        weight < 0.0 || weight > MOSHPIT_WEIGHT_MAX)
         return MOSHPIT_EINVAL;
 #if SIZE_MAX > (1ull << 34) /* where size_t can hold more */
     if (count > ((size_t)1 << 34))
@@ -274,21 +276,41 @@ moshpit_err_t moshpit_average_sized(moshpit_t *mp, float *values, size_t count,
 #endif
     if (!mp__vec_all_finite(values, count))
         return MOSHPIT_EINVAL;
-    mp_cmd_t c;
-    memset(&c, 0, sizeof(c));
-    c.type = MP_CMD_AVERAGE;
-    c.values = values;
-    c.count = count;
-    c.weight = weight;
-    moshpit_err_t e = mp__engine_run(
-        mp, &c, (uint64_t)mp__engine_round_timeout_ms(mp) + CALL_SLACK_MS);
-    if (info != NULL) {
-        if (e != MOSHPIT_OK) {
-            memset(&c.info, 0, sizeof(c.info));
-            c.info.group_size = 1;
-        }
-        round_to_caller(&c.info, info, info_size);
+    memset(c, 0, sizeof(*c));
+    c->type = MP_CMD_AVERAGE;
+    c->values = values;
+    c->count = count;
+    c->weight = weight;
+    return MOSHPIT_OK;
+}
+
+/* What an averaging call reports in *info: the round, or on an error a
+ * round alone (group_size 1, nothing averaged). */
+static void average_info(moshpit_err_t e, mp_cmd_t *c, moshpit_round_t *info,
+                         size_t info_size) {
+    if (info == NULL)
+        return;
+    if (e != MOSHPIT_OK) {
+        memset(&c->info, 0, sizeof(c->info));
+        c->info.group_size = 1;
     }
+    round_to_caller(&c->info, info, info_size);
+}
+
+moshpit_err_t moshpit_average_sized(moshpit_t *mp, float *values, size_t count,
+                                    double weight, moshpit_round_t *info,
+                                    size_t info_size) {
+    if (info != NULL && info_size > STRUCT_SIZE_MAX)
+        return MOSHPIT_EINVAL;
+    mp_cmd_t c;
+    moshpit_err_t e = average_cmd(mp, values, count, weight, &c);
+    if (e != MOSHPIT_OK)
+        return e;
+    /* an op started and waited for at once (mp__engine_run), waiting for
+     * its turn where moshpit_average_start would say EBUSY */
+    e = mp__engine_run(
+        mp, &c, (uint64_t)mp__engine_round_timeout_ms(mp) + CALL_SLACK_MS);
+    average_info(e, &c, info, info_size);
     return e;
 }
 
@@ -296,6 +318,38 @@ moshpit_err_t(moshpit_average)(moshpit_t *mp, float *values, size_t count,
                                double weight, moshpit_round_t *info) {
     return moshpit_average_sized(mp, values, count, weight, info,
                                  ROUND_SIZE_0_2);
+}
+
+moshpit_err_t moshpit_average_start(moshpit_t *mp, float *values, size_t count,
+                                    double weight, moshpit_op_t **op) {
+    if (op == NULL)
+        return MOSHPIT_EINVAL;
+    *op = NULL;
+    mp_cmd_t c;
+    moshpit_err_t e = average_cmd(mp, values, count, weight, &c);
+    if (e != MOSHPIT_OK)
+        return e;
+    return mp__engine_start(
+        mp, &c, (uint64_t)mp__engine_round_timeout_ms(mp) + CALL_SLACK_MS, op);
+}
+
+moshpit_err_t moshpit_op_wait_sized(moshpit_op_t *op, uint32_t timeout_ms,
+                                    moshpit_round_t *info, size_t info_size) {
+    if (op == NULL || (info != NULL && info_size > STRUCT_SIZE_MAX))
+        return MOSHPIT_EINVAL;
+    mp_cmd_t c;
+    memset(&c, 0, sizeof(c));
+    moshpit_err_t e = mp__engine_op_wait(op, timeout_ms, &c);
+    if (c.type == 0)
+        return e; /* not over (ETIMEDOUT, or EINVAL: waited for on another
+                     thread): the op lives on, info untouched */
+    average_info(e, &c, info, info_size);
+    return e;
+}
+
+moshpit_err_t(moshpit_op_wait)(moshpit_op_t *op, uint32_t timeout_ms,
+                               moshpit_round_t *info) {
+    return moshpit_op_wait_sized(op, timeout_ms, info, ROUND_SIZE_0_2);
 }
 
 moshpit_err_t moshpit_fetch_state(moshpit_t *mp, float *values, size_t count,

@@ -182,11 +182,17 @@ struct moshpit {
     bool thread_started;
     mp_plat_mutex_t lock; /* guards the "under lock" fields */
     mp_plat_cond_t cond;
-    mp_plat_mutex_t call_lock; /* one API call at a time */
 
     /* under lock */
     mp_cmd_t *cmd_posted; /* handed to the engine, not yet taken */
-    mp_cmd_t *cmd_active; /* the call waiting for the engine, if any */
+    /* The turn: the one command that may be on the engine, from when its
+     * call takes the turn until the engine completes it (mp__complete_cmd
+     * clears it); later calls wait for it, moshpit_average_start does not
+     * (EBUSY). NULL: free. */
+    mp_cmd_t *cmd_active;
+    /* the op of moshpit_average_start that moshpit_op_wait has not yet
+     * returned (one per peer); freed by moshpit_close if nobody waits */
+    moshpit_op_t *op_live;
     size_t members_live;
     int last_errno;
     bool stopped;
@@ -240,6 +246,14 @@ struct moshpit {
     mp_msg_t *msg;   /* decode target */
 };
 
+/* A background average (moshpit_average_start). The caller holds the
+ * pointer; the engine sees only &cmd, and only until it completes it. */
+struct moshpit_op {
+    moshpit_t *mp;
+    mp_cmd_t cmd;
+    bool waiting; /* under mp->lock: a moshpit_op_wait is inside */
+};
+
 /* Logging through the configured callback (mp->log, base/log.h). */
 void mp__log(moshpit_t *mp, int level, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -258,8 +272,8 @@ uint32_t mp__close_wait_ms(const moshpit_config_t *cfg);
 moshpit_err_t mp__engine_setup(moshpit_t *mp);
 /* Hands a command to the engine thread: puts it in cmd_posted under
  * mp->lock and wakes the engine through the pipe. One command at a time
- * (callers hold call_lock). Returns 0, or an errno value (then the engine
- * never saw it). */
+ * (the caller holds the turn, cmd_active). Returns 0, or an errno value (then
+ * the engine never saw it). */
 int mp__engine_post(moshpit_t *mp, mp_cmd_t *c);
 /* Engine thread entry point. */
 void mp__engine_main(void *arg);

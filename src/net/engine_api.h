@@ -6,7 +6,8 @@
  * engine.h) stays opaque above src/net.
  *
  * Thread safety: every function here may be called from any application
- * thread; commands run one at a time (later callers wait their turn).
+ * thread; commands run one at a time (later callers wait their turn, a
+ * background op does not wait for it).
  */
 #ifndef MP_NET_ENGINE_API_H
 #define MP_NET_ENGINE_API_H
@@ -63,6 +64,22 @@ moshpit_err_t mp__engine_open(const moshpit_config_t *cfg, moshpit_t **out,
  * command's result, MOSHPIT_ECLOSED if the engine stopped, MOSHPIT_ESYS if
  * the command could not be handed over. */
 moshpit_err_t mp__engine_run(moshpit_t *mp, mp_cmd_t *c, uint64_t wait_ms);
+
+/* Starts c as a background op (moshpit_average_start): allocates the op,
+ * takes the turn without waiting for it and hands c's copy to the engine,
+ * whose deadline is wait_ms from now. Returns MOSHPIT_OK and *out, or
+ * MOSHPIT_EBUSY (an op of this peer not yet returned by mp__engine_op_wait,
+ * or another call holds the turn), MOSHPIT_ECLOSED, MOSHPIT_ENOMEM,
+ * MOSHPIT_ESYS, with nothing sent and *out untouched. */
+moshpit_err_t mp__engine_start(moshpit_t *mp, const mp_cmd_t *c,
+                               uint64_t wait_ms, moshpit_op_t **out);
+
+/* Waits up to timeout_ms for op to end. MOSHPIT_ETIMEDOUT: not over, op
+ * unchanged; MOSHPIT_EINVAL: another thread is waiting for op. Otherwise
+ * the op is over: *result is its command as the engine left it (info,
+ * values), the return value its result, and op has been freed. */
+moshpit_err_t mp__engine_op_wait(moshpit_op_t *op, uint32_t timeout_ms,
+                                 mp_cmd_t *result);
 
 /* Leaves the swarm (waiting at most mp__engine_close_wait_ms for the
  * mates of the last round), stops the thread and frees everything. NULL

@@ -3,8 +3,10 @@
  * engine_open.c - the life of a peer's state (engine_api.h): creating it
  * from a checked configuration (copies, secrets in secure memory, identity,
  * the bootstrap list parsed once, the engine's buffers), starting and
- * stopping the engine thread, handing it commands and waiting for them
- * with a deadline, and the few counters application threads may read.
+ * stopping the engine thread, handing it commands one at a time (the
+ * turn) and waiting for them with a deadline, background ops
+ * (moshpit_average_start, moshpit_op_wait), and the few counters
+ * application threads may read.
  * Also the engine's log function over base/log.h.
  */
 #include "engine.h"
@@ -93,7 +95,6 @@ static void state_free(moshpit_t *mp) {
     free(mp->msgbuf);
     free(mp->msg);
     mp_plat_mutex_destroy(&mp->lock);
-    mp_plat_mutex_destroy(&mp->call_lock);
     mp_plat_cond_destroy(&mp->cond);
     free(mp);
 }
@@ -161,13 +162,7 @@ moshpit_err_t mp__engine_open(const moshpit_config_t *cfg, moshpit_t **out,
         free(mp);
         return MOSHPIT_ESYS;
     }
-    if (mp_plat_mutex_init(&mp->call_lock) != 0) {
-        mp_plat_mutex_destroy(&mp->lock);
-        free(mp);
-        return MOSHPIT_ESYS;
-    }
     if (mp_plat_cond_init(&mp->cond) != 0) {
-        mp_plat_mutex_destroy(&mp->call_lock);
         mp_plat_mutex_destroy(&mp->lock);
         free(mp);
         return MOSHPIT_ESYS;
@@ -207,64 +202,104 @@ static void call_enter(moshpit_t *mp) {
     mp_plat_mutex_unlock(&mp->lock);
 }
 
-static void call_leave(moshpit_t *mp) {
-    mp_plat_mutex_lock(&mp->lock);
+static void call_leave_locked(moshpit_t *mp) {
     if (--mp->inside == 0)
         mp_plat_cond_broadcast(&mp->cond);
+}
+
+static void call_leave(moshpit_t *mp) {
+    mp_plat_mutex_lock(&mp->lock);
+    call_leave_locked(mp);
     mp_plat_mutex_unlock(&mp->lock);
 }
 
-/* Hands c to the engine and waits for it until c->deadline_ms; after that
- * asks the engine to drop the command and waits for that (the engine checks
- * at every loop turn, so this is short). */
-static moshpit_err_t run_locked(moshpit_t *mp, mp_cmd_t *c) {
-    mp_plat_mutex_lock(&mp->lock);
-    /* a close that has begun refuses new work and cancels the running
-     * command (mp__engine_close); checked with cmd_active set in the same
-     * critical section, so no command slips past a close */
-    bool refused = mp->stopped || (mp->closing && c->type != MP_CMD_CLOSE);
-    if (!refused)
-        mp->cmd_active = c;
-    mp_plat_mutex_unlock(&mp->lock);
-    if (refused)
-        return MOSHPIT_ECLOSED;
-    int err = mp__engine_post(mp, c);
-    if (err != 0) {
-        mp_plat_mutex_lock(&mp->lock);
-        mp->last_errno = err;
-        mp->cmd_active = NULL;
-        mp_plat_mutex_unlock(&mp->lock);
-        return MOSHPIT_ESYS;
-    }
-    mp_plat_mutex_lock(&mp->lock);
-    while (!c->done && !mp->stopped) {
-        if (mp_plat_cond_wait_until(&mp->cond, &mp->lock, c->deadline_ms) ==
-                ETIMEDOUT &&
-            !c->done) {
-            c->cancel = true;
-            /* the engine answers a cancel within one loop turn */
-            while (!c->done && !mp->stopped)
-                mp_plat_cond_wait_until(&mp->cond, &mp->lock,
-                                        mp_plat_clock_ms() + 1000);
+/* Under mp->lock: gives c the turn (cmd_active), with its deadline wait_ms
+ * from now, the moment no other command holds it. With wait false,
+ * MOSHPIT_EBUSY instead of waiting. A close that has begun refuses new
+ * work (mp__engine_close); checked in the same critical section that sets
+ * cmd_active, so no command slips past a close. The turn is released by
+ * mp__complete_cmd, or by finish_locked if the engine stopped first. */
+static moshpit_err_t turn_take_locked(moshpit_t *mp, mp_cmd_t *c, bool wait,
+                                      uint64_t wait_ms) {
+    for (;;) {
+        if (mp->stopped || (mp->closing && c->type != MP_CMD_CLOSE))
+            return MOSHPIT_ECLOSED;
+        if (mp->cmd_active == NULL)
             break;
-        }
+        if (!wait)
+            return MOSHPIT_EBUSY;
+        mp_plat_cond_wait_until(&mp->cond, &mp->lock,
+                                mp_plat_clock_ms() + 1000);
     }
+    mp->cmd_active = c;
+    /* the deadline counts from this command's turn, not from the call */
+    c->deadline_ms = mp_plat_clock_ms() + wait_ms;
+    return MOSHPIT_OK;
+}
+
+/* Hands c, which holds the turn, to the engine. */
+static moshpit_err_t post(moshpit_t *mp, mp_cmd_t *c) {
+    int err = mp__engine_post(mp, c);
+    if (err == 0)
+        return MOSHPIT_OK;
+    mp_plat_mutex_lock(&mp->lock);
+    mp->last_errno = err;
+    if (mp->cmd_active == c)
+        mp->cmd_active = NULL;
+    mp_plat_cond_broadcast(&mp->cond);
+    mp_plat_mutex_unlock(&mp->lock);
+    return MOSHPIT_ESYS;
+}
+
+/* Under mp->lock: waits until c is done or the engine stopped (true), or
+ * until `until` passes first (false; at once if it has passed). */
+static bool wait_done_locked(moshpit_t *mp, const mp_cmd_t *c, uint64_t until) {
+    while (!c->done && !mp->stopped) {
+        if (mp_plat_clock_ms() >= until)
+            return false;
+        mp_plat_cond_wait_until(&mp->cond, &mp->lock, until);
+    }
+    return true;
+}
+
+/* Under mp->lock, once wait_done_locked said c is over: its result. */
+static moshpit_err_t finish_locked(moshpit_t *mp, mp_cmd_t *c) {
     moshpit_err_t e = c->done ? c->result : MOSHPIT_ECLOSED;
     /* cut short by a close on another thread (a round that finished
      * before the engine saw the cancel keeps its OK) */
     if (e != MOSHPIT_OK && c->cancel && mp->closing && c->type != MP_CMD_CLOSE)
         e = MOSHPIT_ECLOSED;
-    mp->cmd_active = NULL;
-    mp_plat_mutex_unlock(&mp->lock);
+    if (mp->cmd_active == c) { /* the engine stopped without answering */
+        mp->cmd_active = NULL;
+        mp_plat_cond_broadcast(&mp->cond);
+    }
     return e;
 }
 
+/* A blocking call: waits for the turn, hands c to the engine and waits for
+ * it until c->deadline_ms; after that asks the engine to drop the command
+ * and waits for that (the engine checks at every loop turn, so this is
+ * short). moshpit_average is this, an op started and waited for at once;
+ * only the op of moshpit_average_start lives on the heap. */
 static moshpit_err_t run_turn(moshpit_t *mp, mp_cmd_t *c, uint64_t wait_ms) {
-    mp_plat_mutex_lock(&mp->call_lock);
-    /* the deadline counts from this command's turn, not from the call */
-    c->deadline_ms = mp_plat_clock_ms() + wait_ms;
-    moshpit_err_t e = run_locked(mp, c);
-    mp_plat_mutex_unlock(&mp->call_lock);
+    mp_plat_mutex_lock(&mp->lock);
+    moshpit_err_t e = turn_take_locked(mp, c, true, wait_ms);
+    mp_plat_mutex_unlock(&mp->lock);
+    if (e != MOSHPIT_OK)
+        return e;
+    e = post(mp, c);
+    if (e != MOSHPIT_OK)
+        return e;
+    mp_plat_mutex_lock(&mp->lock);
+    if (!wait_done_locked(mp, c, c->deadline_ms)) {
+        c->cancel = true;
+        /* the engine answers a cancel within one loop turn */
+        while (!c->done && !mp->stopped)
+            mp_plat_cond_wait_until(&mp->cond, &mp->lock,
+                                    mp_plat_clock_ms() + 1000);
+    }
+    e = finish_locked(mp, c);
+    mp_plat_mutex_unlock(&mp->lock);
     return e;
 }
 
@@ -275,13 +310,84 @@ moshpit_err_t mp__engine_run(moshpit_t *mp, mp_cmd_t *c, uint64_t wait_ms) {
     return e;
 }
 
+moshpit_err_t mp__engine_start(moshpit_t *mp, const mp_cmd_t *c,
+                               uint64_t wait_ms, moshpit_op_t **out) {
+    moshpit_op_t *op = calloc(1, sizeof(*op));
+    if (op == NULL)
+        return MOSHPIT_ENOMEM;
+    op->mp = mp;
+    op->cmd = *c;
+    mp_plat_mutex_lock(&mp->lock);
+    mp->inside++; /* call_enter */
+    moshpit_err_t e = MOSHPIT_OK;
+    if (mp->stopped || mp->closing)
+        e = MOSHPIT_ECLOSED;
+    else if (mp->op_live != NULL)
+        e = MOSHPIT_EBUSY;
+    else
+        e = turn_take_locked(mp, &op->cmd, false, wait_ms);
+    if (e == MOSHPIT_OK)
+        mp->op_live = op;
+    mp_plat_mutex_unlock(&mp->lock);
+    if (e == MOSHPIT_OK) {
+        e = post(mp, &op->cmd);
+        if (e != MOSHPIT_OK) {
+            mp_plat_mutex_lock(&mp->lock);
+            mp->op_live = NULL;
+            mp_plat_mutex_unlock(&mp->lock);
+        }
+    }
+    call_leave(mp);
+    if (e != MOSHPIT_OK) {
+        free(op);
+        return e;
+    }
+    *out = op;
+    return MOSHPIT_OK;
+}
+
+/* No deadline of its own: the engine ends every round by round_timeout_ms
+ * and a close cancels the op, so ETIMEDOUT here always means "not over
+ * yet" (an op's own result is never ETIMEDOUT: only a close cancels it,
+ * and that turns into ECLOSED). */
+moshpit_err_t mp__engine_op_wait(moshpit_op_t *op, uint32_t timeout_ms,
+                                 mp_cmd_t *result) {
+    moshpit_t *mp = op->mp;
+    bool over = false;
+    moshpit_err_t e;
+    mp_plat_mutex_lock(&mp->lock);
+    mp->inside++; /* call_enter */
+    if (op->waiting) {
+        e = MOSHPIT_EINVAL;
+    } else {
+        op->waiting = true;
+        over = wait_done_locked(mp, &op->cmd,
+                                mp_plat_clock_ms() + (uint64_t)timeout_ms);
+        op->waiting = false;
+        e = MOSHPIT_ETIMEDOUT;
+        if (over) {
+            e = finish_locked(mp, &op->cmd);
+            *result = op->cmd;
+            if (mp->op_live == op)
+                mp->op_live = NULL;
+        }
+    }
+    call_leave_locked(mp);
+    mp_plat_mutex_unlock(&mp->lock);
+    /* mp may be gone from here on (a close on another thread) */
+    if (over)
+        free(op);
+    return e;
+}
+
 void mp__engine_close(moshpit_t *mp) {
     if (mp == NULL)
         return;
     if (mp->thread_started) {
         /* calls running on other threads: a waiting moshpit_wait_members
-         * returns, the running command is cancelled (the engine drops it
-         * within a loop turn) and the ones queued behind it are refused */
+         * returns, the running command (a blocking call's or an op's) is
+         * cancelled (the engine drops it within a loop turn) and the ones
+         * waiting for their turn are refused */
         mp_plat_mutex_lock(&mp->lock);
         mp->closing = true;
         if (mp->cmd_active != NULL)
@@ -304,6 +410,9 @@ void mp__engine_close(moshpit_t *mp) {
                                     mp_plat_clock_ms() + 1000);
         mp_plat_mutex_unlock(&mp->lock);
     }
+    /* an op nobody waited for (over: the engine has stopped) */
+    free(mp->op_live);
+    mp->op_live = NULL;
     mp__engine_teardown(mp);
     state_free(mp);
 }

@@ -20,6 +20,10 @@ void mp__complete_cmd(moshpit_t *mp, mp_cmd_t *c, moshpit_err_t e) {
     mp_plat_mutex_lock(&mp->lock);
     c->result = e;
     c->done = true;
+    /* the turn passes on now, not when the caller collects the result: an
+     * op of moshpit_average_start may have nobody waiting for it */
+    if (mp->cmd_active == c)
+        mp->cmd_active = NULL;
     mp_plat_cond_broadcast(&mp->cond);
     mp_plat_mutex_unlock(&mp->lock);
 }

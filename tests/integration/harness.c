@@ -28,6 +28,7 @@ enum {
     EV_RESULT,
     EV_GROUP,
     EV_MEMBERS,
+    EV_STARTED,
     CMD_AVERAGE = 100,
     CMD_MEMBERS,
     CMD_QUIT,
@@ -42,6 +43,10 @@ enum {
 #define AVG_AGAIN 1 /* average the vector the last call left */
 #define AVG_CARRY 2 /* weight = last group_weight / group_size */
 #define AVG_CLOSE 4 /* moshpit_close as soon as the call returns */
+#define AVG_OP 8    /* moshpit_average_start, work while it runs, wait */
+#define AVG_OP_CLOSE                                                           \
+    16 /* moshpit_average_start, close once the group                          \
+          formed (needs notify_group) */
 
 typedef struct rec {
     uint32_t type;
@@ -237,6 +242,72 @@ static void peer_log(void *user, int level, const char *msg) {
     }
 }
 
+/* AVG_OP: the round in the background. Reports EV_STARTED (err: the
+ * start, a: a poll right after it, b: a second start while the op is
+ * live), then computes on other memory, polling the op between steps,
+ * until the round is over; res->work_steps counts the steps. */
+static int32_t op_average(moshpit_t *mp, float *v, size_t count, double w,
+                          it_result_t *res, int fd) {
+    rec_t r;
+    memset(&r, 0, sizeof(r));
+    r.type = EV_STARTED;
+    moshpit_op_t *op = NULL, *op2 = NULL;
+    moshpit_err_t e = moshpit_average_start(mp, v, count, w, &op);
+    r.err = (int32_t)e;
+    moshpit_err_t polled = MOSHPIT_EINVAL;
+    if (e == MOSHPIT_OK) {
+        polled = moshpit_op_wait(op, 0, &res->info);
+        r.a = (uint64_t)polled;
+        float other = 1.0f;
+        moshpit_err_t e2 = moshpit_average_start(mp, &other, 1, 1.0, &op2);
+        r.b = (uint64_t)e2;
+        if (e2 == MOSHPIT_OK && /* a second op where none may be */
+            moshpit_op_wait(op2, UINT32_MAX, NULL) != MOSHPIT_OK)
+            r.b = MOSHPIT_EPROTO;
+    }
+    if (send_all(fd, &r, sizeof(r)) != 0 || e != MOSHPIT_OK) {
+        if (e == MOSHPIT_OK && polled == MOSHPIT_ETIMEDOUT)
+            e = moshpit_op_wait(op, UINT32_MAX, NULL);
+        return (int32_t)(e == MOSHPIT_OK ? MOSHPIT_ESYS : e);
+    }
+    e = polled;
+    float work[1024];
+    for (size_t i = 0; i < 1024; i++)
+        work[i] = (float)i;
+    while (e == MOSHPIT_ETIMEDOUT) {
+        for (size_t i = 0; i < 1024; i++)
+            work[i] = work[i] * 0.999f + 0.5f;
+        res->work_steps++;
+        e = moshpit_op_wait(op, 0, &res->info);
+    }
+    res->work_check = work[0]; /* keeps the work from being optimized out */
+    return (int32_t)e;
+}
+
+/* AVG_OP_CLOSE: starts the op, computes until its group has formed (the
+ * engine's "group of" line) or it is over, then closes the peer with the
+ * op live. Returns the start's result, or MOSHPIT_ECLOSED when the close
+ * ended the op (the values are whatever the close left). */
+static int32_t op_close(moshpit_t *mp, float *v, size_t count, double w) {
+    uint64_t groups = log_count(": group of ");
+    moshpit_op_t *op = NULL;
+    moshpit_err_t e = moshpit_average_start(mp, v, count, w, &op);
+    if (e != MOSHPIT_OK) {
+        moshpit_close(mp);
+        return (int32_t)e;
+    }
+    uint64_t until = it_now_ms() + 30000;
+    while (log_count(": group of ") == groups && it_now_ms() < until) {
+        e = moshpit_op_wait(op, 1, NULL);
+        if (e != MOSHPIT_ETIMEDOUT) {
+            moshpit_close(mp);
+            return (int32_t)e; /* over before its group formed */
+        }
+    }
+    moshpit_close(mp); /* frees the op */
+    return MOSHPIT_ECLOSED;
+}
+
 static int peer_main(const it_peer_cfg_t *pc, int fd) {
     moshpit_config_t cfg;
     moshpit_config_init(&cfg);
@@ -403,7 +474,13 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
         memset(&r, 0, sizeof(r));
         r.type = EV_RESULT;
         uint64_t t0 = it_now_ms();
-        r.res.err = (int32_t)moshpit_average(mp, v, count, w, &r.res.info);
+        if (c.err & AVG_OP_CLOSE) {
+            r.res.err = op_close(mp, v, count, w);
+            mp = NULL;
+        } else if (c.err & AVG_OP)
+            r.res.err = op_average(mp, v, count, w, &r.res, fd);
+        else
+            r.res.err = (int32_t)moshpit_average(mp, v, count, w, &r.res.info);
         r.res.call_ms = it_now_ms() - t0;
         last = r.res.info;
         if (c.err & AVG_CLOSE) {
@@ -572,6 +649,44 @@ int it_average_async(it_peer_t *p, size_t count, uint64_t seed, double w) {
     c.b = seed;
     c.w = w;
     return send_all(p->fd, &c, sizeof(c));
+}
+
+int it_average_op_async(it_peer_t *p, size_t count, uint64_t seed, double w) {
+    rec_t c;
+    memset(&c, 0, sizeof(c));
+    c.type = CMD_AVERAGE;
+    c.err = AVG_OP;
+    c.a = count;
+    c.b = seed;
+    c.w = w;
+    return send_all(p->fd, &c, sizeof(c));
+}
+
+int it_average_op_close_async(it_peer_t *p, size_t count, uint64_t seed,
+                              double w) {
+    rec_t c;
+    memset(&c, 0, sizeof(c));
+    c.type = CMD_AVERAGE;
+    c.err = AVG_OP_CLOSE;
+    c.a = count;
+    c.b = seed;
+    c.w = w;
+    return send_all(p->fd, &c, sizeof(c));
+}
+
+int it_wait_started(it_peer_t *p, int32_t *start, int32_t *poll,
+                    int32_t *second, int timeout_ms) {
+    rec_t r;
+    int rc;
+    do /* group notices are not waited for here: skip */
+        rc = recv_all(p->fd, &r, sizeof(r), timeout_ms);
+    while (rc == 0 && r.type == EV_GROUP);
+    if (rc != 0 || r.type != EV_STARTED)
+        return -1;
+    *start = r.err;
+    *poll = (int32_t)r.a;
+    *second = (int32_t)r.b;
+    return 0;
 }
 
 int it_wait_group(it_peer_t *p, int timeout_ms) {

@@ -67,8 +67,10 @@ typedef struct it_peer {
 typedef struct it_result {
     int32_t err;
     moshpit_round_t info;
-    uint64_t call_ms;  /* wall time of the call */
-    uint64_t close_ms; /* it_average_close_async: wall time of the close */
+    uint64_t call_ms;    /* wall time of the call */
+    uint64_t close_ms;   /* it_average_close_async: wall time of the close */
+    uint64_t work_steps; /* it_average_op_async: steps computed meanwhile */
+    float work_check;
 } it_result_t;
 
 /* Starts a peer process; waits until it reports its endpoint and that it
@@ -94,6 +96,24 @@ int it_average_async(it_peer_t *p, size_t count, uint64_t seed, double w);
 /* Asks the peer to call moshpit_fetch_state for count floats; collect the
  * result with it_collect (info.round_id carries round_out). */
 int it_fetch_async(it_peer_t *p, size_t count, uint32_t timeout_ms);
+/* Like it_average_async through moshpit_average_start: the peer starts
+ * the op, reports that (it_wait_started), computes on other memory while
+ * polling the op (moshpit_op_wait with timeout 0) until the round is over,
+ * and reports the result as usual (it_collect; res.work_steps: the steps
+ * computed while the op was live). */
+int it_average_op_async(it_peer_t *p, size_t count, uint64_t seed, double w);
+/* The peer starts averaging with moshpit_average_start, computes until
+ * the op's group has formed (cfg notify_group must be set: the peer reads
+ * its own log for it), then calls moshpit_close with the op live, reports
+ * (it_collect: err ECLOSED if the close ended the op, values as the close
+ * left them) and exits. */
+int it_average_op_close_async(it_peer_t *p, size_t count, uint64_t seed,
+                              double w);
+/* The report of an op's start: *start the result of moshpit_average_start,
+ * *poll a moshpit_op_wait(op, 0) right after it, *second a second start
+ * while the op was live. 0, or -1 on timeout. */
+int it_wait_started(it_peer_t *p, int32_t *start, int32_t *poll,
+                    int32_t *second, int timeout_ms);
 /* Waits until one of peers[0..n) reports its group (or notify_log text);
  * returns its index, or -1. */
 int it_wait_group_any(it_peer_t *const *peers, size_t n, int timeout_ms);

@@ -213,6 +213,20 @@ static void test_old_config_guarded(void) {
           (unsigned long long)r.round_id, r.group_size);
     CHECK(all_bytes(rbuf + rn, rsize - rn, PATTERN),
           "average_sized(%zu) wrote past the caller's struct", rn);
+    /* the same for the round of an op */
+    memset(rbuf, PATTERN, rsize);
+    moshpit_op_t *op = NULL;
+    e = moshpit_average_start(mp, v, 3, 2.0, &op);
+    CHECK(e == MOSHPIT_OK, "average_start: %s", moshpit_strerror(e));
+    if (e == MOSHPIT_OK) {
+        e = moshpit_op_wait_sized(op, 20000, (moshpit_round_t *)rbuf, rn);
+        memcpy(&r, rbuf, sizeof(r));
+        CHECK(e == MOSHPIT_OK && r.group_size == 1,
+              "op_wait_sized with an old round struct: %s, group %u",
+              moshpit_strerror(e), r.group_size);
+        CHECK(all_bytes(rbuf + rn, rsize - rn, PATTERN),
+              "op_wait_sized(%zu) wrote past the caller's struct", rn);
+    }
     free(rbuf);
     moshpit_close(mp);
 }
@@ -252,6 +266,22 @@ static void test_new_config(void) {
         e = moshpit_average_sized(mp, v, 2, 1.0, NULL, 65537);
         CHECK(e == MOSHPIT_OK, "info NULL, size ignored: %s",
               moshpit_strerror(e));
+        moshpit_op_t *op = NULL;
+        e = moshpit_average_start(mp, v, 2, 1.0, &op);
+        CHECK(e == MOSHPIT_OK, "average_start: %s", moshpit_strerror(e));
+        if (e == MOSHPIT_OK) {
+            e = moshpit_op_wait_sized(op, 20000, &r.known, 65537);
+            CHECK(e == MOSHPIT_EINVAL, "op_wait info_size 65537: %s",
+                  moshpit_strerror(e));
+            memset(&r, PATTERN, sizeof(r));
+            e = moshpit_op_wait_sized(op, 20000, &r.known, sizeof(r));
+            CHECK(e == MOSHPIT_OK && r.known.group_size == 1,
+                  "op_wait with a newer round struct: %s, group %u",
+                  moshpit_strerror(e), r.known.group_size);
+            CHECK(all_bytes(r.future, sizeof(r.future), 0),
+                  "op_wait: round fields the library does not know are not "
+                  "zeroed");
+        }
         moshpit_close(mp);
     }
     /* a field this library does not have, set: refused, not ignored */
@@ -338,6 +368,22 @@ static void test_unsized(void) {
         CHECK(all_bytes(rbuf + ROUND_SIZE_0_2, rsize - ROUND_SIZE_0_2, PATTERN),
               "moshpit_average wrote past 0.2.0's %zu bytes",
               (size_t)ROUND_SIZE_0_2);
+        /* the function moshpit_op_wait writes moshpit_round_t of 0.2.0 */
+        memset(rbuf, PATTERN, rsize);
+        moshpit_op_t *op = NULL;
+        e = moshpit_average_start(mp, v, 1, 1.0, &op);
+        CHECK(e == MOSHPIT_OK, "average_start: %s", moshpit_strerror(e));
+        if (e == MOSHPIT_OK) {
+            e = (moshpit_op_wait)(op, 20000, (moshpit_round_t *)rbuf);
+            memcpy(&r, rbuf, sizeof(r));
+            CHECK(e == MOSHPIT_OK && r.group_size == 1,
+                  "moshpit_op_wait (function): %s, group %u",
+                  moshpit_strerror(e), r.group_size);
+            CHECK(all_bytes(rbuf + ROUND_SIZE_0_2, rsize - ROUND_SIZE_0_2,
+                            PATTERN),
+                  "moshpit_op_wait wrote past 0.2.0's %zu bytes",
+                  (size_t)ROUND_SIZE_0_2);
+        }
         moshpit_close(mp);
     }
     free(rbuf);
@@ -374,7 +420,8 @@ static void test_enums(void) {
               MOSHPIT_ETIMEDOUT == 3 && MOSHPIT_ECLOSED == 4 &&
               MOSHPIT_EPROTO == 5 && MOSHPIT_ECRYPTO == 6 &&
               MOSHPIT_EPEERAUTH == 7 && MOSHPIT_ESYS == 8 &&
-              MOSHPIT_ENOSTATE == 9 && MOSHPIT_ECOUNT == 10,
+              MOSHPIT_ENOSTATE == 9 && MOSHPIT_ECOUNT == 10 &&
+              MOSHPIT_EBUSY == 11,
           "error codes changed value");
     CHECK(MOSHPIT_AGG_MEAN == 0 && MOSHPIT_AGG_TRIMMED_MEAN == 1 &&
               MOSHPIT_AGG_CENTERED_CLIP == 2,

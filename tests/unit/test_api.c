@@ -55,7 +55,7 @@ static void test_strerror(void) {
     static const moshpit_err_t all[] = {
         MOSHPIT_OK,      MOSHPIT_EINVAL,   MOSHPIT_ENOMEM,  MOSHPIT_ETIMEDOUT,
         MOSHPIT_ECLOSED, MOSHPIT_EPROTO,   MOSHPIT_ECRYPTO, MOSHPIT_EPEERAUTH,
-        MOSHPIT_ESYS,    MOSHPIT_ENOSTATE, MOSHPIT_ECOUNT};
+        MOSHPIT_ESYS,    MOSHPIT_ENOSTATE, MOSHPIT_ECOUNT,  MOSHPIT_EBUSY};
     const size_t n = sizeof(all) / sizeof(all[0]);
     const char *unknown = moshpit_strerror((moshpit_err_t)999);
     CHECK(unknown != NULL && unknown[0] != '\0',
@@ -67,9 +67,9 @@ static void test_strerror(void) {
     const char *neg = moshpit_strerror((moshpit_err_t)-1);
     CHECK(neg != NULL && strstr(neg, "unknown") != NULL,
           "strerror(-1) = \"%s\"", neg ? neg : "(null)");
-    const char *past = moshpit_strerror((moshpit_err_t)(MOSHPIT_ECOUNT + 1));
+    const char *past = moshpit_strerror((moshpit_err_t)(MOSHPIT_EBUSY + 1));
     CHECK(past != NULL && strstr(past, "unknown") != NULL,
-          "strerror(ECOUNT+1) = \"%s\"", past ? past : "(null)");
+          "strerror(EBUSY+1) = \"%s\"", past ? past : "(null)");
     for (size_t i = 0; i < n; i++) {
         const char *s = moshpit_strerror(all[i]);
         CHECK(s != NULL && s[0] != '\0', "strerror(%d) NULL or empty",
