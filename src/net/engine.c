@@ -642,7 +642,7 @@ moshpit_err_t mp__engine_setup(moshpit_t *mp) {
         return MOSHPIT_ESYS;
     if (zmq_setsockopt(mp->data, ZMQ_MAXMSGSIZE, &dmax, sizeof(dmax)) != 0 ||
         set_int(mp->data, ZMQ_LINGER, 0) != 0 ||
-        set_int(mp->data, ZMQ_RCVHWM, 64) != 0)
+        set_int(mp->data, ZMQ_RCVHWM, 8) != 0)
         return MOSHPIT_ESYS;
 
     if (mp__endpoint_split(mp->cfg.listen, host, sizeof(host), &port) != 0)
