@@ -360,7 +360,7 @@ stop:
 
 int main(int argc, char **argv) {
 #ifdef MP_SANITIZED
-    (void)argc, (void)argv;
+    (void)argc, (void)argv, (void)run;
     printf("test_int_memory: sanitizer build, memory figures meaningless: "
            "skipped\n");
     return 77;
