@@ -4,9 +4,14 @@
  * draft-irtf-cfrg-aegis-aead (see aegis.h): the one-lane variant of
  * aegis_tmpl.h, with its init and finalize. The state is six AES blocks;
  * every 16 bytes of input cost one state update of six AES rounds (one
- * AESENC instruction each) and a few XORs, all constant time. The functions
- * that use AES-NI intrinsics carry a target attribute, so the file builds
- * without -maes and the CPU is checked at run time.
+ * AESENC instruction each) and a few XORs, all constant time. Two code
+ * paths: AES-NI on x86-64, and the ARMv8 Cryptographic Extension on arm64
+ * (GCC, or Clang with the extension enabled at build time). An ARM AES
+ * round differs from AESENC: AESE xors the round key in first, then
+ * SubBytes and ShiftRows, and AESMC does MixColumns, so AEGIS's
+ * AESRound(x, k) is AESMC(AESE(x, 0)) xor k. The functions that use the
+ * intrinsics carry a target attribute, so the file builds without -maes
+ * or +crypto and the CPU is checked at run time.
  *
  * Checked against the draft's and Wycheproof's test vectors in
  * tests/unit/test_aegis.c, and by a known answer test (associated data,
@@ -22,6 +27,12 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define MP_AEGIS_X86 1
 #include <immintrin.h>
+#elif defined(__aarch64__) && defined(__linux__) &&                            \
+    ((defined(__GNUC__) && !defined(__clang__)) || defined(__ARM_FEATURE_AES))
+/* GCC's arm_neon.h declares the AES intrinsics for functions with the
+ * +crypto target; older Clang's only when the whole build has them. */
+#define MP_AEGIS_ARM64 1
+#include <arm_neon.h>
 #endif
 
 int mp__aegis_tag_check(uint8_t want[16], const uint8_t tag[16], uint8_t *m,
@@ -67,6 +78,52 @@ AEGIS_FN static inline void v_store(uint8_t *p, aegis_vec_t v) {
     _mm_storeu_si128((aegis_vec_t *)(void *)p, v);
 }
 
+static bool cpu_has_aes(void) {
+    return mp__cpu_has_aesni();
+}
+
+#elif defined(MP_AEGIS_ARM64)
+
+#if defined(__clang__)
+#define AEGIS_FN __attribute__((target("aes")))
+#else
+#define AEGIS_FN __attribute__((target("+crypto")))
+#endif
+#define AEGIS_RATE 16u
+#define AEGIS_ENCRYPT mp__aegis256_encrypt
+#define AEGIS_DECRYPT mp__aegis256_decrypt
+typedef uint8x16_t aegis_vec_t;
+
+AEGIS_FN static inline aegis_vec_t v_xor(aegis_vec_t a, aegis_vec_t b) {
+    return veorq_u8(a, b);
+}
+
+AEGIS_FN static inline aegis_vec_t v_and(aegis_vec_t a, aegis_vec_t b) {
+    return vandq_u8(a, b);
+}
+
+/* AESENC(a, k) = MixColumns(ShiftRows(SubBytes(a))) ^ k; AESE xors its key
+ * in before SubBytes, so it gets zero and k is xored in after AESMC. */
+AEGIS_FN static inline aegis_vec_t v_aesenc(aegis_vec_t a, aegis_vec_t k) {
+    return veorq_u8(vaesmcq_u8(vaeseq_u8(a, vdupq_n_u8(0))), k);
+}
+
+AEGIS_FN static inline aegis_vec_t v_load(const uint8_t *p) {
+    return vld1q_u8(p);
+}
+
+AEGIS_FN static inline void v_store(uint8_t *p, aegis_vec_t v) {
+    vst1q_u8(p, v);
+}
+
+static bool cpu_has_aes(void) {
+    return (mp__cpu_features() & MP_CPU_AES) != 0;
+}
+
+#endif
+
+#if defined(MP_AEGIS_X86) || defined(MP_AEGIS_ARM64)
+
 #include "crypto/aegis_tmpl.h"
 
 /* The Fibonacci-sequence constants C0 and C1 of the specification. */
@@ -97,9 +154,12 @@ AEGIS_FN static void init(aegis_vec_t s[6], const uint8_t key[32],
 
 AEGIS_FN static void finalize(aegis_vec_t s[6], size_t adlen, size_t mlen,
                               uint8_t tag[16]) {
-    aegis_vec_t t =
-        v_xor(s[3], _mm_set_epi64x((long long)((uint64_t)mlen << 3),
-                                   (long long)((uint64_t)adlen << 3)));
+    /* LE64(adlen in bits) || LE64(mlen in bits) */
+    uint8_t lens[16];
+    uint64_t bits[2] = {(uint64_t)adlen << 3, (uint64_t)mlen << 3};
+    for (int i = 0; i < 16; i++)
+        lens[i] = (uint8_t)(bits[i / 8] >> (8 * (i % 8)));
+    aegis_vec_t t = v_xor(s[3], v_load(lens));
     for (int i = 0; i < 7; i++)
         update(s, t);
     aegis_vec_t x = v_xor(v_xor(s[0], s[1]), v_xor(s[2], s[3]));
@@ -138,10 +198,10 @@ static bool known_answer(void) {
 }
 
 bool mp__aegis256_available(void) {
-    return mp__cpu_has_aesni() && known_answer();
+    return cpu_has_aes() && known_answer();
 }
 
-#else /* no AES-NI code path in this build */
+#else /* no AES code path in this build */
 
 bool mp__aegis256_available(void) {
     return false;

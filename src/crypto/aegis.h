@@ -3,10 +3,10 @@
  * aegis.h - AEGIS-256 (draft-irtf-cfrg-aegis-aead) with a 128-bit tag, the
  * data-plane AEAD used between peers whose CPUs both have AES instructions.
  * It is about 2.5 times as fast as AES-256-GCM on the same hardware, which
- * is what a peer spends most of an all-reduce on. x86-64 with AES-NI only;
- * elsewhere mp__aegis256_available() is false and peers use the other
- * ciphers. Pure functions over caller buffers; the state lives on the stack
- * and is wiped before returning. Thread-safe.
+ * is what a peer spends most of an all-reduce on. x86-64 with AES-NI and
+ * arm64 with the ARMv8 AES instructions; elsewhere mp__aegis256_available()
+ * is false and peers use the other ciphers. Pure functions over caller buffers;
+ * the state lives on the stack and is wiped before returning. Thread-safe.
  */
 #ifndef MP_CRYPTO_AEGIS_H
 #define MP_CRYPTO_AEGIS_H
@@ -19,8 +19,8 @@
 #define MP_AEGIS256_NONCEBYTES 32u
 #define MP_AEGIS256_TAGBYTES 16u
 
-/* True when this build and CPU can run AEGIS-256 (AES-NI) and a known
- * answer test passed just now. */
+/* True when this build and CPU can run AEGIS-256 (AES-NI, or ARMv8 AES on
+ * arm64) and a known answer test passed just now. */
 bool mp__aegis256_available(void);
 
 /* Encrypts m[0..mlen) into c (c may equal m) and writes the 16-byte tag.

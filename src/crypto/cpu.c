@@ -6,7 +6,11 @@
  * leaf 7 subleaf 0 EBX for AVX2 and ECX for VAES, and XCR0 (XGETBV) for
  * whether the OS saves the XMM and YMM registers. A CPU can report AVX while
  * the OS has not enabled its state; the instructions then fault, so the
- * VEX-encoded path is only taken when both agree.
+ * VEX-encoded path is only taken when both agree. On ARM the kernel
+ * reports what the CPU has in the auxiliary vector (arm64: AT_HWCAP's
+ * HWCAP_AES and HWCAP_PMULL; 32-bit arm: AT_HWCAP2's HWCAP2_AES and
+ * HWCAP2_PMULL, set for an ARMv8 CPU running a 32-bit kernel or userland);
+ * under qemu-user these are the emulated CPU's (-cpu, QEMU_CPU).
  */
 #include "crypto/cpu.h"
 
@@ -15,6 +19,7 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
 
+#define LEAF1_ECX_PCLMUL (1u << 1)
 #define LEAF1_ECX_AES (1u << 25)
 #define LEAF1_ECX_OSXSAVE (1u << 27)
 #define LEAF1_ECX_AVX (1u << 28)
@@ -54,6 +59,18 @@ bool mp__cpu_has_vaes_avx2(void) {
     return (b & LEAF7_EBX_AVX2) != 0 && (c & LEAF7_ECX_VAES) != 0;
 }
 
+unsigned mp__cpu_features(void) {
+    uint32_t c1 = leaf1_ecx();
+    unsigned f = 0;
+    if (c1 & LEAF1_ECX_AES)
+        f |= MP_CPU_AES;
+    if (c1 & LEAF1_ECX_PCLMUL)
+        f |= MP_CPU_CLMUL;
+    if (mp__cpu_has_vaes_avx2())
+        f |= MP_CPU_VAES;
+    return f;
+}
+
 #else
 
 bool mp__cpu_has_aesni(void) {
@@ -63,5 +80,38 @@ bool mp__cpu_has_aesni(void) {
 bool mp__cpu_has_vaes_avx2(void) {
     return false;
 }
+
+#if defined(__linux__) && (defined(__aarch64__) || defined(__arm__))
+#include <sys/auxv.h>
+
+/* The kernel's bit numbers (asm/hwcap.h), spelled out for C libraries
+ * whose headers lack them. */
+#if defined(__aarch64__)
+#define MP_HWCAP_WORD AT_HWCAP
+#define MP_HWCAP_AES (1ul << 3)   /* HWCAP_AES */
+#define MP_HWCAP_PMULL (1ul << 4) /* HWCAP_PMULL */
+#else
+#define MP_HWCAP_WORD AT_HWCAP2
+#define MP_HWCAP_AES (1ul << 0)   /* HWCAP2_AES */
+#define MP_HWCAP_PMULL (1ul << 1) /* HWCAP2_PMULL */
+#endif
+
+unsigned mp__cpu_features(void) {
+    unsigned long hw = getauxval(MP_HWCAP_WORD);
+    unsigned f = 0;
+    if (hw & MP_HWCAP_AES)
+        f |= MP_CPU_AES;
+    if (hw & MP_HWCAP_PMULL)
+        f |= MP_CPU_CLMUL;
+    return f;
+}
+
+#else
+
+unsigned mp__cpu_features(void) {
+    return 0;
+}
+
+#endif
 
 #endif

@@ -16,6 +16,7 @@
 
 #include "base/base.h"
 #include "crypto/aegis.h"
+#include "crypto/cpu.h"
 
 #ifdef MOSHPIT_HAVE_OPENSSL
 #include <openssl/err.h>
@@ -49,15 +50,33 @@ const char *mp__crypto_backend(void) {
 #endif
 }
 
-uint32_t mp__crypto_ciphers(void) {
+/* Whether this build runs AES-256-GCM in hardware on a CPU with features
+ * cpu. libsodium 1.0.18 has it on x86-64 only (AES-NI and PCLMULQDQ);
+ * OpenSSL also on ARM, where it uses the ARMv8 AES and PMULL instructions.
+ * Without them both would be slow, and libsodium refuses. */
+static bool gcm_runs(unsigned cpu) {
+    if ((cpu & (MP_CPU_AES | MP_CPU_CLMUL)) != (MP_CPU_AES | MP_CPU_CLMUL))
+        return false;
+#if defined(MOSHPIT_HAVE_OPENSSL) && (defined(__aarch64__) || defined(__arm__))
+    return true;
+#else
+    return crypto_aead_aes256gcm_is_available() != 0;
+#endif
+}
+
+uint32_t mp__crypto_ciphers_for(unsigned cpu) {
     uint32_t c = MP_CIPHER_CHACHA;
-    if (crypto_aead_aes256gcm_is_available())
+    if (gcm_runs(cpu))
         c |= MP_CIPHER_AESGCM;
-    if (mp__aegis256_available())
+    if ((cpu & MP_CPU_AES) && mp__aegis256_available())
         c |= MP_CIPHER_AEGIS;
-    if (mp__aegis256x2_available())
+    if ((cpu & MP_CPU_VAES) && mp__aegis256x2_available())
         c |= MP_CIPHER_AEGISX2;
     return c;
+}
+
+uint32_t mp__crypto_ciphers(void) {
+    return mp__crypto_ciphers_for(mp__cpu_features());
 }
 
 uint32_t mp__crypto_pick_cipher(uint32_t mine, uint32_t theirs) {
@@ -181,7 +200,7 @@ static moshpit_err_t keys_make(uint32_t cipher, const uint8_t tx[32],
     memcpy(k->rx, rx, 32);
     /* Both backends refuse AES-GCM without AES hardware: it is only ever
      * picked when both ends announced it (mp__crypto_ciphers). */
-    if ((cipher == MP_CIPHER_AESGCM && !crypto_aead_aes256gcm_is_available()) ||
+    if ((cipher == MP_CIPHER_AESGCM && !gcm_runs(mp__cpu_features())) ||
         (cipher == MP_CIPHER_AEGIS && !mp__aegis256_available()) ||
         (cipher == MP_CIPHER_AEGISX2 && !mp__aegis256x2_available())) {
         sodium_free(k);

@@ -5,14 +5,16 @@
  * AEAD that seals and opens data frames.
  *
  * Frames are sealed with AEGIS-256X2 when both ends run it (x86-64 with
- * VAES), else AEGIS-256 (x86-64 with AES-NI; both in crypto/aegis*.c),
- * else AES-256-GCM when both have AES hardware, else ChaCha20-Poly1305
- * (IETF). The last two come from libsodium, or from OpenSSL 3's libcrypto
- * when built with MOSHPIT_HAVE_OPENSSL (faster; same wire format, so both
- * builds interoperate). Keys are derived per session from ephemeral X25519
- * keys exchanged inside the CURVE-authenticated control channel; each
- * direction has its own key and a 64-bit counter nonce that never repeats
- * under that key.
+ * VAES), else AEGIS-256 (x86-64 with AES-NI, arm64 with the ARMv8 AES
+ * instructions; both in crypto/aegis*.c), else AES-256-GCM when both have
+ * AES hardware (32-bit arm with ARMv8 AES in the OpenSSL build), else
+ * ChaCha20-Poly1305 (IETF), which is what a CPU without AES instructions
+ * (a Raspberry Pi 4) runs fastest. The last two come from libsodium, or from
+ * OpenSSL 3's libcrypto when built with MOSHPIT_HAVE_OPENSSL (faster; same wire
+ * format, so both builds interoperate). Keys are derived per session from
+ * ephemeral X25519 keys exchanged inside the CURVE-authenticated control
+ * channel; each direction has its own key and a 64-bit counter nonce that never
+ * repeats under that key.
  *
  * Key objects live in sodium_malloc'd memory and are wiped on free. Not
  * thread-safe per object; the engine thread owns them.
@@ -33,8 +35,16 @@ typedef enum {
 } mp_cipher_t;
 
 /* Bit set of ciphers this machine can run (CHACHA always; AESGCM with
- * hardware AES). */
+ * hardware AES and carry-less multiply; AEGIS with AES rounds; AEGISX2
+ * with VAES): mp__crypto_ciphers_for(mp__cpu_features()). */
 uint32_t mp__crypto_ciphers(void);
+
+/* The set a machine whose CPU has the MP_CPU_* features cpu would
+ * announce (crypto/cpu.h), counting only what this CPU also runs: a mask
+ * of this CPU's features gives what a CPU lacking the rest announces (the
+ * tests use it for a CPU without AES, such as a Raspberry Pi 4's, on any
+ * machine). Pure apart from the known answer tests it runs. */
+uint32_t mp__crypto_ciphers_for(unsigned cpu);
 
 /* Name of the library running the data-plane AEAD: "openssl" or
  * "libsodium". Static string, never NULL; fixed at build time. */

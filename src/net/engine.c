@@ -640,9 +640,12 @@ moshpit_err_t mp__engine_setup(moshpit_t *mp) {
         set_int(mp->ctrl, ZMQ_LINGER, 0) != 0 ||
         set_int(mp->ctrl, ZMQ_RCVHWM, 256) != 0)
         return MOSHPIT_ESYS;
+    /* at most 8 data frames (2 MiB of 256 KiB parts) queued per sender,
+     * then TCP pushes back: memory bounded by parts and members, not by
+     * the vector (docs/DESIGN.md, "What a peer needs") */
     if (zmq_setsockopt(mp->data, ZMQ_MAXMSGSIZE, &dmax, sizeof(dmax)) != 0 ||
         set_int(mp->data, ZMQ_LINGER, 0) != 0 ||
-        set_int(mp->data, ZMQ_RCVHWM, 64) != 0)
+        set_int(mp->data, ZMQ_RCVHWM, 8) != 0)
         return MOSHPIT_ESYS;
 
     if (mp__endpoint_split(mp->cfg.listen, host, sizeof(host), &port) != 0)

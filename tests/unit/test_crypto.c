@@ -19,6 +19,7 @@
 #include <sodium.h>
 
 #include "crypto/aegis.h"
+#include "crypto/cpu.h"
 #include "crypto/crypto.h"
 #include "crypto/session.h"
 
@@ -604,6 +605,12 @@ static void test_golden(void) {
 static void test_derivation(uint32_t cipher) {
     if (!(mp__crypto_ciphers() & cipher))
         return;
+    if (cipher == MP_CIPHER_AESGCM && !crypto_aead_aes256gcm_is_available()) {
+        /* OpenSSL's AES-GCM on ARM: libsodium 1.0.18 has none to compare */
+        printf("test_crypto: AES-256-GCM derivation not compared (libsodium "
+               "has no AES-GCM on this CPU)\n");
+        return;
+    }
     side_t a, b;
     golden_sides(&a, &b);
     const size_t mlen = sizeof(GOLDEN_MSG) - 1;
@@ -623,6 +630,49 @@ static void test_derivation(uint32_t cipher) {
     mp__session_keys_free(ka);
 }
 
+/* The cipher each kind of CPU ends up with. One without AES instructions
+ * (a Raspberry Pi 4's Cortex-A72 as shipped) announces ChaCha20-Poly1305
+ * only, so it and any peer use that; one with them (a Pi 5's Cortex-A76,
+ * x86-64 with AES-NI) announces an AES cipher that wins over ChaCha:
+ * AEGIS-256 where this build has the AEGIS code (x86-64, arm64), else
+ * AES-256-GCM in the OpenSSL build. The CPU without AES is this one with
+ * its AES features masked (mp__crypto_ciphers_for), so both cases run on
+ * any machine that has AES, emulated ARM included. */
+static void test_cpu_choice(void) {
+    const uint32_t A = MP_CIPHER_AESGCM, C = MP_CIPHER_CHACHA;
+    const uint32_t G = MP_CIPHER_AEGIS;
+    unsigned cpu = mp__cpu_features();
+    uint32_t here = mp__crypto_ciphers();
+    uint32_t no_aes = mp__crypto_ciphers_for(
+        cpu & ~(unsigned)(MP_CPU_AES | MP_CPU_CLMUL | MP_CPU_VAES));
+    CHECK(here == mp__crypto_ciphers_for(cpu), "ciphers_for(features)");
+    CHECK(no_aes == C, "a CPU without AES announces 0x%x, not ChaCha only",
+          no_aes);
+    CHECK(mp__crypto_pick_cipher(no_aes, here) == C &&
+              mp__crypto_pick_cipher(here, no_aes) == C,
+          "a CPU without AES and this one do not agree on ChaCha");
+    CHECK(!(mp__crypto_ciphers_for(cpu & ~(unsigned)MP_CPU_CLMUL) & A),
+          "AES-GCM announced without carry-less multiply");
+    uint32_t best = mp__crypto_pick_cipher(here, here);
+    if (cpu & MP_CPU_AES) {
+#if defined(__x86_64__) || defined(__aarch64__)
+        CHECK(here & G, "AES instructions (features 0x%x) but no AEGIS-256",
+              cpu);
+#else
+        if (strcmp(mp__crypto_backend(), "openssl") == 0 &&
+            (cpu & MP_CPU_CLMUL))
+            CHECK(here & A, "AES and PMULL but no AES-GCM");
+#endif
+        CHECK(best != C || !(here & (G | A)), "ChaCha picked over AES");
+    }
+    printf("test_crypto: CPU features 0x%x (aes %d, clmul %d, vaes %d); "
+           "picks %s with its own kind, a CPU without AES announces 0x%x "
+           "and picks %s\n",
+           cpu, !!(cpu & MP_CPU_AES), !!(cpu & MP_CPU_CLMUL),
+           !!(cpu & MP_CPU_VAES), cipher_name(best), (unsigned)no_aes,
+           cipher_name(mp__crypto_pick_cipher(no_aes, here)));
+}
+
 int main(void) {
     CHECK(mp__crypto_init() == MOSHPIT_OK, "crypto init");
     CHECK(mp__crypto_init() == MOSHPIT_OK, "crypto init is not idempotent");
@@ -635,7 +685,7 @@ int main(void) {
     if (have & MP_CIPHER_AEGIS)
         test_session(MP_CIPHER_AEGIS);
     else
-        printf("test_crypto: no AES-NI, AEGIS-256 not tested\n");
+        printf("test_crypto: no AES instructions, AEGIS-256 not tested\n");
     if (have & MP_CIPHER_AESGCM)
         test_session(MP_CIPHER_AESGCM);
     else
@@ -644,6 +694,7 @@ int main(void) {
     test_cipher_mismatch();
     test_session_reject();
     test_pick_cipher();
+    test_cpu_choice();
     test_admit_proof();
     test_swarm_hash();
     test_helpers();
