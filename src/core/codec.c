@@ -253,29 +253,34 @@ static const mp_codec_kernels_t kernels_c = {
     q8_enc_c, q8_dec_c,  q4_enc_c,  q4_dec_c,
 };
 
-const mp_codec_kernels_t *mp__codec_kernels(size_t i) {
-    const mp_codec_kernels_t *v = mp__codec_kernels_x86();
-    if (v == NULL)
-        v = mp__codec_kernels_neon();
-    if (i == 0)
-        return &kernels_c;
-    return i == 1 ? v : NULL;
-}
+/* The vector kernels, asked of the CPU once (CPUID can trap to a
+ * hypervisor); racing first calls store the same pointer. &kernels_c
+ * stands for "none". */
+static _Atomic(const mp_codec_kernels_t *) vector_kernels;
 
-/* The CPU is asked once (CPUID can trap to a hypervisor); racing first
- * calls store the same pointer. */
-static _Atomic(const mp_codec_kernels_t *) chosen;
-
-static const mp_codec_kernels_t *best(void) {
+static const mp_codec_kernels_t *vector(void) {
     const mp_codec_kernels_t *k =
-        atomic_load_explicit(&chosen, memory_order_relaxed);
+        atomic_load_explicit(&vector_kernels, memory_order_relaxed);
     if (k == NULL) {
-        k = mp__codec_kernels(1);
+        k = mp__codec_kernels_x86();
+        if (k == NULL)
+            k = mp__codec_kernels_neon();
         if (k == NULL)
             k = &kernels_c;
-        atomic_store_explicit(&chosen, k, memory_order_relaxed);
+        atomic_store_explicit(&vector_kernels, k, memory_order_relaxed);
     }
     return k;
+}
+
+const mp_codec_kernels_t *mp__codec_kernels(size_t i) {
+    if (i == 0)
+        return &kernels_c;
+    const mp_codec_kernels_t *v = vector();
+    return i == 1 && v != &kernels_c ? v : NULL;
+}
+
+static const mp_codec_kernels_t *best(void) {
+    return vector();
 }
 
 void mp__codec_encode(uint32_t c, const float *x, size_t n, uint8_t *out) {
