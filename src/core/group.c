@@ -62,6 +62,19 @@
  * one attacker); else it keeps local values and its gather carries wsum 0,
  * exactly like a part only this member contributed to.
  *
+ * Compression. With cfg.agg.codec other than MOSHPIT_COMPRESS_NONE (codec.h)
+ * what travels is encoded: a scatter part is encoded from the sender's values
+ * when it is handed out (mp_send_t.bytes), and the receiver decodes it before
+ * mp__group_on_part, so a contribution enters the reduction as its decoded
+ * value; the reducer's own contribution is its exact values. The reduction
+ * itself (accumulation in double, robust rules) is unchanged. When an own
+ * part becomes final and counts as averaged, its result is encoded once and
+ * the part's values are replaced by the decoding of those bytes; every gather
+ * of that part sends the same bytes. So every member that receives the
+ * gather, and the reducer itself, holds the same bits. A final part that
+ * keeps local values (wsum 0) keeps them exactly; its gather's bytes are
+ * zeros and are not read. Result bytes count the encoded payload.
+ *
  * Gather. A gather part from member j must have share == j, a valid part
  * index and the layout's count, else MP_PART_BAD_INDEX. Its wsum must be
  * finite and >= 0 and, if wsum > 0, its data finite, else j is dropped
@@ -108,8 +121,8 @@
  * group_weight = sum of the weights of members not dropped;
  * fraction_averaged = averaged elements (own final parts that count as
  * averaged + gathered parts with wsum > 0) / count, 1.0 when count == 0;
- * bytes_sent / bytes_received = float payload bytes of parts handed out /
- * accepted (MP_PART_OK only).
+ * bytes_sent / bytes_received = payload bytes (as encoded) of parts handed
+ * out / accepted (MP_PART_OK only).
  */
 #include "core/group.h"
 

@@ -293,6 +293,18 @@ static void test_kernels_agree(const mp_codec_kernels_t *c,
     free(e2);
 }
 
+/* The example of docs/PROTOCOL.md, "Encoded values". */
+static void test_doc_example(void) {
+    const float x[3] = {1.0f, -0.5f, 0.25f};
+    static const uint8_t want[7] = {0x04, 0x02, 0x01, 0x3c, 0x7f, 0xc0, 0x20};
+    uint8_t e[7];
+    for (size_t k = 0; mp__codec_kernels(k) != NULL; k++) {
+        mp__codec_kernels(k)->q8_enc(x, 3, e);
+        CHECK(memcmp(e, want, sizeof want) == 0, "%s: INT8 example bytes",
+              mp__codec_kernels(k)->name);
+    }
+}
+
 static void test_dispatch(void) {
     CHECK(mp__codec_valid(0) && mp__codec_valid(4) && !mp__codec_valid(5),
           "valid");
@@ -324,5 +336,6 @@ int main(void) {
     if (v != NULL)
         test_kernels_agree(c, v);
     test_dispatch();
+    test_doc_example();
     return test_summary("test_codec");
 }
