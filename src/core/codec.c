@@ -258,25 +258,26 @@ static const mp_codec_kernels_t kernels_c = {
  * stands for "none". */
 static _Atomic(const mp_codec_kernels_t *) vector_kernels;
 
+/* The i-th vector set (0-based) of this build and CPU. */
+static const mp_codec_kernels_t *vector_at(size_t i) {
+    const mp_codec_kernels_t *k = mp__codec_kernels_x86(i);
+    return k != NULL ? k : mp__codec_kernels_neon(i);
+}
+
 static const mp_codec_kernels_t *vector(void) {
     const mp_codec_kernels_t *k =
         atomic_load_explicit(&vector_kernels, memory_order_relaxed);
     if (k == NULL) {
-        k = mp__codec_kernels_x86();
-        if (k == NULL)
-            k = mp__codec_kernels_neon();
-        if (k == NULL)
-            k = &kernels_c;
+        k = &kernels_c;
+        for (size_t i = 0; vector_at(i) != NULL; i++)
+            k = vector_at(i);
         atomic_store_explicit(&vector_kernels, k, memory_order_relaxed);
     }
     return k;
 }
 
 const mp_codec_kernels_t *mp__codec_kernels(size_t i) {
-    if (i == 0)
-        return &kernels_c;
-    const mp_codec_kernels_t *v = vector();
-    return i == 1 && v != &kernels_c ? v : NULL;
+    return i == 0 ? &kernels_c : vector_at(i - 1);
 }
 
 static const mp_codec_kernels_t *best(void) {

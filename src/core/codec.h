@@ -32,8 +32,8 @@
  * double precision. Decoding accepts every code (-128 and -8 included) and
  * reports whether every decoded value is finite.
  *
- * The vector kernels (x86-64 AVX2 with F16C, arm64 NEON) give the same
- * bytes and floats as the plain C kernels on every input; the unit test
+ * The vector kernels (x86-64 SSE4.1 and AVX2 with F16C, arm64 NEON) give the
+ * same bytes and floats as the plain C kernels on every input; the unit test
  * compares them. mp__codec_encode/decode use the best kernels this CPU
  * runs. Thread-safe.
  */
@@ -71,7 +71,9 @@ typedef struct mp_codec_kernels {
 } mp_codec_kernels_t;
 
 /* The kernel sets this build and CPU can run: index 0 is the plain C one,
- * the last is the one mp__codec_encode/decode use. NULL past the end. */
+ * then the vector ones from the least to the most capable (x86-64: SSE4.1,
+ * then AVX2 + F16C; arm64: NEON); the last is the one
+ * mp__codec_encode/decode use. NULL past the end. */
 const mp_codec_kernels_t *mp__codec_kernels(size_t i);
 
 /* Encodes the n values x with c (not NONE) into out. */
@@ -93,9 +95,9 @@ void mp__codec_q_block_c(const float *x, size_t n, int levels, float *scale,
  * not finite (a tiny block, which mp__codec_q_block_c codes in double). */
 bool mp__codec_block_params(float amax, int levels, float *scale, float *inv);
 
-/* The vector kernel sets, if this build has them (NULL otherwise or if the
- * CPU lacks them). */
-const mp_codec_kernels_t *mp__codec_kernels_x86(void);
-const mp_codec_kernels_t *mp__codec_kernels_neon(void);
+/* The i-th vector kernel set of this build that the CPU runs, from the
+ * least to the most capable (NULL past the end). */
+const mp_codec_kernels_t *mp__codec_kernels_x86(size_t i);
+const mp_codec_kernels_t *mp__codec_kernels_neon(size_t i);
 
 #endif

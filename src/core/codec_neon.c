@@ -265,13 +265,14 @@ static const mp_codec_kernels_t kernels_neon = {
     q8_enc, q8_dec,  q4_enc,  q4_dec,
 };
 
-const mp_codec_kernels_t *mp__codec_kernels_neon(void) {
-    return &kernels_neon;
+const mp_codec_kernels_t *mp__codec_kernels_neon(size_t i) {
+    return i == 0 ? &kernels_neon : NULL;
 }
 
 #else
 
-const mp_codec_kernels_t *mp__codec_kernels_neon(void) {
+const mp_codec_kernels_t *mp__codec_kernels_neon(size_t i) {
+    (void)i;
     return NULL;
 }
 

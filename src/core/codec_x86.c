@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * codec_x86.c - the x86-64 kernels of the wire encodings (codec.h) on AVX2,
- * with F16C for binary16, chosen at run time: the functions carry a target
- * attribute, so the file builds without -mavx2 and runs only where CPUID
- * (and XGETBV: the OS saves the YMM registers) says the CPU can, as
- * crypto/cpu.c checks for AES. Each kernel gives the bytes and floats of
- * the plain C ones in codec.c: the same IEEE operations in the same order
- * (round to nearest even from the default MXCSR), and the rare blocks
- * (zero, tiny, non-finite, the short last block of a part) go through the
- * same C code.
+ * codec_x86.c - the x86-64 kernels of the wire encodings (codec.h): on AVX2
+ * with F16C for binary16, and on SSE4.1 (binary16 then in C: F16C needs
+ * AVX) for CPUs or virtual machines without AVX, chosen at run time: the
+ * functions carry target attributes, so the file builds without -mavx2 and
+ * each set runs only where CPUID (and XGETBV: the OS saves the YMM
+ * registers) says the CPU can, as crypto/cpu.c checks for AES. Each kernel
+ * gives the bytes and floats of the plain C ones in codec.c: the same IEEE
+ * operations in the same order (round to nearest even from the default MXCSR),
+ * and the rare blocks (zero, tiny, non-finite, the short last block of a part)
+ * go through the same C code.
  */
 #include "core/codec.h"
 
@@ -22,11 +23,19 @@
 
 #define AVX2_FN __attribute__((target("avx2,f16c")))
 
+#define SSE_FN __attribute__((target("sse4.1")))
+
+#define LEAF1_ECX_SSE41 (1u << 19)
 #define LEAF1_ECX_OSXSAVE (1u << 27)
 #define LEAF1_ECX_AVX (1u << 28)
 #define LEAF1_ECX_F16C (1u << 29)
 #define LEAF7_EBX_AVX2 (1u << 5)
 #define XCR0_SSE_AVX 0x6u
+
+static bool cpu_sse41(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & LEAF1_ECX_SSE41) != 0;
+}
 
 static bool cpu_ok(void) {
     unsigned a, b, c, d;
@@ -326,13 +335,234 @@ static const mp_codec_kernels_t kernels_avx2 = {
     q8_enc,      q8_dec,  q4_enc,  q4_dec,
 };
 
-const mp_codec_kernels_t *mp__codec_kernels_x86(void) {
-    return cpu_ok() ? &kernels_avx2 : NULL;
+/* ---- SSE4.1: the same operations four lanes at a time ---- */
+
+SSE_FN static void bf16_enc_sse(const float *x, size_t n, uint8_t *out) {
+    const __m128i absm = _mm_set1_epi32(0x7fffffff);
+    const __m128i inf = _mm_set1_epi32(0x7f800000);
+    const __m128i half = _mm_set1_epi32(0x7fff);
+    const __m128i one = _mm_set1_epi32(1);
+    const __m128i sign = _mm_set1_epi32((int)0x80000000u);
+    const __m128i maxbf = _mm_set1_epi32(0x7f7f0000);
+    const __m128i quiet = _mm_set1_epi32(0x00400000);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i r2[2];
+        for (int k = 0; k < 2; k++) {
+            __m128i u =
+                _mm_loadu_si128((const __m128i *)(const void *)(x + i + 4 * k));
+            __m128i nan = _mm_cmpgt_epi32(_mm_and_si128(u, absm), inf);
+            __m128i lsb = _mm_and_si128(_mm_srli_epi32(u, 16), one);
+            __m128i r = _mm_add_epi32(u, _mm_add_epi32(half, lsb));
+            __m128i ovf = _mm_cmpeq_epi32(_mm_and_si128(r, inf), inf);
+            __m128i sat = _mm_or_si128(_mm_and_si128(u, sign), maxbf);
+            r = _mm_blendv_epi8(r, sat, ovf);
+            r = _mm_blendv_epi8(r, _mm_or_si128(u, quiet), nan);
+            r2[k] = _mm_srli_epi32(r, 16);
+        }
+        _mm_storeu_si128((__m128i *)(void *)(out + 2 * i),
+                         _mm_packus_epi32(r2[0], r2[1]));
+    }
+    mp__codec_kernels(0)->bf16_enc(x + i, n - i, out + 2 * i);
+}
+
+SSE_FN static bool bf16_dec_sse(const uint8_t *in, size_t n, float *out) {
+    const __m128i expo = _mm_set1_epi16(0x7f80);
+    const __m128i zero = _mm_setzero_si128();
+    __m128i bad = _mm_setzero_si128();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h =
+            _mm_loadu_si128((const __m128i *)(const void *)(in + 2 * i));
+        bad = _mm_or_si128(bad, _mm_cmpeq_epi16(_mm_and_si128(h, expo), expo));
+        _mm_storeu_si128((__m128i *)(void *)(out + i),
+                         _mm_unpacklo_epi16(zero, h));
+        _mm_storeu_si128((__m128i *)(void *)(out + i + 4),
+                         _mm_unpackhi_epi16(zero, h));
+    }
+    bool fin = mp__codec_kernels(0)->bf16_dec(in + 2 * i, n - i, out + i);
+    return _mm_testz_si128(bad, bad) && fin;
+}
+
+SSE_FN static bool block_load_sse(const float *x, __m128 v[16], float *amax) {
+    const __m128 absm = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
+    const __m128i fmax = _mm_set1_epi32(0x7f7fffff);
+    __m128 m = _mm_setzero_ps();
+    __m128i bad = _mm_setzero_si128();
+    for (int j = 0; j < 16; j++) {
+        v[j] = _mm_loadu_ps(x + 4 * j);
+        __m128 a = _mm_and_ps(v[j], absm);
+        m = _mm_max_ps(m, a);
+        bad = _mm_or_si128(bad, _mm_cmpgt_epi32(_mm_castps_si128(a), fmax));
+    }
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+    *amax = _mm_cvtss_f32(m);
+    return _mm_testz_si128(bad, bad);
+}
+
+SSE_FN static void q_enc_sse(const float *x, size_t n, uint8_t *out,
+                             int levels) {
+    size_t nb = (n + MP_CODEC_BLOCK - 1) / MP_CODEC_BLOCK;
+    uint8_t *codes = out + 4 * nb;
+    const __m128i nib = _mm_set1_epi8(0x0f);
+    const __m128i lonib = _mm_set1_epi16(0x000f);
+    const __m128i hinib = _mm_set1_epi16(0x00f0);
+    for (size_t b = 0; b < nb; b++) {
+        size_t at = b * MP_CODEC_BLOCK;
+        uint8_t *dst = levels == 127 ? codes + at : codes + at / 2;
+        __m128 v[16];
+        float amax, s, inv;
+        if (n - at < MP_CODEC_BLOCK || !block_load_sse(x + at, v, &amax) ||
+            amax == 0.0f || !mp__codec_block_params(amax, levels, &s, &inv)) {
+            size_t len = n - at < MP_CODEC_BLOCK ? n - at : MP_CODEC_BLOCK;
+            q_block_slow(x + at, len, levels, out + 4 * b, dst);
+            continue;
+        }
+        store_scale(out + 4 * b, s);
+        const __m128 vi = _mm_set1_ps(inv);
+        __m128i c[4]; /* 16 codes each, in order */
+        for (int k = 0; k < 4; k++) {
+            __m128i q[4];
+            for (int j = 0; j < 4; j++)
+                q[j] = _mm_cvtps_epi32(_mm_mul_ps(v[4 * k + j], vi));
+            c[k] = _mm_packs_epi16(_mm_packs_epi32(q[0], q[1]),
+                                   _mm_packs_epi32(q[2], q[3]));
+        }
+        if (levels == 127) {
+            for (int k = 0; k < 4; k++)
+                _mm_storeu_si128((__m128i *)(void *)(dst + 16 * k), c[k]);
+            continue;
+        }
+        for (int k = 0; k < 2; k++) {
+            __m128i p[2];
+            for (int h = 0; h < 2; h++) {
+                __m128i t = _mm_and_si128(c[2 * k + h], nib);
+                p[h] = _mm_or_si128(_mm_and_si128(t, lonib),
+                                    _mm_and_si128(_mm_srli_epi16(t, 4), hinib));
+            }
+            _mm_storeu_si128((__m128i *)(void *)(dst + 16 * k),
+                             _mm_packus_epi16(p[0], p[1]));
+        }
+    }
+}
+
+SSE_FN static void q8_enc_sse(const float *x, size_t n, uint8_t *out) {
+    q_enc_sse(x, n, out, 127);
+}
+
+SSE_FN static void q4_enc_sse(const float *x, size_t n, uint8_t *out) {
+    q_enc_sse(x, n, out, 7);
+}
+
+/* Sixteen codes times the scale, stored; returns the lanes whose product
+ * is not finite. */
+SSE_FN static __m128i dec16_sse(__m128i c16, __m128 vs, float *out) {
+    const __m128 absm = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
+    const __m128i fmax = _mm_set1_epi32(0x7f7fffff);
+    __m128i bad = _mm_setzero_si128();
+    for (int k = 0; k < 4; k++) {
+        __m128 f = _mm_mul_ps(_mm_cvtepi32_ps(_mm_cvtepi8_epi32(c16)), vs);
+        _mm_storeu_ps(out + 4 * k, f);
+        bad = _mm_or_si128(
+            bad, _mm_cmpgt_epi32(_mm_castps_si128(_mm_and_ps(f, absm)), fmax));
+        c16 = _mm_srli_si128(c16, 4);
+    }
+    return bad;
+}
+
+SSE_FN static bool q8_dec_sse(const uint8_t *in, size_t n, float *out) {
+    size_t nb = (n + MP_CODEC_BLOCK - 1) / MP_CODEC_BLOCK;
+    const uint8_t *codes = in + 4 * nb;
+    __m128i bad = _mm_setzero_si128();
+    uint32_t tailbad = 0;
+    for (size_t b = 0; b < nb; b++) {
+        size_t at = b * MP_CODEC_BLOCK;
+        float s = load_scale(in + 4 * b);
+        if (n - at < MP_CODEC_BLOCK) {
+            for (size_t i = at; i < n; i++) {
+                out[i] = (float)(int8_t)codes[i] * s;
+                tailbad |= nonfinite(out[i]);
+            }
+            break;
+        }
+        __m128 vs = _mm_set1_ps(s);
+        for (int k = 0; k < 4; k++) {
+            __m128i c16 = _mm_loadu_si128(
+                (const __m128i *)(const void *)(codes + at + 16 * k));
+            bad = _mm_or_si128(bad, dec16_sse(c16, vs, out + at + 16 * k));
+        }
+    }
+    return _mm_testz_si128(bad, bad) && tailbad == 0;
+}
+
+SSE_FN static bool q4_dec_sse(const uint8_t *in, size_t n, float *out) {
+    size_t nb = (n + MP_CODEC_BLOCK - 1) / MP_CODEC_BLOCK;
+    const uint8_t *codes = in + 4 * nb;
+    const __m128i nib = _mm_set1_epi8(0x0f);
+    const __m128i eight = _mm_set1_epi8(8);
+    __m128i bad = _mm_setzero_si128();
+    uint32_t tailbad = 0;
+    for (size_t b = 0; b < nb; b++) {
+        size_t at = b * MP_CODEC_BLOCK;
+        float s = load_scale(in + 4 * b);
+        if (n - at < MP_CODEC_BLOCK) {
+            for (size_t i = at; i < n; i++) {
+                uint8_t byte = codes[i / 2];
+                int v = (((i & 1) ? byte >> 4 : byte & 0x0f) ^ 8) - 8;
+                out[i] = (float)v * s;
+                tailbad |= nonfinite(out[i]);
+            }
+            break;
+        }
+        __m128 vs = _mm_set1_ps(s);
+        for (int k = 0; k < 2; k++) {
+            __m128i raw = _mm_loadu_si128(
+                (const __m128i *)(const void *)(codes + at / 2 + 16 * k));
+            __m128i lo = _mm_sub_epi8(
+                _mm_xor_si128(_mm_and_si128(raw, nib), eight), eight);
+            __m128i hi = _mm_sub_epi8(
+                _mm_xor_si128(_mm_and_si128(_mm_srli_epi16(raw, 4), nib),
+                              eight),
+                eight);
+            float *o = out + at + 32 * k;
+            bad =
+                _mm_or_si128(bad, dec16_sse(_mm_unpacklo_epi8(lo, hi), vs, o));
+            bad = _mm_or_si128(
+                bad, dec16_sse(_mm_unpackhi_epi8(lo, hi), vs, o + 16));
+        }
+    }
+    return _mm_testz_si128(bad, bad) && tailbad == 0;
+}
+
+/* binary16 without F16C: the C kernels */
+static void f16_enc_c(const float *x, size_t n, uint8_t *out) {
+    mp__codec_kernels(0)->f16_enc(x, n, out);
+}
+
+static bool f16_dec_c(const uint8_t *in, size_t n, float *out) {
+    return mp__codec_kernels(0)->f16_dec(in, n, out);
+}
+
+static const mp_codec_kernels_t kernels_sse41 = {
+    "sse4.1",   f16_enc_c,  f16_dec_c,  bf16_enc_sse, bf16_dec_sse,
+    q8_enc_sse, q8_dec_sse, q4_enc_sse, q4_dec_sse,
+};
+
+const mp_codec_kernels_t *mp__codec_kernels_x86(size_t i) {
+    const mp_codec_kernels_t *sets[2];
+    size_t n = 0;
+    if (cpu_sse41())
+        sets[n++] = &kernels_sse41;
+    if (cpu_ok())
+        sets[n++] = &kernels_avx2;
+    return i < n ? sets[i] : NULL;
 }
 
 #else
 
-const mp_codec_kernels_t *mp__codec_kernels_x86(void) {
+const mp_codec_kernels_t *mp__codec_kernels_x86(size_t i) {
+    (void)i;
     return NULL;
 }
 

@@ -83,8 +83,8 @@ static void check_body(uint32_t codec, const uint8_t *body, uint32_t count) {
         all = all && isfinite(ref[i]);
     if (fin != all)
         fail("data body: finite verdict differs from the floats");
-    const mp_codec_kernels_t *v = mp__codec_kernels(1);
-    if (v != NULL) {
+    const mp_codec_kernels_t *v;
+    for (size_t k = 1; (v = mp__codec_kernels(k)) != NULL; k++) {
         bool (*vdec[])(const uint8_t *, size_t, float *) = {
             NULL, v->f16_dec, v->bf16_dec, v->q8_dec, v->q4_dec};
         if (vdec[codec](body, count, got) != fin ||

@@ -325,16 +325,19 @@ static void test_dispatch(void) {
 
 int main(void) {
     const mp_codec_kernels_t *c = mp__codec_kernels(0);
-    const mp_codec_kernels_t *v = mp__codec_kernels(1);
-    printf("kernels: %s%s%s\n", c->name, v ? " and " : "",
-           v ? v->name : " only (no vector kernels on this build or CPU)");
+    printf("kernels: %s", c->name);
+    for (size_t i = 1; mp__codec_kernels(i) != NULL; i++)
+        printf(", %s", mp__codec_kernels(i)->name);
+    printf("%s\n", mp__codec_kernels(1) == NULL
+                       ? " only (no vector kernels on this build or CPU)"
+                       : "");
     for (size_t i = 0; mp__codec_kernels(i) != NULL; i++) {
         test_halves(mp__codec_kernels(i));
         test_blocks(mp__codec_kernels(i));
         test_edges(mp__codec_kernels(i));
+        if (i > 0)
+            test_kernels_agree(c, mp__codec_kernels(i));
     }
-    if (v != NULL)
-        test_kernels_agree(c, v);
     test_dispatch();
     test_doc_example();
     return test_summary("test_codec");
