@@ -120,6 +120,24 @@ typedef enum {
                                      median, clipping per part of the
                                      vector */
 } moshpit_agg_t;
+
+/* How a group encodes the values it sends (moshpit_config_t.compression).
+ * Both the parts a member sends to a reducer and the reducer's result are
+ * encoded; every reducer accumulates in float32/float64 and every member,
+ * the reducer included, ends with the same decoded bits. Peers with
+ * different settings never share a group. docs/AGGREGATION.md,
+ * "Compression", gives the error of each; docs/PROTOCOL.md the bytes. */
+typedef enum {
+    MOSHPIT_COMPRESS_NONE = 0, /* float32, bit for bit (default) */
+    MOSHPIT_COMPRESS_FP16 = 1, /* IEEE binary16, round to nearest even;
+                                  magnitudes above 65504 saturate to
+                                  +-65504 */
+    MOSHPIT_COMPRESS_BF16 = 2, /* bfloat16, round to nearest even */
+    MOSHPIT_COMPRESS_INT8 = 3, /* 8-bit codes, one float32 scale (absmax /
+                                  127) per block of 64 values */
+    MOSHPIT_COMPRESS_INT4 = 4  /* 4-bit codes, one float32 scale (absmax /
+                                  7) per block of 64 values */
+} moshpit_compress_t;
 /* A certificate (moshpit_cert_issue) in bytes, and as Z85 text without the
  * terminating NUL. docs/PROTOCOL.md gives the format byte by byte. */
 #define MOSHPIT_CERT_BYTES 160
@@ -244,6 +262,16 @@ typedef struct moshpit_config {
                                peer, default 1000, 50..1000000, with a
                                burst of twice that; messages over it are
                                dropped unread (logged) */
+    uint32_t reserved_pad0; /* ignored, never read: on 64-bit platforms it
+                               fills the tail padding of 0.2.0's struct,
+                               which older programs leave uninitialized */
+    uint32_t compression;   /* MOSHPIT_COMPRESS_NONE (0, default),
+                               MOSHPIT_COMPRESS_FP16, MOSHPIT_COMPRESS_BF16,
+                               MOSHPIT_COMPRESS_INT8, MOSHPIT_COMPRESS_INT4
+                               (moshpit_compress_t); other values are
+                               MOSHPIT_EINVAL. All members of a group must
+                               agree: peers with different values never
+                               group */
 } moshpit_config_t;
 
 /* What one moshpit_average() call did. Grows at its end like

@@ -44,6 +44,11 @@ from ._abi import (  # noqa: F401  (re-exported constants)
     AGG_MEAN,
     AGG_TRIMMED_MEAN,
     CERT_BYTES,
+    COMPRESS_BF16,
+    COMPRESS_FP16,
+    COMPRESS_INT4,
+    COMPRESS_INT8,
+    COMPRESS_NONE,
     KEY_BYTES,
     LOG_DEBUG,
     LOG_ERROR,
@@ -69,6 +74,11 @@ __all__ = [
     "AGG_MEAN",
     "AGG_TRIMMED_MEAN",
     "AGG_CENTERED_CLIP",
+    "COMPRESS_NONE",
+    "COMPRESS_FP16",
+    "COMPRESS_BF16",
+    "COMPRESS_INT8",
+    "COMPRESS_INT4",
     "LOG_ERROR",
     "LOG_WARN",
     "LOG_INFO",
@@ -366,7 +376,9 @@ _UINT_LIMITS = {
 # Fields Peer fills itself (pointers, callbacks) or that take keys.
 _KEY_FIELDS = ("public_key", "secret_key", "swarm_secret", "authority_key")
 _STRING_FIELDS = ("swarm", "listen", "advertise")
-CONFIG_FIELDS = tuple(name for name, _ in _abi.Config._fields_)
+CONFIG_FIELDS = tuple(
+    name for name, _ in _abi.Config._fields_ if not name.startswith("reserved")
+)
 
 
 def _as_index(value, name):
@@ -556,7 +568,8 @@ class Peer:
     group_size, min_group_size, grid_position, matchmaking_ms,
     round_timeout_ms, log_level, peer_timeout_ms, bandwidth_mbps, grid_dims,
     serve_state, state_clients_max, aggregation (AGG_*), trim, clip_tau,
-    clip_iters, weight_cap, peers_max, peer_msg_rate. Fields not given keep
+    clip_iters, weight_cap, peers_max, peer_msg_rate, compression
+    (COMPRESS_*). Fields not given keep
     the library's defaults. authorized_count is accepted only if it matches
     len(authorized_keys).
 

@@ -43,6 +43,13 @@ AGG_MEAN = 0
 AGG_TRIMMED_MEAN = 1
 AGG_CENTERED_CLIP = 2
 
+# moshpit_compress_t
+COMPRESS_NONE = 0
+COMPRESS_FP16 = 1
+COMPRESS_BF16 = 2
+COMPRESS_INT8 = 3
+COMPRESS_INT4 = 4
+
 # moshpit_log_level_t
 LOG_ERROR = 0
 LOG_WARN = 1
@@ -89,6 +96,8 @@ class Config(ctypes.Structure):
         ("cert", ctypes.c_uint8 * CERT_BYTES),
         ("peers_max", ctypes.c_uint32),
         ("peer_msg_rate", ctypes.c_uint32),
+        ("reserved_pad0", ctypes.c_uint32),
+        ("compression", ctypes.c_uint32),
     ]
 
 

@@ -52,6 +52,7 @@ def test_open_errors_from_the_library():
         dict(group_size=65),
         dict(grid_dims=9),
         dict(aggregation=7),
+        dict(compression=5),
         dict(listen="udp://nowhere"),
         dict(bootstrap=["not an endpoint"]),
     ):
@@ -136,6 +137,7 @@ def test_every_config_field_reaches_the_struct():
         cert=cert,
         peers_max=100,
         peer_msg_rate=500,
+        compression=moshpit.COMPRESS_INT8,
     )
     assert set(config) == set(moshpit.CONFIG_FIELDS)
     cfg, keep = moshpit.build_config(config)
@@ -311,6 +313,41 @@ def test_close_waits_for_a_call_in_progress():
     assert not t.is_alive() or t.join(5) is None
     t.join()
     assert result == [moshpit.ETIMEDOUT]
+
+
+def test_compression_int8_two_peers():
+    """Two INT8 peers average: both end with the same bits, within the
+    format's step of the exact mean, and send about a quarter of the bytes
+    of float32; a peer without compression never groups with them."""
+    cfg = dict(group_size=2, matchmaking_ms=10000, round_timeout_ms=20000)
+    a = moshpit.Peer(swarm="py-compress", compression=moshpit.COMPRESS_INT8, **cfg)
+    b = moshpit.Peer(
+        swarm="py-compress",
+        compression=moshpit.COMPRESS_INT8,
+        bootstrap=[a.endpoint],
+        **cfg
+    )
+    try:
+        a.wait_members(2, timeout=20.0)
+        b.wait_members(2, timeout=20.0)
+        n = 100000
+        xa = np.sin(np.arange(n, dtype=np.float32))
+        xb = np.cos(np.arange(n, dtype=np.float32)) * 2
+        want = (xa.astype(np.float64) + xb) / 2
+        out = {}
+        t = threading.Thread(target=lambda: out.setdefault("a", a.average(xa)))
+        t.start()
+        info = b.average(xb)
+        t.join()
+        assert info.group_size == 2 and out["a"].group_size == 2
+        assert np.array_equal(xa, xb)  # identical bits on both peers
+        # one round: at most a step (largest |x| / 127) off the exact mean
+        assert np.max(np.abs(xb - want)) <= 2.0 / 127 * 1.0001
+        # half the vector out as INT8 (1 + 4/64 bytes a value) plus frames
+        assert info.bytes_sent < n * 4 * 0.3
+    finally:
+        b.close()
+        a.close()
 
 
 def test_fetch_state_from_a_serving_peer():

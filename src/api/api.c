@@ -70,6 +70,8 @@ static const moshpit_config_t config_defaults = {
 _Static_assert(CONFIG_SIZE_0_2 <= sizeof(moshpit_config_t) &&
                    ROUND_SIZE_0_2 <= sizeof(moshpit_round_t),
                "moshpit_config_t and moshpit_round_t only grow");
+_Static_assert(offsetof(moshpit_config_t, compression) >= CONFIG_SIZE_0_2,
+               "fields added after 0.2.0 start past its struct");
 /* No real struct is this large: a larger size is a mistake. */
 #define STRUCT_SIZE_MAX 65536u
 

@@ -7,6 +7,7 @@
  * arrive; the robust kernels run once a part has all its contributions.
  */
 #include "core/agg.h"
+#include "core/codec.h"
 
 #include <math.h>
 #include <string.h>
@@ -27,7 +28,7 @@ uint32_t mp__agg_min_contrib(const mp_agg_t *a) {
 bool mp__agg_valid(const mp_agg_t *a) {
     if (a == NULL || a->mode > MOSHPIT_AGG_CENTERED_CLIP ||
         a->trim > MP_AGG_TRIM_MAX || !isfinite(a->tau) || a->tau < 0 ||
-        a->weight_cap > MP_AGG_CAP_MAX)
+        a->weight_cap > MP_AGG_CAP_MAX || !mp__codec_valid(a->codec))
         return false;
     if (a->mode == MOSHPIT_AGG_CENTERED_CLIP &&
         (a->iters < 1 || a->iters > MP_AGG_ITERS_MAX))
@@ -41,7 +42,8 @@ moshpit_err_t mp__agg_from_config(const moshpit_config_t *c, mp_agg_t *out) {
         c->aggregation > MOSHPIT_AGG_CENTERED_CLIP ||
         c->trim > MP_AGG_TRIM_MAX || !isfinite(c->clip_tau) ||
         c->clip_tau < 0 || c->clip_iters < 1 ||
-        c->clip_iters > MP_AGG_ITERS_MAX || c->weight_cap > MP_AGG_CAP_MAX)
+        c->clip_iters > MP_AGG_ITERS_MAX || c->weight_cap > MP_AGG_CAP_MAX ||
+        !mp__codec_valid(c->compression))
         return MOSHPIT_EINVAL;
     if (c->aggregation == MOSHPIT_AGG_TRIMMED_MEAN &&
         (c->trim < 1 || (c->group_size >= 2 && 2 * c->trim >= c->group_size)))
@@ -51,6 +53,7 @@ moshpit_err_t mp__agg_from_config(const moshpit_config_t *c, mp_agg_t *out) {
     out->tau = c->clip_tau == 0 ? 0.0f : c->clip_tau; /* no -0 */
     out->iters = c->clip_iters;
     out->weight_cap = c->weight_cap;
+    out->codec = c->compression;
     if (out->weight_cap == 0 && out->mode != MOSHPIT_AGG_MEAN)
         out->weight_cap = MP_AGG_CAP_DEFAULT;
     return MOSHPIT_OK;
@@ -58,7 +61,7 @@ moshpit_err_t mp__agg_from_config(const moshpit_config_t *c, mp_agg_t *out) {
 
 /* ---- group key ---- */
 
-size_t mp__agg_key_suffix(const mp_agg_t *a, uint8_t out[MP_AGG_KEY_MAX]) {
+static size_t rule_suffix(const mp_agg_t *a, uint8_t *out) {
     if (a->mode == MOSHPIT_AGG_MEAN && a->weight_cap == 0)
         return 0;
     out[0] = (uint8_t)a->mode;
@@ -80,7 +83,14 @@ size_t mp__agg_key_suffix(const mp_agg_t *a, uint8_t out[MP_AGG_KEY_MAX]) {
     return 3;
 }
 
-bool mp__agg_key_suffix_ok(const uint8_t *s, size_t len) {
+size_t mp__agg_key_suffix(const mp_agg_t *a, uint8_t out[MP_AGG_KEY_MAX]) {
+    if (a->codec == MOSHPIT_COMPRESS_NONE)
+        return rule_suffix(a, out);
+    out[0] = (uint8_t)(MP_AGG_KEY_CODEC | a->codec);
+    return 1 + rule_suffix(a, out + 1);
+}
+
+static bool rule_suffix_ok(const uint8_t *s, size_t len) {
     if (len == 0)
         return true;
     if (len < 3)
@@ -104,6 +114,15 @@ bool mp__agg_key_suffix_ok(const uint8_t *s, size_t len) {
     default:
         return false;
     }
+}
+
+bool mp__agg_key_suffix_ok(const uint8_t *s, size_t len) {
+    if (len > 0 && (s[0] & 0xf0u) == MP_AGG_KEY_CODEC) {
+        uint32_t c = s[0] & 0x0fu;
+        return c != MOSHPIT_COMPRESS_NONE && mp__codec_valid(c) &&
+               rule_suffix_ok(s + 1, len - 1);
+    }
+    return rule_suffix_ok(s, len);
 }
 
 /* ---- weights ---- */

@@ -50,10 +50,11 @@
 #include "moshpit.h"
 
 #define MP_AGG_TRIM_MAX ((MP_GROUP_MAX - 1u) / 2u)
-#define MP_AGG_ITERS_MAX 100u /* CenteredClip iterations */
-#define MP_AGG_CAP_MAX 65535u /* relative weight bound K */
-#define MP_AGG_CAP_DEFAULT 4u /* K of the robust modes when 0 */
-#define MP_AGG_KEY_MAX 8u     /* bytes of the group key suffix */
+#define MP_AGG_ITERS_MAX 100u  /* CenteredClip iterations */
+#define MP_AGG_CAP_MAX 65535u  /* relative weight bound K */
+#define MP_AGG_CAP_DEFAULT 4u  /* K of the robust modes when 0 */
+#define MP_AGG_KEY_MAX 9u      /* bytes of the group key suffix */
+#define MP_AGG_KEY_CODEC 0xc0u /* key suffix byte: 0xc0 | compression */
 
 /* The rule of a group; zero-initialized = the weighted mean, no relative
  * weight bound (the behaviour before robust aggregation, bit for bit). */
@@ -63,6 +64,8 @@ typedef struct mp_agg {
     float tau;           /* CenteredClip: per-element radius, 0 = auto */
     uint32_t iters;      /* CenteredClip: 1..MP_AGG_ITERS_MAX */
     uint32_t weight_cap; /* K, 0 = no relative bound */
+    uint32_t codec;      /* MOSHPIT_COMPRESS_*: how values travel (codec.h);
+                            part of the rule because members must agree */
 } mp_agg_t;
 
 /* Contributions of positive weight a part needs for the rule to run:
@@ -77,7 +80,8 @@ bool mp__agg_valid(const mp_agg_t *a);
  * the configuration asks for nonsense: an unknown mode, trim 0 or
  * 2 * trim >= group_size with the trimmed mean, trim beyond
  * MP_AGG_TRIM_MAX, clip_tau negative or not finite, clip_iters 0 or beyond
- * MP_AGG_ITERS_MAX, weight_cap beyond MP_AGG_CAP_MAX. */
+ * MP_AGG_ITERS_MAX, weight_cap beyond MP_AGG_CAP_MAX, an unknown
+ * compression. */
 moshpit_err_t mp__agg_from_config(const moshpit_config_t *c, mp_agg_t *out);
 
 /*
@@ -86,7 +90,9 @@ moshpit_err_t mp__agg_from_config(const moshpit_config_t *c, mp_agg_t *out);
  * weight bound (keys stay as they were), else mode (1 byte), K (u16
  * little-endian), then for the trimmed mean trim (1 byte), for
  * CenteredClip tau (IEEE float32 bits, little-endian) and iters (1 byte).
- * Returns the length (0, 3, 4 or 8).
+ * A compression other than NONE puts one byte 0xc0 | compression before
+ * all that (the mode byte is at most 2, so the two never mix up).
+ * Returns the length (0, 3, 4 or 8, plus 1 with compression).
  */
 size_t mp__agg_key_suffix(const mp_agg_t *a, uint8_t out[MP_AGG_KEY_MAX]);
 

@@ -62,6 +62,19 @@
  * one attacker); else it keeps local values and its gather carries wsum 0,
  * exactly like a part only this member contributed to.
  *
+ * Compression. With cfg.agg.codec other than MOSHPIT_COMPRESS_NONE (codec.h)
+ * what travels is encoded: a scatter part is encoded from the sender's values
+ * when it is handed out (mp_send_t.bytes), and the receiver decodes it before
+ * mp__group_on_part, so a contribution enters the reduction as its decoded
+ * value; the reducer's own contribution is its exact values. The reduction
+ * itself (accumulation in double, robust rules) is unchanged. When an own
+ * part becomes final and counts as averaged, its result is encoded once and
+ * the part's values are replaced by the decoding of those bytes; every gather
+ * of that part sends the same bytes. So every member that receives the
+ * gather, and the reducer itself, holds the same bits. A final part that
+ * keeps local values (wsum 0) keeps them exactly; its gather's bytes are
+ * zeros and are not read. Result bytes count the encoded payload.
+ *
  * Gather. A gather part from member j must have share == j, a valid part
  * index and the layout's count, else MP_PART_BAD_INDEX. Its wsum must be
  * finite and >= 0 and, if wsum > 0, its data finite, else j is dropped
@@ -108,8 +121,8 @@
  * group_weight = sum of the weights of members not dropped;
  * fraction_averaged = averaged elements (own final parts that count as
  * averaged + gathered parts with wsum > 0) / count, 1.0 when count == 0;
- * bytes_sent / bytes_received = float payload bytes of parts handed out /
- * accepted (MP_PART_OK only).
+ * bytes_sent / bytes_received = payload bytes (as encoded) of parts handed
+ * out / accepted (MP_PART_OK only).
  */
 #include "core/group.h"
 
@@ -119,6 +132,7 @@
 #include <string.h>
 
 #include "core/agg.h"
+#include "core/codec.h"
 #include "core/share.h"
 #include "core/vec.h"
 
@@ -168,6 +182,12 @@ struct mp_group {
     float *store;
     double *scratch;
 
+    /* compression (cfg.agg.codec): each final own part encoded once
+     * (pbytes per part), and one scatter part encoded at a time */
+    uint32_t codec;
+    size_t pbytes;
+    uint8_t *genc;
+    uint8_t *senc;
     /* other shares */
     uint8_t *gstate;
     size_t gather_open;
@@ -232,6 +252,17 @@ static void robust_reduce(mp_group_t *g, uint32_t p, float *out, size_t cnt) {
 /* Makes own part p final. `last` (weight wlast > 0), if not NULL, is a
  * contribution already counted in contrib/pwsum but not yet added to acc
  * (mean only). */
+/* With compression, the result of own part p is encoded once for its
+ * gathers and replaced by what every receiver decodes from those bytes, so
+ * that all members, this one included, end with the same bits. */
+static void encode_own(mp_group_t *g, uint32_t p, float *out, uint32_t cnt) {
+    if (g->codec == MOSHPIT_COMPRESS_NONE)
+        return;
+    uint8_t *enc = g->genc + (size_t)p * g->pbytes;
+    mp__codec_encode(g->codec, out, cnt, enc);
+    (void)mp__codec_decode(g->codec, enc, cnt, out);
+}
+
 static void finalize(mp_group_t *g, uint32_t p, const float *last,
                      double wlast) {
     assert(!(g->pflags[p] & OWN_FINAL));
@@ -251,6 +282,7 @@ static void finalize(mp_group_t *g, uint32_t p, const float *last,
     g->averaged += cnt;
     if (g->robust) {
         robust_reduce(g, p, out, cnt);
+        encode_own(g, p, out, cnt);
         return;
     }
     double inv = 1.0 / g->pwsum[p];
@@ -262,6 +294,7 @@ static void finalize(mp_group_t *g, uint32_t p, const float *last,
         mp__vec_acc_store(out, acc, inv, cnt);
     /* else every other contribution had weight 0: the mean is exactly the
      * local value already in place. */
+    encode_own(g, p, out, cnt);
 }
 
 static void finalize_ready(mp_group_t *g) {
@@ -371,6 +404,8 @@ moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
     g->alive = g->n == 64 ? UINT64_MAX : bit(g->n) - 1;
     memcpy(g->w, cfg->weights, g->n * sizeof *g->w);
     g->agg = cfg->agg;
+    g->codec = cfg->agg.codec;
+    g->pbytes = mp__codec_bytes(g->codec, g->pe);
     g->robust = g->agg.mode != MOSHPIT_AGG_MEAN;
     g->cmin = mp__agg_min_contrib(&g->agg);
     if (g->agg.weight_cap > 0)
@@ -415,6 +450,14 @@ moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
     g->pflags = calloc(own ? own : 1, sizeof *g->pflags);
     g->final_order = calloc(own ? own : 1, sizeof *g->final_order);
     g->gstate = calloc(total ? total : 1, sizeof *g->gstate);
+    if (g->codec != MOSHPIT_COMPRESS_NONE) {
+        if (own > SIZE_MAX / g->pbytes)
+            goto nomem;
+        g->genc = calloc(own ? own : 1, g->pbytes);
+        g->senc = malloc(g->pbytes);
+        if (!g->genc || !g->senc)
+            goto nomem;
+    }
     if (!g->acc || !g->contrib || !g->pwsum || !g->pflags || !g->final_order ||
         !g->gstate)
         goto nomem;
@@ -451,6 +494,8 @@ void mp__group_free(mp_group_t *g) {
     free(g->pflags);
     free(g->final_order);
     free(g->gstate);
+    free(g->genc);
+    free(g->senc);
     free(g);
 }
 
@@ -474,7 +519,7 @@ static mp_part_status_t on_scatter(mp_group_t *g, uint64_t now, uint32_t from,
     g->pwsum[part] += wm;
     g->contribs[from]++;
     g->heard[from] = now;
-    g->bytes_received += (uint64_t)count * sizeof(float);
+    g->bytes_received += mp__codec_bytes(g->codec, count);
     if (g->robust) {
         if (wm > 0)
             memcpy(store_ptr(g, from, part), data,
@@ -519,7 +564,7 @@ static mp_part_status_t on_gather(mp_group_t *g, uint64_t now, uint32_t from,
     g->gathered[from]++;
     g->gather_open--;
     g->heard[from] = now;
-    g->bytes_received += (uint64_t)count * sizeof(float);
+    g->bytes_received += mp__codec_bytes(g->codec, count);
     skip_gathered(g, from);
     return MP_PART_OK;
 }
@@ -612,6 +657,11 @@ bool mp__group_next_send(mp_group_t *g, uint32_t dest, mp_send_t *out) {
         out->data = part_ptr(g, dest, p);
         out->count = part_len(g, dest, p);
         out->wsum = g->w[g->self];
+        out->bytes = (const uint8_t *)out->data;
+        if (g->codec != MOSHPIT_COMPRESS_NONE) {
+            mp__codec_encode(g->codec, out->data, out->count, g->senc);
+            out->bytes = g->senc;
+        }
     } else if (g->gat_next[dest] < g->nfinal) {
         uint32_t p = g->final_order[g->gat_next[dest]++];
         out->kind = MP_PART_GATHER;
@@ -620,10 +670,14 @@ bool mp__group_next_send(mp_group_t *g, uint32_t dest, mp_send_t *out) {
         out->data = part_ptr(g, g->self, p);
         out->count = part_len(g, g->self, p);
         out->wsum = (g->pflags[p] & OWN_AVG) ? g->pwsum[p] : 0.0;
+        out->bytes = g->codec == MOSHPIT_COMPRESS_NONE
+                         ? (const uint8_t *)out->data
+                         : g->genc + (size_t)p * g->pbytes;
     } else {
         return false;
     }
-    g->bytes_sent += (uint64_t)out->count * sizeof(float);
+    out->nbytes = mp__codec_bytes(g->codec, out->count);
+    g->bytes_sent += out->nbytes;
     check_done(g);
     return true;
 }

@@ -72,6 +72,13 @@ typedef struct mp_send {
     const float *data; /* count floats; valid until the next call into g */
     uint32_t count;
     double wsum; /* gather: weight sum of the final part */
+    /* what goes on the wire: the count floats encoded with cfg.agg.codec
+     * (codec.h; with MOSHPIT_COMPRESS_NONE the floats at data themselves),
+     * nbytes = mp__codec_bytes(codec, count); valid as long as data. A
+     * driver sends these bytes; the receiver decodes them to floats for
+     * mp__group_on_part. data holds the uncompressed values. */
+    const uint8_t *bytes;
+    size_t nbytes;
 } mp_send_t;
 
 /* Result of a finished round (filled by mp__group_result). */
@@ -80,7 +87,7 @@ typedef struct mp_group_result {
     uint32_t peers_failed;    /* members this member dropped */
     double group_weight;      /* sum of weights of members not dropped */
     double fraction_averaged; /* elements that received a group result */
-    uint64_t bytes_sent, bytes_received; /* payload bytes (float data) */
+    uint64_t bytes_sent, bytes_received; /* payload bytes (encoded data) */
 } mp_group_result_t;
 
 /* Result codes of mp__group_on_part for a part that is rejected. */

@@ -242,6 +242,8 @@ struct moshpit {
     mp_fetch_t *fetch;   /* its client, once a server is known */
     uint64_t fetch_seq;
     float *scratch;  /* MP_DATA_MAX_COUNT floats */
+    uint8_t *encbuf; /* with compression: an opened part before decoding
+                        (mp__codec_bytes of MP_DATA_MAX_COUNT values) */
     uint8_t *msgbuf; /* MP_CTRL_MAX bytes */
     mp_msg_t *msg;   /* decode target */
 };

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "core/codec.h"
 #include "core/vec.h"
 
 static uint32_t member_index(const mp_round_t *r, const mp_peer_t *p) {
@@ -46,6 +47,36 @@ void mp__process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
     if (h->counter <= p->rx_counter) {
         mp__log(mp, MOSHPIT_LOG_WARN, "replayed data frame from %.8s dropped",
                 p->id_txt);
+        return;
+    }
+    if (h->codec != mp->cfg.compression) {
+        /* the group key holds the setting: a member that sends another
+         * encoding misbehaves; its frame is not even opened */
+        mp__log(mp, MOSHPIT_LOG_WARN,
+                "data frame from %.8s with compression %u (this group uses "
+                "%u) dropped",
+                p->id_txt, (unsigned)h->codec, (unsigned)mp->cfg.compression);
+        return;
+    }
+    if (h->codec != MOSHPIT_COMPRESS_NONE) {
+        size_t elen = mp__codec_bytes(h->codec, h->count);
+        if (mp__session_open(p->keys, h->counter, buf, MP_DATA_HDR_BYTES,
+                             buf + MP_DATA_HDR_BYTES, elen,
+                             buf + MP_DATA_HDR_BYTES + elen,
+                             mp->encbuf) != MOSHPIT_OK) {
+            mp__log(mp, MOSHPIT_LOG_WARN,
+                    "data frame from %.8s failed authentication, dropped",
+                    p->id_txt);
+            return;
+        }
+        p->rx_counter = h->counter;
+        r->bytes_received += len;
+        /* decoded only once authenticated; a part that decodes to a NaN or
+         * an infinity (a non-finite scale, a binary16 infinity) is refused
+         * by the group machine like a float32 one */
+        bool fin =
+            mp__codec_decode(h->codec, mp->encbuf, h->count, mp->scratch);
+        deliver(mp, p, from, h, fin);
         return;
     }
     size_t plen = (size_t)h->count * 4u;
@@ -139,13 +170,14 @@ void mp__on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {
 }
 
 static bool seal_part(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s) {
-    size_t plen = (size_t)s->count * 4u;
+    size_t plen = s->nbytes;
     size_t total = MP_DATA_HDR_BYTES + plen + MP_DATA_TAG_BYTES;
     zmq_msg_t *zm = mp__stash_of(p);
     if (zmq_msg_init_size(zm, total) != 0)
         return false;
     uint8_t *buf = zmq_msg_data(zm);
     mp_data_hdr_t h = {.kind = (uint8_t)s->kind,
+                       .codec = (uint8_t)mp->cfg.compression,
                        .count = s->count,
                        .tag = p->their_tag,
                        .counter = ++p->tx_counter,
@@ -154,9 +186,8 @@ static bool seal_part(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s) {
                        .part = s->part,
                        .wsum = s->wsum};
     mp__data_hdr_encode(&h, buf);
-    if (mp__session_seal(p->keys, h.counter, buf, MP_DATA_HDR_BYTES,
-                         (const uint8_t *)s->data, plen,
-                         buf + MP_DATA_HDR_BYTES,
+    if (mp__session_seal(p->keys, h.counter, buf, MP_DATA_HDR_BYTES, s->bytes,
+                         plen, buf + MP_DATA_HDR_BYTES,
                          buf + MP_DATA_HDR_BYTES + plen) != MOSHPIT_OK) {
         zmq_msg_close(zm);
         return false;

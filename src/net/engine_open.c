@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/z85.h"
+#include "core/codec.h"
 #include "crypto/cert.h"
 
 #define BOOTSTRAP_MAX 64u
@@ -92,6 +93,7 @@ static void state_free(moshpit_t *mp) {
     mp__crypto_secure_free(mp->sec);
     mp__crypto_secure_free(mp->swarm_secret);
     free(mp->scratch);
+    free(mp->encbuf);
     free(mp->msgbuf);
     free(mp->msg);
     mp_plat_mutex_destroy(&mp->lock);
@@ -125,6 +127,12 @@ static moshpit_err_t state_init(moshpit_t *mp, const moshpit_config_t *cfg) {
     mp->msg = malloc(sizeof(*mp->msg));
     if (!mp->sec || !mp->scratch || !mp->msgbuf || !mp->msg)
         return MOSHPIT_ENOMEM;
+    if (cfg->compression != MOSHPIT_COMPRESS_NONE) {
+        mp->encbuf =
+            malloc(mp__codec_bytes(cfg->compression, MP_DATA_MAX_COUNT));
+        if (mp->encbuf == NULL)
+            return MOSHPIT_ENOMEM;
+    }
     if (!mp__crypto_is_zero(cfg->swarm_secret, 32)) {
         mp->swarm_secret = mp__crypto_secure_alloc(32);
         if (mp->swarm_secret == NULL)

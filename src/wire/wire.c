@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "core/codec.h"
 #include "wire/pack.h"
 
 /* Containers may nest this deep (the schema needs 3; unknown keys may carry
@@ -747,7 +748,8 @@ void mp__data_hdr_encode(const mp_data_hdr_t *h,
     memcpy(&wbits, &h->wsum, sizeof wbits);
     mp__store_le(out + 0, DATA_HDR_VERSION, 1);
     mp__store_le(out + 1, h->kind, 1);
-    mp__store_le(out + 2, 0, 2);
+    mp__store_le(out + 2, h->codec, 1);
+    mp__store_le(out + 3, 0, 1);
     mp__store_le(out + 4, h->count, 4);
     mp__store_le(out + 8, h->tag, 8);
     mp__store_le(out + 16, h->counter, 8);
@@ -769,13 +771,16 @@ moshpit_err_t mp__data_hdr_decode(const uint8_t *buf, size_t len,
     if (buf[1] != MP_PART_SCATTER && buf[1] != MP_PART_GATHER &&
         buf[1] != MP_PART_STATE)
         return MOSHPIT_EPROTO;
-    if (mp__load_le(buf + 2, 2) != 0)
+    uint8_t codec = buf[2];
+    if (buf[3] != 0 || !mp__codec_valid(codec) ||
+        (buf[1] == MP_PART_STATE && codec != MOSHPIT_COMPRESS_NONE))
         return MOSHPIT_EPROTO;
     uint32_t count = (uint32_t)mp__load_le(buf + 4, 4);
     if (count > MP_DATA_MAX_COUNT)
         return MOSHPIT_EPROTO;
-    if ((uint64_t)len !=
-        (uint64_t)MP_DATA_HDR_BYTES + (uint64_t)count * 4u + MP_DATA_TAG_BYTES)
+    if ((uint64_t)len != (uint64_t)MP_DATA_HDR_BYTES +
+                             (uint64_t)mp__codec_bytes(codec, count) +
+                             MP_DATA_TAG_BYTES)
         return MOSHPIT_EPROTO;
     uint64_t wbits = mp__load_le(buf + 40, 8);
     double wsum;
@@ -784,6 +789,7 @@ moshpit_err_t mp__data_hdr_decode(const uint8_t *buf, size_t len,
         return MOSHPIT_EPROTO;
 
     h->kind = buf[1];
+    h->codec = codec;
     h->count = count;
     h->tag = mp__load_le(buf + 8, 8);
     h->counter = mp__load_le(buf + 16, 8);

@@ -162,7 +162,8 @@ int mp__wire_buf_write(void *data, const char *p, size_t n);
  * as AEAD associated data), then count*4 bytes of ciphertext, then a 16-byte
  * tag. Layout, little-endian:
  *   0  u8  version (1)      1  u8  kind (1 scatter, 2 gather, 3 state)
- *   2  u16 reserved (0)     4  u32 count (floats)
+ *   2  u8 codec (MOSHPIT_COMPRESS_*; 0 for state chunks)
+ *   3  u8 reserved (0)      4  u32 count (values)
  *   8  u64 tag (receiver's session tag)
  *   16 u64 counter (nonce; strictly increasing per session direction)
  *   24 u64 round id         32 u32 share   36 u32 part
@@ -174,6 +175,7 @@ int mp__wire_buf_write(void *data, const char *p, size_t n);
 
 typedef struct mp_data_hdr {
     uint8_t kind;
+    uint8_t codec; /* MOSHPIT_COMPRESS_*: how the count values are encoded */
     uint32_t count;
     uint64_t tag;
     uint64_t counter;
@@ -185,8 +187,9 @@ typedef struct mp_data_hdr {
 
 void mp__data_hdr_encode(const mp_data_hdr_t *h,
                          uint8_t out[MP_DATA_HDR_BYTES]);
-/* Checks version, kind, reserved, count <= MP_DATA_MAX_COUNT, that
- * len == header + count*4 + tag, and that wsum is finite and >= 0.
+/* Checks version, kind, codec (known, 0 for a state chunk), reserved,
+ * count <= MP_DATA_MAX_COUNT, that len == header + mp__codec_bytes(codec,
+ * count) + tag, and that wsum is finite and >= 0.
  * Errors: EPROTO. */
 moshpit_err_t mp__data_hdr_decode(const uint8_t *buf, size_t len,
                                   mp_data_hdr_t *h);

@@ -36,8 +36,9 @@ typedef struct bench_args {
     const char *store;     /* Gloo: FileStore directory */
     const char *bootstrap; /* moshpit: endpoint of rank 0 */
     int report_fd, control_fd; /* moshpit: handshake pipes, -1 if unused */
-    int corrupt; /* self-check: rank 0 perturbs one input element, so the
-                    verification must fail */
+    int corrupt;     /* self-check: rank 0 perturbs one input element, so the
+                        verification must fail */
+    int compression; /* moshpit: moshpit_config_t.compression */
 } bench_args_t;
 
 static inline int bench_parse_args(int argc, char **argv, bench_args_t *a) {
@@ -74,6 +75,8 @@ static inline int bench_parse_args(int argc, char **argv, bench_args_t *a) {
             a->control_fd = atoi(v);
         } else if (strcmp(k, "--corrupt") == 0) {
             a->corrupt = atoi(v);
+        } else if (strcmp(k, "--compression") == 0) {
+            a->compression = atoi(v);
         } else {
             fprintf(stderr, "%s: unknown option %s\n", argv[0], k);
             return -1;
@@ -121,12 +124,12 @@ static inline void bench_fill(float *buf, size_t count, const bench_args_t *a,
  * Checks buf against the sum over ranks 0..peers-1 of their inputs times
  * scale (1 for a sum, 1/peers for an equal-weight mean). On a mismatch
  * writes a description to msg and returns -1. The tolerance covers any
- * summation order in float; garbage, a missing rank or a stale buffer is
- * off by far more.
+ * summation order in float, plus extra (a lossy wire encoding's error);
+ * garbage, a missing rank or a stale buffer is off by far more.
  */
-static inline int bench_verify(const float *buf, size_t count, uint64_t seed,
-                               int peers, double scale, char *msg,
-                               size_t msglen) {
+static inline int bench_verify_tol(const float *buf, size_t count,
+                                   uint64_t seed, int peers, double scale,
+                                   double extra, char *msg, size_t msglen) {
     size_t i, bad = 0, first = 0;
     double first_got = 0, first_want = 0;
     int r;
@@ -136,7 +139,7 @@ static inline int bench_verify(const float *buf, size_t count, uint64_t seed,
             want += (double)bench_value(seed, r, i);
         }
         want *= scale;
-        tol = 1e-4 * (fabs(want) > 1.0 ? fabs(want) : 1.0);
+        tol = 1e-4 * (fabs(want) > 1.0 ? fabs(want) : 1.0) + extra;
         if (!(fabs((double)buf[i] - want) <= tol)) { /* also catches NaN */
             if (bad++ == 0) {
                 first = i;
@@ -153,6 +156,12 @@ static inline int bench_verify(const float *buf, size_t count, uint64_t seed,
              "expected %.7g",
              bad, count, first, first_got, first_want);
     return -1;
+}
+
+static inline int bench_verify(const float *buf, size_t count, uint64_t seed,
+                               int peers, double scale, char *msg,
+                               size_t msglen) {
+    return bench_verify_tol(buf, count, seed, peers, scale, 0.0, msg, msglen);
 }
 
 static inline double bench_now(void) {

@@ -67,7 +67,8 @@ typedef struct options {
     int only; /* -1 = all */
     int json;
     int keep_tmp;
-    int corrupt; /* self-check: verification must fail */
+    int corrupt;     /* self-check: verification must fail */
+    int compression; /* moshpit's moshpit_config_t.compression */
     uint64_t seed;
     double timeout_s; /* per system */
 } options_t;
@@ -92,6 +93,8 @@ typedef struct sys_result {
 } sys_result_t;
 
 static options_t opt;
+static const char *const compress_names[] = {"none", "fp16", "bf16", "int8",
+                                             "int4"};
 static char tmpdir[PATH_MAX];
 
 /* ---- small helpers ---- */
@@ -447,6 +450,10 @@ static void run_moshpit(sys_result_t *res) {
             argv[a++] = "--bootstrap";
             argv[a++] = endpoint;
         }
+        char comp[16];
+        snprintf(comp, sizeof comp, "%d", opt.compression);
+        argv[a++] = "--compression";
+        argv[a++] = comp;
         argv[a] = NULL;
         keep[0] = rep[1];
         keep[1] = con[0];
@@ -578,8 +585,9 @@ static void print_text(const sys_result_t *r) {
                    (double)opt.bytes / MIB, r[s].median_s, gbps(r[s].median_s));
             if (s == SYS_MOSHPIT) {
                 printf("   (allreduce_ms; whole call %.4f s/round, %.3f "
-                       "GB/s)",
-                       r[s].median_call_s, gbps(r[s].median_call_s));
+                       "GB/s; compression %s)",
+                       r[s].median_call_s, gbps(r[s].median_call_s),
+                       compress_names[opt.compression]);
             }
             printf("\n");
         } else {
@@ -596,9 +604,10 @@ static void print_json(const sys_result_t *r) {
     int first = 1;
     printf("{\n  \"peers\": %d,\n  \"size_bytes\": %zu,\n  \"size_mib\": "
            "%.4f,\n  \"rounds\": %d,\n  \"warmup\": %d,\n  \"seed\": %llu,\n"
-           "  \"systems\": [",
+           "  \"compression\": \"%s\",\n  \"systems\": [",
            opt.peers, opt.bytes, (double)opt.bytes / MIB, opt.rounds,
-           opt.warmup, (unsigned long long)opt.seed);
+           opt.warmup, (unsigned long long)opt.seed,
+           compress_names[opt.compression]);
     for (int s = 0; s < SYS_COUNT; s++) {
         if (!selected(s)) {
             continue;
@@ -650,6 +659,8 @@ static void usage(FILE *f) {
                "[--seed S]\n"
                "                     [--timeout SECONDS] [--keep-tmp] "
                "[--corrupt]\n"
+               "                     [--compression "
+               "none|fp16|bf16|int8|int4]\n"
                "  Times an all-reduce of BYTES (suffix k, M or G = KiB, MiB, "
                "GiB) of floats\n"
                "  among N local processes on loopback with moshpit, Gloo "
@@ -750,6 +761,14 @@ static int parse_options(int argc, char **argv) {
             char *end;
             opt.seed = strtoull(v, &end, 0);
             bad = *end != '\0';
+        } else if (strcmp(k, "--compression") == 0) {
+            bad = -1;
+            for (int c = 0; c < 5; c++) {
+                if (strcmp(v, compress_names[c]) == 0) {
+                    opt.compression = c;
+                    bad = 0;
+                }
+            }
         } else if (strcmp(k, "--only") == 0) {
             bad = -1;
             for (int s = 0; s < SYS_COUNT; s++) {

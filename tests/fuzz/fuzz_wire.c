@@ -10,8 +10,10 @@
  * MP_FUZZ_CORPUS_DIR) through the same checks, so the corpus runs as an
  * ordinary test.
  */
+#include "core/codec.h"
 #include "wire/wire.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +63,38 @@ static int check_ctrl(const uint8_t *data, size_t size) {
     return 1;
 }
 
+/* A compressed body (what a receiver decodes once the tag verified): every
+ * kernel set must decode it to the same floats and the same verdict, and
+ * the verdict must be whether the floats are all finite. */
+static void check_body(uint32_t codec, const uint8_t *body, uint32_t count) {
+    float *ref = malloc((size_t)count * sizeof(float) + 4);
+    float *got = malloc((size_t)count * sizeof(float) + 4);
+    if (ref == NULL || got == NULL) {
+        free(ref);
+        free(got);
+        return;
+    }
+    const mp_codec_kernels_t *c = mp__codec_kernels(0);
+    bool (*dec[])(const uint8_t *, size_t, float *) = {
+        NULL, c->f16_dec, c->bf16_dec, c->q8_dec, c->q4_dec};
+    bool fin = dec[codec](body, count, ref);
+    bool all = true;
+    for (uint32_t i = 0; i < count; i++)
+        all = all && isfinite(ref[i]);
+    if (fin != all)
+        fail("data body: finite verdict differs from the floats");
+    const mp_codec_kernels_t *v;
+    for (size_t k = 1; (v = mp__codec_kernels(k)) != NULL; k++) {
+        bool (*vdec[])(const uint8_t *, size_t, float *) = {
+            NULL, v->f16_dec, v->bf16_dec, v->q8_dec, v->q4_dec};
+        if (vdec[codec](body, count, got) != fin ||
+            memcmp(ref, got, (size_t)count * sizeof(float)) != 0)
+            fail("data body: vector kernels decode differently");
+    }
+    free(ref);
+    free(got);
+}
+
 /* Returns 1 if data decoded as a data frame. */
 static int check_hdr_one(const uint8_t *data, size_t size) {
     mp_data_hdr_t h, h2;
@@ -73,8 +107,11 @@ static int check_hdr_one(const uint8_t *data, size_t size) {
             fail("data header: failed decode left data behind");
         return 0;
     }
-    if (size != MP_DATA_HDR_BYTES + (size_t)h.count * 4 + MP_DATA_TAG_BYTES)
+    size_t body = mp__codec_bytes(h.codec, h.count);
+    if (size != MP_DATA_HDR_BYTES + body + MP_DATA_TAG_BYTES)
         fail("data header: accepted a length that does not match count");
+    if (h.codec != MOSHPIT_COMPRESS_NONE)
+        check_body(h.codec, data + MP_DATA_HDR_BYTES, h.count);
     mp__data_hdr_encode(&h, out);
     if (memcmp(out, data, sizeof out) != 0)
         fail("data header: re-encoding differs from the input");
@@ -92,13 +129,26 @@ static int check_hdr(const uint8_t *data, size_t size) {
     if (size < MP_DATA_HDR_BYTES + MP_DATA_TAG_BYTES)
         return ok;
     size_t body = size - MP_DATA_HDR_BYTES - MP_DATA_TAG_BYTES;
-    if (body % 4 != 0 || body / 4 > MP_DATA_MAX_COUNT)
+    /* the count that fits the body for the codec byte as given (a
+     * compressed size is monotonic in count: search it) */
+    uint32_t codec = data[2];
+    if (!mp__codec_valid(codec))
+        return ok;
+    uint32_t lo = 0, hi = MP_DATA_MAX_COUNT;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (mp__codec_bytes(codec, mid) < body)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (mp__codec_bytes(codec, lo) != body)
         return ok;
     uint8_t *copy = malloc(size);
     if (copy == NULL)
         return ok;
     memcpy(copy, data, size);
-    uint32_t count = (uint32_t)(body / 4);
+    uint32_t count = lo;
     for (int i = 0; i < 4; i++)
         copy[4 + i] = (uint8_t)(count >> (8 * i));
     (void)check_hdr_one(copy, size);

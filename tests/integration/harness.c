@@ -340,6 +340,7 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
         cfg.trim = pc->trim;
     cfg.clip_tau = pc->clip_tau;
     cfg.weight_cap = pc->weight_cap;
+    cfg.compression = pc->compression;
     g_notify_log = pc->notify_log;
     cfg.grid_position = pc->grid ? pc->grid_position : -1;
     const char *boot[2] = {pc->bootstrap, NULL};

@@ -39,6 +39,7 @@ typedef struct it_peer_cfg {
     uint32_t trim;                    /* config trim, 0 = default */
     float clip_tau;                   /* config clip_tau */
     uint32_t weight_cap;              /* config weight_cap */
+    uint32_t compression;             /* config compression (0 = none) */
     uint8_t authority_key[32];        /* config authority_key (zero: none) */
     uint8_t cert[MOSHPIT_CERT_BYTES]; /* config cert (zero: none) */
     uint32_t bandwidth_mbps; /* config bandwidth_mbps (0 = library default) */

@@ -102,6 +102,8 @@ struct moshsim {
     struct mp_msg *wmsg;       /* decode / encode scratch (every peer's) */
     struct mp_swim_msg *wswim; /* decode scratch */
     uint8_t *wbuf;             /* MP_CTRL_MAX bytes */
+    float *dec;                /* compressed parts decoded (decn floats) */
+    size_t decn;
 };
 
 /* Peer i is simnet node i + 1; node 0 is the driver (crash notices). */

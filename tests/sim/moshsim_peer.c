@@ -15,6 +15,7 @@
 #include "sim/moshsim_int.h"
 
 #include "net/round_msg.h"
+#include "core/codec.h"
 #include "wire/wire.h"
 #include "wire/wire_swim.h"
 
@@ -178,8 +179,9 @@ static void pump_sends(moshsim_t *s, uint32_t q) {
             simnet_msg_t m = {.src = node_of(q),
                               .dst = node_of(p->members[d]),
                               .type = MSG_PART,
-                              .data = snd.data,
-                              .len = (size_t)snd.count * sizeof(float)};
+                              .data = snd.bytes,
+                              .len = snd.nbytes};
+            m.arg[3] = snd.count;
             m.arg[0] = (uint64_t)snd.kind | (uint64_t)snd.share << 8 |
                        (uint64_t)snd.part << 32;
             m.arg[1] = dbits(snd.wsum);
@@ -222,9 +224,22 @@ static void on_part(moshsim_t *s, uint32_t q, uint32_t from,
     uint32_t kind = (uint32_t)(m->arg[0] & 0xff);
     uint32_t share = (uint32_t)((m->arg[0] >> 8) & 0xffffff);
     uint32_t part = (uint32_t)(m->arg[0] >> 32);
+    uint32_t count = (uint32_t)m->arg[3];
+    const float *data = m->data;
+    if (s->c.agg.codec != MOSHPIT_COMPRESS_NONE) {
+        /* the engine's receive path: the bytes decoded into floats; a part
+         * that decodes non-finite is refused by the group machine */
+        if (m->len != mp__codec_bytes(s->c.agg.codec, count))
+            return;
+        if (s->decn < count) {
+            s->dec = moshsim__xrealloc(s->dec, (size_t)count * sizeof(float));
+            s->decn = count;
+        }
+        (void)mp__codec_decode(s->c.agg.codec, m->data, count, s->dec);
+        data = s->dec;
+    }
     (void)moshsim__on_part(s, q, from, kind, share, part, bitsd(m->arg[1]),
-                           m->arg[2], m->data,
-                           (uint32_t)(m->len / sizeof(float)));
+                           m->arg[2], data, count);
 }
 
 /* A control message in wire form, decoded and dispatched as engine.c

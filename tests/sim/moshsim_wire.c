@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/codec.h"
 #include "wire/wire.h"
 #include "wire/wire_swim.h"
 
@@ -29,6 +30,7 @@ void moshsim__wire_free(moshsim_t *s) {
     free(s->wmsg);
     free(s->wswim);
     free(s->wbuf);
+    free(s->dec);
 }
 
 void moshsim__wire_on_frame(moshsim_t *s, uint32_t q, uint32_t from,
@@ -44,9 +46,22 @@ void moshsim__wire_on_frame(moshsim_t *s, uint32_t q, uint32_t from,
         return;
     }
     /* simnet payloads are 16-byte aligned and the header is 48 bytes */
-    int st = moshsim__on_part(
-        s, q, from, h.kind, h.share, h.part, h.wsum, h.round_id,
-        (const float *)(const void *)(buf + MP_DATA_HDR_BYTES), h.count);
+    const float *data = (const float *)(const void *)(buf + MP_DATA_HDR_BYTES);
+    if (h.codec != s->c.agg.codec) { /* the engine drops it unopened */
+        s->wstats.data_bad++;
+        return;
+    }
+    if (h.codec != MOSHPIT_COMPRESS_NONE) {
+        if (s->decn < h.count) {
+            s->dec = moshsim__xrealloc(s->dec, (size_t)h.count * sizeof(float));
+            s->decn = h.count;
+        }
+        (void)mp__codec_decode(h.codec, buf + MP_DATA_HDR_BYTES, h.count,
+                               s->dec);
+        data = s->dec;
+    }
+    int st = moshsim__on_part(s, q, from, h.kind, h.share, h.part, h.wsum,
+                              h.round_id, data, h.count);
     if (st == -1)
         s->wstats.part_held++;
     else if (st < 0)
@@ -66,10 +81,11 @@ void moshsim__wire_to_hostile(moshsim_t *s, const simnet_msg_t *m) {
         return;
     uint32_t from = m->src - 1;
     if (m->type == MSG_PART) {
-        size_t count = m->len / sizeof(float);
+        size_t count = (size_t)m->arg[3];
         size_t total = MP_DATA_HDR_BYTES + m->len + MP_DATA_TAG_BYTES;
         uint8_t *f = moshsim__xmalloc(total);
         mp_data_hdr_t h = {.kind = (uint8_t)(m->arg[0] & 0xff),
+                           .codec = (uint8_t)s->c.agg.codec,
                            .count = (uint32_t)count,
                            .round_id = m->arg[2],
                            .share = (uint32_t)((m->arg[0] >> 8) & 0xffffff),

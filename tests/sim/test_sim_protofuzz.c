@@ -15,7 +15,10 @@
  *     to itself or random ones; GROUP rosters forged for peers that JOINed
  *     it (or random ones): random size, members, weights, bandwidths,
  *     group ids;
- *   - data parts: for the groups it was put in (it JOINs real
+ *   - data parts (encoded with the swarm's compression: every third seed
+ *     runs BF16, INT8, INT4 or FP16 in turn, and a poisoned part then
+ *     carries a binary16/bfloat16 infinity or a NaN scale): for the
+ *     groups it was put in (it JOINs real
  *     matchmakers), scatter and gather parts with the round's real layout,
  *     values inside the honest range or NaN/Inf, and mutated ones (share,
  *     part, count, kind, wsum, group id: random, zero, finished rounds);
@@ -48,7 +51,9 @@
  *   - every call of a live honest peer ends, within round_timeout + 1 s;
  *   - every honest weight is finite, >= 0 and <= 1e15;
  *   - convergence: after the attack the honest MSE (around the honest
- *     weighted mean) reaches 1e-9 within 2 r_base + 2 rounds (and within
+ *     weighted mean) reaches 1e-9 (with compression: the square of the
+ *     format's step for values of magnitude 1, as its rounding leaves a
+ *     floor) within 2 r_base + 2 rounds (and within
  *     `quiet`), r_base being the rounds the same seed needs with no
  *     hostile peer from random grid positions (rounds alone or in forged
  *     groups scramble a grid, so that is the yardstick; the scrambled
@@ -78,6 +83,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/codec.h"
 #include "core/share.h"
 #include "core/swim.h"
 #include "sim/moshsim.h"
@@ -230,6 +236,9 @@ typedef struct fz {
     uint32_t count;  /* floats per vector */
     uint8_t *frame;  /* room for a part of count floats */
     double scale;
+    uint32_t codec; /* the swarm's compression */
+    double range;   /* honest values stay within +-range */
+    float *plain;   /* a part's values before encoding */
     bool active;
     tmpl_t *pool;
     uint32_t npool, pool_pos;
@@ -506,8 +515,9 @@ static void gen_part(fz_t *f) {
     h.tag = odd_u64(&f->r);
     h.counter = f->wakes;
     uint8_t *b = f->frame;
+    h.codec = (uint8_t)f->codec;
     mp__data_hdr_encode(&h, b);
-    float *v = (float *)(void *)(b + MP_DATA_HDR_BYTES);
+    float *v = f->codec ? f->plain : (float *)(void *)(b + MP_DATA_HDR_BYTES);
     uint32_t poison = (uint32_t)rnd(&f->r, 10);
     for (uint32_t i = 0; i < h.count; i++) {
         float x = (float)((2 * simnet_rng01(&f->r.r) - 1) * f->scale);
@@ -517,7 +527,19 @@ static void gen_part(fz_t *f) {
             x = i % 2 ? INFINITY : -INFINITY;
         memcpy(v + i, &x, sizeof x);
     }
-    size_t n = MP_DATA_HDR_BYTES + (size_t)h.count * 4 + MP_DATA_TAG_BYTES;
+    size_t body = mp__codec_bytes(f->codec, h.count);
+    if (f->codec != MOSHPIT_COMPRESS_NONE) {
+        uint8_t *e = b + MP_DATA_HDR_BYTES;
+        mp__codec_encode(f->codec, v, h.count, e);
+        /* binary16 saturates an infinity: poison with the codes */
+        if (poison == 2 && h.count > 0 && f->codec <= MOSHPIT_COMPRESS_BF16) {
+            e[0] = 0;
+            e[1] = f->codec == MOSHPIT_COMPRESS_FP16 ? 0x7c : 0x7f;
+            if (f->codec == MOSHPIT_COMPRESS_BF16)
+                e[0] = 0x80;
+        }
+    }
+    size_t n = MP_DATA_HDR_BYTES + body + MP_DATA_TAG_BYTES;
     memset(b + n - MP_DATA_TAG_BYTES, 0, MP_DATA_TAG_BYTES);
     /* byte mutations of a frame must not smuggle finite values outside
      * the range into the payload: mutate the header only */
@@ -687,6 +709,9 @@ static void gen_replay(fz_t *f) {
 /* Memory bounds and the value range, over every honest peer. */
 static void check_swarm(fz_t *f, const char *when) {
     uint32_t live = 0, n = moshsim_peers(f->s);
+    /* each round may round a value up by a step of the encoding */
+    static const double up[] = {0, 0x1p-10, 0x1p-7, 1e-6, 1e-6};
+    f->range *= 1 + up[f->codec];
     for (uint32_t q = 0; q < n; q++)
         live += moshsim_alive(f->s, q);
     for (uint32_t q = 0; q < n; q++) {
@@ -707,7 +732,7 @@ static void check_swarm(fz_t *f, const char *when) {
                      q, w);
         const float *v = moshsim_values(f->s, q);
         for (uint32_t e = 0; e < f->count; e++)
-            if (!isfinite(v[e]) || fabs((double)v[e]) > f->scale * 1.00001) {
+            if (!isfinite(v[e]) || fabs((double)v[e]) > f->range) {
                 if (f->bad_value++ == 0)
                     snprintf(f->why, sizeof f->why,
                              "%s: peer %u element %u = %g (range %g)", when, q,
@@ -800,6 +825,15 @@ static void swarm_cfg(moshsim_cfg_t *c, const opts_t *o, uint64_t seed) {
     c->seed = seed;
     c->random_weights = true;
     c->random_positions = seed % 2 == 0;
+    if (seed % 3 == 0)
+        c->agg.codec = 1 + (uint32_t)(seed / 3) % 4;
+}
+
+/* The MSE the swarm must reach: 1e-9, or the square of the encoding's
+ * step at magnitude 1 (quantization leaves a floor well below it). */
+static double mse_goal(uint32_t codec) {
+    static const double step[] = {0, 0x1p-10, 0x1p-7, 1.0 / 127, 1.0 / 7};
+    return codec == 0 ? 1e-9 : step[codec] * step[codec];
 }
 
 /* Rounds the seed needs to MSE <= 1e-9 with no hostile peer, from random
@@ -815,7 +849,7 @@ static int baseline(const opts_t *o, uint64_t seed) {
     for (uint32_t r = 1; r <= o->rounds + o->quiet && at < 0; r++) {
         moshsim_stats_t st;
         moshsim_round(s, &st);
-        if (st.mse <= 1e-9)
+        if (st.mse <= mse_goal(c.agg.codec))
             at = (int)r;
     }
     moshsim_free(s);
@@ -838,13 +872,19 @@ static void swarm_run(const opts_t *o, uint64_t seed, swarm_res_t *res) {
     f->honest = c.peers;
     f->count = c.count;
     f->frame =
-        malloc(MP_DATA_HDR_BYTES + (size_t)c.count * 4 + MP_DATA_TAG_BYTES);
+        malloc(MP_DATA_HDR_BYTES + (size_t)c.count * 4 +
+               4 * ((size_t)c.count / MP_CODEC_BLOCK + 1) + MP_DATA_TAG_BYTES);
     if (f->frame == NULL)
         abort();
     f->active = true;
     for (uint32_t q = 0; q < c.peers; q++)
         for (uint32_t e = 0; e < c.count; e++)
             f->scale = fmax(f->scale, fabs((double)moshsim_values(s, q)[e]));
+    f->range = f->scale * 1.00001;
+    f->codec = c.agg.codec;
+    f->plain = malloc((size_t)c.count * sizeof(float));
+    if (f->plain == NULL)
+        abort();
     moshsim_hostile_ops_t ops = {on_recv, on_wake};
     moshsim_hostile_set_ops(s, &ops, f);
     res->conv_after = -1;
@@ -869,7 +909,7 @@ static void swarm_run(const opts_t *o, uint64_t seed, swarm_res_t *res) {
         }
         if (attack && st.mse > res->mse_attack_max)
             res->mse_attack_max = st.mse;
-        if (!attack && res->conv_after < 0 && st.mse <= 1e-9)
+        if (!attack && res->conv_after < 0 && st.mse <= mse_goal(f->codec))
             res->conv_after = (int)(r - o->rounds);
         res->mse_final = st.mse;
         if (o->verbose)
@@ -888,6 +928,7 @@ static void swarm_run(const opts_t *o, uint64_t seed, swarm_res_t *res) {
     res->recv = f->recv;
     res->ws = *moshsim_wire_stats(s);
     free(f->frame);
+    free(f->plain);
     free(f->pool);
     free(f);
     moshsim_free(s);
@@ -1153,18 +1194,22 @@ int main(int argc, char **argv) {
             ws.by_type[k] += r.ws.by_type[k];
         for (int k = 0; k < 8; k++)
             ws.part_status[k] += r.ws.part_status[k];
+        moshsim_cfg_t sc;
+        swarm_cfg(&sc, &o, seed);
         int bound = r.base_rounds < 0 ? (int)o.quiet : 2 * r.base_rounds + 2;
         CHECK(r.conv_after > 0 && r.conv_after <= bound,
-              "seed %" PRIu64 ": MSE <= 1e-9 %d rounds after the attack "
+              "seed %" PRIu64 ": MSE <= %.2g %d rounds after the attack "
               "(no hostile peer: round %d; bound %d)",
-              seed, r.conv_after, r.base_rounds, bound);
-        printf("swarm seed %" PRIu64 " (%s keys): %" PRIu64
+              seed, mse_goal(sc.agg.codec), r.conv_after, r.base_rounds, bound);
+        static const char *cn[] = {"", ", FP16", ", BF16", ", INT8", ", INT4"};
+        printf("swarm seed %" PRIu64 " (%s keys%s): %" PRIu64
                " messages (%" PRIu64 " byte-mutated), %" PRIu64
-               " received; max MSE during attack %.3g; MSE <= 1e-9 %d "
+               " received; max MSE during attack %.3g; MSE <= %.2g %d "
                "rounds after it (no hostile peer, random positions: at "
                "round %d)\n",
-               seed, seed % 2 == 0 ? "random" : "grid", n, r.mutated, r.recv,
-               r.mse_attack_max, r.conv_after, r.base_rounds);
+               seed, seed % 2 == 0 ? "random" : "grid", cn[sc.agg.codec], n,
+               r.mutated, r.recv, r.mse_attack_max, mse_goal(sc.agg.codec),
+               r.conv_after, r.base_rounds);
     }
     printf("swarm total: %" PRIu64 " messages over %u seeds x %u rounds of "
            "%u peers (%" PRIu64 " byte-mutated; %" PRIu64

@@ -263,6 +263,8 @@ static void test_config_defaults(void) {
               c.clip_iters == 5 && c.weight_cap == 0,
           "aggregation %d trim %u tau %g iters %u cap %u", c.aggregation,
           c.trim, (double)c.clip_tau, c.clip_iters, c.weight_cap);
+    CHECK(c.compression == MOSHPIT_COMPRESS_NONE, "compression %u",
+          c.compression);
     CHECK(c.peers_max == 4096 && c.peer_msg_rate == 1000,
           "peers_max %u peer_msg_rate %u", c.peers_max, c.peer_msg_rate);
     CHECK(c.listen != NULL, "listen is NULL");
@@ -347,6 +349,20 @@ static void test_open_invalid(void) {
     base_config(&c);
     c.state_clients_max = 65;
     EXPECT_EINVAL(&c, "state_clients_max 65");
+
+    /* compression: the five settings open, anything else is refused */
+    for (uint32_t cz = 0; cz <= MOSHPIT_COMPRESS_INT4 + 2; cz++) {
+        base_config(&c);
+        c.compression = cz;
+        mp = NULL;
+        moshpit_err_t e = moshpit_open(&c, &mp);
+        CHECK(e == (cz <= MOSHPIT_COMPRESS_INT4 ? MOSHPIT_OK : MOSHPIT_EINVAL),
+              "compression %u: %s", cz, moshpit_strerror(e));
+        moshpit_close(mp);
+    }
+    base_config(&c);
+    c.compression = UINT32_MAX;
+    EXPECT_EINVAL(&c, "compression UINT32_MAX");
 
     /* robust aggregation: nonsense in any field is refused */
     base_config(&c);

@@ -9,6 +9,7 @@
  * duplicate group members and trailing bytes. Deterministic; prints every
  * failed check and returns nonzero if any failed.
  */
+#include "core/codec.h"
 #include "wire/wire.h"
 
 #include <math.h>
@@ -1220,10 +1221,10 @@ static void test_encode_rejects(void) {
 
 static void hdr_equal_check(const mp_data_hdr_t *a, const mp_data_hdr_t *b,
                             const char *what) {
-    CHECK(a->kind == b->kind && a->count == b->count && a->tag == b->tag &&
-              a->counter == b->counter && a->round_id == b->round_id &&
-              a->share == b->share && a->part == b->part &&
-              same_double(a->wsum, b->wsum),
+    CHECK(a->kind == b->kind && a->codec == b->codec && a->count == b->count &&
+              a->tag == b->tag && a->counter == b->counter &&
+              a->round_id == b->round_id && a->share == b->share &&
+              a->part == b->part && same_double(a->wsum, b->wsum),
           "%s: header round trip differs", what);
 }
 
@@ -1286,10 +1287,17 @@ static void test_data_hdr(void) {
         uint8_t val;
         const char *what;
     } bad[] = {
-        {0, 0, "version 0"},      {0, 2, "version 2"},
-        {0, 0xff, "version 255"}, {1, 0, "kind 0"},
-        {1, 4, "kind 4"},         {1, 0xff, "kind 255"},
-        {2, 1, "reserved lo"},    {3, 0x80, "reserved hi"},
+        {0, 0, "version 0"},
+        {0, 2, "version 2"},
+        {0, 0xff, "version 255"},
+        {1, 0, "kind 0"},
+        {1, 4, "kind 4"},
+        {1, 0xff, "kind 255"},
+        {2, 1, "codec 1, float32 length"},
+        {2, 5, "codec 5"},
+        {2, 0xff, "codec 255"},
+        {3, 1, "reserved 1"},
+        {3, 0x80, "reserved 0x80"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         uint8_t save = f[bad[i].off];
@@ -1298,6 +1306,31 @@ static void test_data_hdr(void) {
               bad[i].what);
         f[bad[i].off] = save;
     }
+
+    /* Compressed parts: the length follows the codec, exactly; state
+     * chunks are never compressed. */
+    static const uint32_t counts[] = {0, 1, 2, 63, 64, 65, 1000, 65536};
+    for (uint8_t cd = 0; cd <= MOSHPIT_COMPRESS_INT4; cd++)
+        for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+            memset(&h, 0, sizeof h);
+            h.kind = MP_PART_GATHER;
+            h.codec = cd;
+            h.count = counts[i];
+            mp__data_hdr_encode(&h, f);
+            size_t len = MP_DATA_HDR_BYTES + mp__codec_bytes(cd, counts[i]) +
+                         MP_DATA_TAG_BYTES;
+            CHECK(mp__data_hdr_decode(f, len, &d) == MOSHPIT_OK &&
+                      d.codec == cd && d.count == counts[i],
+                  "codec %u count %u", cd, counts[i]);
+            CHECK(mp__data_hdr_decode(f, len - 1, &d) == MOSHPIT_EPROTO &&
+                      mp__data_hdr_decode(f, len + 1, &d) == MOSHPIT_EPROTO,
+                  "codec %u count %u: length off by one accepted", cd,
+                  counts[i]);
+            h.kind = MP_PART_STATE;
+            mp__data_hdr_encode(&h, f);
+            CHECK((mp__data_hdr_decode(f, len, &d) == MOSHPIT_OK) == (cd == 0),
+                  "state chunk with codec %u", cd);
+        }
 
     /* count = max + 1 with a length that would match it. */
     uint32_t c = MP_DATA_MAX_COUNT + 1;
