@@ -45,7 +45,9 @@
 #include "core/agg.h"
 #include "core/grid.h"
 #include "core/group.h"
-#include "core/match.h"
+#include "core/joiner.h"
+#include "core/matchmaker.h"
+#include "core/rendezvous.h"
 #include "moshpit.h"
 
 #define MP_RND_MM_KEYS 8u     /* distinct group keys matchmade at once */
