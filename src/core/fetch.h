@@ -36,7 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "match.h"
+#include "core/rendezvous.h"
 #include "moshpit.h"
 
 #define MP_FETCH_ASK 3u       /* servers asked for INFO at once */

@@ -63,6 +63,23 @@ static bool is_self(const mp_rnd_t *rm, const uint8_t id[MP_ID_BYTES]) {
     return memcmp(rm->cfg.self, id, MP_ID_BYTES) == 0;
 }
 
+void mp__rnd_cfg_of(mp_rnd_cfg_t *rc, const moshpit_config_t *cfg,
+                    const mp_agg_t *agg, const uint8_t self[MP_ID_BYTES],
+                    const mp_grid_t *grid, uint64_t seed, uint64_t first_seq) {
+    memset(rc, 0, sizeof *rc);
+    memcpy(rc->self, self, MP_ID_BYTES);
+    rc->group_size = cfg->group_size;
+    rc->min_group_size = cfg->min_group_size;
+    rc->matchmaking_ms = cfg->matchmaking_ms;
+    rc->round_timeout_ms = cfg->round_timeout_ms;
+    rc->peer_timeout_ms = cfg->peer_timeout_ms;
+    rc->bandwidth = cfg->bandwidth_mbps;
+    rc->agg = *agg;
+    rc->grid = grid;
+    rc->seed = seed;
+    rc->first_seq = first_seq;
+}
+
 moshpit_err_t mp__rnd_new(const mp_rnd_cfg_t *cfg, mp_rnd_t **out) {
     /* group_size 1 is a peer that never averages: its matchmakers cannot
      * be made (mp__mm_new wants 2 or more), so every JOIN ends ALONE */

@@ -45,7 +45,9 @@
 #include "core/agg.h"
 #include "core/grid.h"
 #include "core/group.h"
-#include "core/match.h"
+#include "core/joiner.h"
+#include "core/matchmaker.h"
+#include "core/rendezvous.h"
 #include "moshpit.h"
 
 #define MP_RND_MM_KEYS 8u     /* distinct group keys matchmade at once */
@@ -137,6 +139,13 @@ typedef struct mp_rnd_result {
     uint8_t matchmaker[MP_ID_BYTES];
 } mp_rnd_result_t;
 
+/* Fills *rc for a peer configured by cfg (as moshpit_open checked it):
+ * group sizes, windows and the announced bandwidth from cfg, the rule from
+ * agg; self, grid, seed and first_seq are the driver's. The engine and the
+ * simulator both describe their peers this way. */
+void mp__rnd_cfg_of(mp_rnd_cfg_t *rc, const moshpit_config_t *cfg,
+                    const mp_agg_t *agg, const uint8_t self[MP_ID_BYTES],
+                    const mp_grid_t *grid, uint64_t seed, uint64_t first_seq);
 moshpit_err_t mp__rnd_new(const mp_rnd_cfg_t *cfg, mp_rnd_t **out);
 void mp__rnd_free(mp_rnd_t *rm);
 

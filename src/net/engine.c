@@ -591,19 +591,9 @@ moshpit_err_t mp__engine_setup(moshpit_t *mp) {
     size_t sz;
     mp_agg_t agg;
     (void)mp__agg_from_config(&mp->cfg, &agg); /* checked at open */
-    mp_rnd_cfg_t rc = {
-        .group_size = mp->cfg.group_size,
-        .min_group_size = mp->cfg.min_group_size,
-        .matchmaking_ms = mp->cfg.matchmaking_ms,
-        .round_timeout_ms = mp->cfg.round_timeout_ms,
-        .peer_timeout_ms = mp->cfg.peer_timeout_ms,
-        .bandwidth = mp->cfg.bandwidth_mbps,
-        .agg = agg,
-        .grid = &mp->grid,
-        .seed = mp__crypto_random_u64(),
-        .first_seq = mp->join_seq,
-    };
-    memcpy(rc.self, mp->pub, 32);
+    mp_rnd_cfg_t rc;
+    mp__rnd_cfg_of(&rc, &mp->cfg, &agg, mp->pub, &mp->grid,
+                   mp__crypto_random_u64(), mp->join_seq);
     moshpit_err_t e = mp__rnd_new(&rc, &mp->rnd);
     if (e != MOSHPIT_OK)
         return e;

@@ -15,7 +15,8 @@
 #include <stdint.h>
 
 #include "base/base.h"
-#include "core/match.h"
+#include "core/matchmaker.h"
+#include "core/rendezvous.h"
 #include "moshpit.h"
 
 #define MP_WIRE_VERSION 2u

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "core/grid.h"
-#include "core/match.h"
+#include "core/rendezvous.h"
 #include "harness.h"
 
 #define N 4

@@ -301,6 +301,14 @@ moshsim_t *moshsim_new(const moshsim_cfg_t *c) {
     moshsim_t *s = moshsim__xmalloc(sizeof *s);
     memset(s, 0, sizeof *s);
     s->c = *c;
+    /* what a peer would pass to moshpit_open (the round machine's part) */
+    moshpit_config_init(&s->peer_cfg);
+    s->peer_cfg.group_size = c->group_size;
+    s->peer_cfg.min_group_size = c->min_group_size;
+    s->peer_cfg.matchmaking_ms = c->matchmaking_ms;
+    s->peer_cfg.round_timeout_ms = c->round_timeout_ms;
+    s->peer_cfg.peer_timeout_ms = c->peer_timeout_ms;
+    s->peer_cfg.bandwidth_mbps = BANDWIDTH;
     s->net = simnet_new(moshsim__mix64(c->seed ^ 0x6e6574));
     simnet_set_default_link(s->net, c->latency_ms, 0);
     simnet_set_latency_spread(s->net, c->latency_spread_ms);

@@ -2,8 +2,9 @@
 /*
  * moshsim.h - a swarm of simulated moshpit peers: every peer runs the
  * production round machine (core/round.c: matchmaker slots, JOIN policy,
- * joiner, group start and round end, over core/grid.c keys, core/match.c
- * and the core/group.c butterfly all-reduce on real float vectors) with
+ * joiner, group start and round end, over core/grid.c keys,
+ * core/rendezvous.c, core/matchmaker.c, core/joiner.c and the core/group.c
+ * butterfly all-reduce on real float vectors) with
  * its control messages in wire form (net/round_msg.c, wire/wire.c) over
  * simnet, round after round (moshsim.c: the swarm; moshsim_peer.c: one
  * peer's driver; moshsim_wire.c: a hostile peer's data frames). It backs the
@@ -83,7 +84,8 @@
 #include <stdint.h>
 
 #include "core/agg.h"
-#include "core/match.h"
+#include "core/matchmaker.h"
+#include "core/rendezvous.h"
 #include "sim/simnet.h"
 
 #define MOSHSIM_NONE UINT32_MAX

@@ -66,6 +66,7 @@ typedef struct kill_req {
 
 struct moshsim {
     moshsim_cfg_t c;
+    moshpit_config_t peer_cfg; /* every peer's, from c (moshsim_new) */
     simnet_t *net;
     simnet_rng_t rng;  /* round plans: misses, churn, start jitter */
     simnet_rng_t data; /* values, weights */

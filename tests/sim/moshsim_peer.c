@@ -37,19 +37,10 @@ static double bitsd(uint64_t u) {
 
 moshpit_err_t moshsim__rnd_new(moshsim_t *s, uint32_t q) {
     speer_t *p = &s->p[q];
-    mp_rnd_cfg_t c = {
-        .group_size = s->c.group_size,
-        .min_group_size = s->c.min_group_size,
-        .matchmaking_ms = s->c.matchmaking_ms,
-        .round_timeout_ms = s->c.round_timeout_ms,
-        .peer_timeout_ms = s->c.peer_timeout_ms,
-        .bandwidth = BANDWIDTH,
-        .agg = s->c.agg,
-        .grid = &p->grid,
-        .seed = moshsim__mix64(s->c.seed ^ moshsim__mix64((uint64_t)q << 20)),
-        .first_seq = 1,
-    };
-    memcpy(c.self, p->id, MP_ID_BYTES);
+    mp_rnd_cfg_t c;
+    mp__rnd_cfg_of(
+        &c, &s->peer_cfg, &s->c.agg, p->id, &p->grid,
+        moshsim__mix64(s->c.seed ^ moshsim__mix64((uint64_t)q << 20)), 1);
     return mp__rnd_new(&c, &p->rm);
 }
 

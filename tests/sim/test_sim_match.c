@@ -16,7 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/match.h"
+#include "core/joiner.h"
+#include "core/matchmaker.h"
+#include "core/rendezvous.h"
 
 #include "test_util.h"
 static bool show_summary; /* print one line per scenario (first seed) */

@@ -27,16 +27,11 @@
 #include "moshpit.h"
 #include "platform.h"
 
+#include "test_pair.h"
 #include "test_util.h"
 
 static const char Z85[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJ"
                           "KLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
-
-static uint64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* A config that moshpit_open accepts, with short timeouts. */
 static void base_config(moshpit_config_t *cfg) {
@@ -738,9 +733,9 @@ static void test_lone_peer(void) {
 
     /* a real round with nobody else: OK, group of one, values untouched */
     memset(&info, 0xee, sizeof(info));
-    uint64_t t0 = now_ms();
+    uint64_t t0 = test_now_ms();
     e = moshpit_average(mp, v, N, 1.0, &info);
-    uint64_t dt = now_ms() - t0;
+    uint64_t dt = test_now_ms() - t0;
     CHECK(e == MOSHPIT_OK, "lone average: %s", moshpit_strerror(e));
     CHECK(info.group_size == 1, "lone group_size %u", info.group_size);
     CHECK(info.round_id == 0, "lone round_id %llu",
@@ -750,22 +745,22 @@ static void test_lone_peer(void) {
           (unsigned long long)dt);
 
     /* count 0, with and without a buffer */
-    t0 = now_ms();
+    t0 = test_now_ms();
     e = moshpit_average(mp, v, 0, 1.0, &info);
     CHECK(e == MOSHPIT_OK, "count 0: %s", moshpit_strerror(e));
     CHECK(info.group_size == 1, "count 0 group_size %u", info.group_size);
     e = moshpit_average(mp, NULL, 0, 0.0, NULL);
     CHECK(e == MOSHPIT_OK, "NULL, count 0, weight 0: %s", moshpit_strerror(e));
-    dt = now_ms() - t0;
+    dt = test_now_ms() - t0;
     CHECK(dt <= 2u * (c.round_timeout_ms + 1000u),
           "two empty rounds took %llu ms", (unsigned long long)dt);
     CHECK(memcmp(orig, v, sizeof(v)) == 0, "count 0 touched the buffer");
 
     /* members */
     CHECK(moshpit_wait_members(mp, 1, 0) == MOSHPIT_OK, "wait for 1");
-    t0 = now_ms();
+    t0 = test_now_ms();
     e = moshpit_wait_members(mp, 2, 200);
-    dt = now_ms() - t0;
+    dt = test_now_ms() - t0;
     CHECK(e == MOSHPIT_ETIMEDOUT, "wait for 2 on a lone peer: %s",
           moshpit_strerror(e));
     CHECK(dt >= 150 && dt <= 2000, "wait_members(200 ms) took %llu ms",
@@ -797,37 +792,16 @@ static void avg_thread(void *arg) {
 
 static void test_two_peers(void) {
     moshpit_config_t c;
-    moshpit_t *a = NULL, *b = NULL;
+    moshpit_t *a, *b;
     char ep[200];
-    const char *bs[2] = {ep, NULL};
 
     base_config(&c);
     c.swarm = "test-api-pair";
     c.group_size = 2;
     c.matchmaking_ms = 3000;
     c.round_timeout_ms = 15000;
-    moshpit_err_t e = moshpit_open(&c, &a);
-    CHECK(e == MOSHPIT_OK, "open a: %s", moshpit_strerror(e));
-    if (a == NULL)
+    if (TEST_OPEN_PAIR(&c, &a, &b, ep, sizeof(ep), 10000) != 0)
         return;
-    CHECK(moshpit_endpoint(a, ep, sizeof(ep)) == MOSHPIT_OK, "endpoint a");
-    c.bootstrap = bs;
-    e = moshpit_open(&c, &b);
-    CHECK(e == MOSHPIT_OK, "open b: %s", moshpit_strerror(e));
-    if (b == NULL) {
-        moshpit_close(a);
-        return;
-    }
-    uint64_t t0 = now_ms();
-    e = moshpit_wait_members(b, 2, 10000);
-    CHECK(e == MOSHPIT_OK, "b does not see 2 members: %s (%zu)",
-          moshpit_strerror(e), moshpit_members(b));
-    uint64_t left = 10000 - (now_ms() - t0 < 10000 ? now_ms() - t0 : 10000);
-    e = moshpit_wait_members(a, 2, (uint32_t)left);
-    CHECK(e == MOSHPIT_OK, "a does not see 2 members: %s (%zu)",
-          moshpit_strerror(e), moshpit_members(a));
-    CHECK(moshpit_members(a) == 2 && moshpit_members(b) == 2, "members %zu %zu",
-          moshpit_members(a), moshpit_members(b));
 
     /* dyadic values: (1*x + 3*y) / 4 is exact in double and in float, so
      * the weighted mean can be compared bit for bit */

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_match.c - unit tests of the sans-IO matchmaking core (core/match.c):
- * the rendezvous hash (golden values that pin the protocol, a cross-check
- * against libsodium's SipHash-2-4, determinism and spread of the ordering),
- * the matchmaker's grouping rules (size, quiet time, even split, window,
- * minimum, cap, re-join,
- * validation, group ids) and the joiner's state machine (happy path, ACK
- * timeout and peer-failure fallback, stale and foreign messages, roster
- * validation, give-up and exhaustion). Every failed check prints what failed;
- * the exit status is nonzero if any check failed.
+ * test_match.c - unit tests of the sans-IO matchmaking core
+ * (core/rendezvous.c, core/matchmaker.c, core/joiner.c): the rendezvous hash
+ * (golden values that pin the protocol, a cross-check against libsodium's
+ * SipHash-2-4, determinism and spread of the ordering), the matchmaker's
+ * grouping rules (size, quiet time, even split, window, minimum, cap,
+ * re-join, validation, group ids) and the joiner's state machine (happy
+ * path, ACK timeout and peer-failure fallback, stale and foreign messages,
+ * roster validation, give-up and exhaustion). Every failed check prints
+ * what failed; the exit status is nonzero if any check failed.
  */
 #include <math.h>
 #include <stdio.h>
@@ -17,7 +17,9 @@
 
 #include <sodium.h>
 
-#include "core/match.h"
+#include "core/joiner.h"
+#include "core/matchmaker.h"
+#include "core/rendezvous.h"
 
 #include "test_util.h"
 
@@ -42,7 +44,7 @@ static mp_member_t member(uint8_t b, double weight, uint64_t seq) {
 /*
  * These golden scores PIN THE PROTOCOL: every peer, on every platform and in
  * every version, must give the matchmaker role of a key to the same member.
- * They were computed once from match.c and agree with libsodium's
+ * They were computed once from rendezvous.c and agree with libsodium's
  * crypto_shorthash_siphash24 (key "moshpit-rendezv1", message key || id).
  * If this test fails, the hash changed: that breaks interoperability with
  * every deployed peer. Do not update the numbers; fix the hash.

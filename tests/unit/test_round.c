@@ -215,7 +215,7 @@ static void test_group_of_three(void) {
         start(q, view, 3, NULL, NULL);
     drain_all();
     /* M to 2 M - 1 pending JOINs close once the key has been quiet for a
-     * sixteenth of the window (core/match.h): not before */
+     * sixteenth of the window (core/matchmaker.h): not before */
     for (uint32_t q = 0; q < 3; q++)
         CHECK(W.formed[q] == 0, "peer %u formed before the quiet time", q);
     settle();

@@ -21,16 +21,11 @@
 #include "moshpit.h"
 #include "net/engine.h"
 #include "platform.h"
+#include "test_pair.h"
 #include "test_util.h"
 
 #define N_VALUES 4096
 #define CALLS_PER_THREAD 3
-
-static uint64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static void base_config(moshpit_config_t *cfg, const char *swarm) {
     moshpit_config_init(cfg);
@@ -101,30 +96,13 @@ static void query_thread(void *arg) {
 
 static void test_many_callers(void) {
     moshpit_config_t c;
-    moshpit_t *a = NULL, *b = NULL;
+    moshpit_t *a, *b;
     char ep[200];
-    const char *bs[2] = {ep, NULL};
     base_config(&c, "test-threads-callers");
     c.matchmaking_ms = 2000;
     c.round_timeout_ms = 15000;
-    moshpit_err_t e = moshpit_open(&c, &a);
-    CHECK(e == MOSHPIT_OK, "open a: %s", moshpit_strerror(e));
-    if (a == NULL)
+    if (TEST_OPEN_PAIR(&c, &a, &b, ep, sizeof(ep), 40000) != 0)
         return;
-    CHECK(moshpit_endpoint(a, ep, sizeof(ep)) == MOSHPIT_OK, "endpoint a");
-    c.bootstrap = bs;
-    e = moshpit_open(&c, &b);
-    CHECK(e == MOSHPIT_OK, "open b: %s", moshpit_strerror(e));
-    if (b == NULL) {
-        moshpit_close(a);
-        return;
-    }
-    e = moshpit_wait_members(a, 2, 20000);
-    CHECK(e == MOSHPIT_OK, "a sees %zu members: %s", moshpit_members(a),
-          moshpit_strerror(e));
-    e = moshpit_wait_members(b, 2, 20000);
-    CHECK(e == MOSHPIT_OK, "b sees %zu members: %s", moshpit_members(b),
-          moshpit_strerror(e));
 
     /* two threads average on a (their calls take turns), one on b as
      * often as both together; every value of a is 1, of b 3: a round of
@@ -219,9 +197,9 @@ typedef struct close_job {
 
 static void close_thread(void *arg) {
     close_job_t *j = arg;
-    j->start_ms = now_ms();
+    j->start_ms = test_now_ms();
     moshpit_close(j->mp);
-    j->end_ms = now_ms();
+    j->end_ms = test_now_ms();
 }
 
 /* API calls on mp that have not returned yet (the count moshpit_close
@@ -260,8 +238,8 @@ static void test_close_under_calls(void) {
     CHECK(rc[0] == 0 && rc[1] == 0 && rc[2] == 0, "thread start %d %d %d",
           rc[0], rc[1], rc[2]);
     /* the close starts once all three are inside their calls */
-    uint64_t until = now_ms() + 20000;
-    while (calls_inside(mp) < 3 && now_ms() < until) {
+    uint64_t until = test_now_ms() + 20000;
+    while (calls_inside(mp) < 3 && test_now_ms() < until) {
         struct timespec ts = {0, 5 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }

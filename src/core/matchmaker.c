@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * matchmaker.c - the matchmaker (mp_mm_t) of a grid key: it collects the
+ * JOINs of its key and turns them into GROUP / ALONE decisions, splitting a
+ * key's callers into groups of even size. It reads no clock, touches no
+ * socket and draws no OS randomness: the driver passes the time and a seed
+ * and sends what it decides. Allocation happens only in mp__mm_new.
+ */
+#include "core/matchmaker.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+
+#define MP_MM_WINDOW_MAX 60000u
+/* How long a key must stay quiet (no new JOIN) before group_size or more
+ * pending JOINs are closed: the announced window / MP_MM_QUIET_DIV, at most
+ * MP_MM_QUIET_MAX_MS. */
+#define MP_MM_QUIET_DIV 16u
+#define MP_MM_QUIET_MAX_MS 250u
+
+typedef struct mm_entry {
+    mp_member_t m;
+    uint64_t ends_ms; /* arrival + announced window (clamped) */
+} mm_entry_t;
+
+struct mp_mm {
+    uint32_t group_size;
+    uint32_t min_group_size;
+    uint64_t rng;      /* splitmix64 state */
+    uint64_t quiet_at; /* newest JOIN's arrival + its quiet time */
+    size_t flush;      /* the oldest `flush` entries are being split now */
+    uint32_t grouped;  /* JOINs grouped since none was pending */
+    size_t n;          /* pending entries, oldest first */
+    mm_entry_t pending[MP_MM_PENDING_MAX];
+};
+
+/* splitmix64 (Steele, Lea, Flood 2014). Its output is a bijection of the
+ * state counter; the low bits are replaced by the coordinate offset (see
+ * mp__group_coord_offset), which leaves 58 random bits: a repeat within one
+ * matchmaker is negligible (about 2^-29 after 2^15 groups). 0 is skipped
+ * because 0 means "no group" on the API. */
+static uint64_t mm_next_group_id(mp_mm_t *mm, uint32_t offset) {
+    for (;;) {
+        uint64_t z = mp__splitmix64(&mm->rng);
+        z = (z & ~(uint64_t)MP_GROUP_OFFSET_MASK) |
+            (offset & MP_GROUP_OFFSET_MASK);
+        if (z != 0) {
+            return z;
+        }
+    }
+}
+
+uint32_t mp__group_coord_offset(uint64_t group_id) {
+    return (uint32_t)(group_id & MP_GROUP_OFFSET_MASK);
+}
+
+moshpit_err_t mp__mm_new(uint32_t group_size, uint32_t min_group_size,
+                         uint64_t seed, mp_mm_t **out) {
+    if (out == NULL) {
+        return MOSHPIT_EINVAL;
+    }
+    *out = NULL;
+    if (group_size < 2 || group_size > MP_GROUP_MAX ||
+        min_group_size > group_size) {
+        return MOSHPIT_EINVAL;
+    }
+    mp_mm_t *mm = calloc(1, sizeof *mm);
+    if (mm == NULL) {
+        return MOSHPIT_ENOMEM;
+    }
+    mm->group_size = group_size;
+    /* A group of one is not a group: it would be answered ALONE anyway. */
+    mm->min_group_size = min_group_size < 2 ? 2 : min_group_size;
+    mm->rng = seed;
+    *out = mm;
+    return MOSHPIT_OK;
+}
+
+void mp__mm_free(mp_mm_t *mm) {
+    free(mm);
+}
+
+static size_t mm_find(const mp_mm_t *mm, const uint8_t id[MP_ID_BYTES]) {
+    for (size_t i = 0; i < mm->n; i++) {
+        if (memcmp(mm->pending[i].m.id, id, MP_ID_BYTES) == 0) {
+            return i;
+        }
+    }
+    return SIZE_MAX;
+}
+
+static void mm_remove(mp_mm_t *mm, size_t i) {
+    if (i < mm->flush) {
+        mm->flush--;
+    }
+    memmove(&mm->pending[i], &mm->pending[i + 1],
+            (mm->n - i - 1) * sizeof mm->pending[0]);
+    mm->n--;
+}
+
+bool mp__mm_on_join(mp_mm_t *mm, uint64_t now_ms, const mp_member_t *m,
+                    uint32_t window_ms) {
+    if (mm == NULL || m == NULL || !isfinite(m->weight) || m->weight < 0.0) {
+        return false;
+    }
+    /* A re-join replaces the old entry and goes to the back of the queue:
+     * it is a new request (new seq, new window), not the old one renewed. */
+    size_t old = mm_find(mm, m->id);
+    if (old != SIZE_MAX) {
+        mm_remove(mm, old);
+    } else if (mm->n >= MP_MM_PENDING_MAX) {
+        return false;
+    }
+    if (window_ms > MP_MM_WINDOW_MAX) {
+        window_ms = MP_MM_WINDOW_MAX;
+    }
+    mm_entry_t *e = &mm->pending[mm->n++];
+    e->m = *m;
+    e->ends_ms = mp__add_sat_u64(now_ms, window_ms);
+    uint32_t quiet = window_ms / MP_MM_QUIET_DIV;
+    mm->quiet_at = mp__add_sat_u64(
+        now_ms, quiet > MP_MM_QUIET_MAX_MS ? MP_MM_QUIET_MAX_MS : quiet);
+    return true;
+}
+
+void mp__mm_on_leave(mp_mm_t *mm, const uint8_t id[MP_ID_BYTES]) {
+    if (mm == NULL || id == NULL) {
+        return;
+    }
+    size_t i = mm_find(mm, id);
+    if (i != SIZE_MAX) {
+        mm_remove(mm, i);
+    }
+}
+
+/* Index of the entry whose window ends first (the oldest among equals). */
+static size_t mm_first_due(const mp_mm_t *mm) {
+    size_t best = 0;
+    for (size_t i = 1; i < mm->n; i++) {
+        if (mm->pending[i].ends_ms < mm->pending[best].ends_ms) {
+            best = i;
+        }
+    }
+    return best;
+}
+
+/* Emits the oldest k pending entries as a group and removes them. */
+static void mm_emit_group(mp_mm_t *mm, size_t k, mp_mm_out_t *out) {
+    out->kind = MP_MM_GROUP;
+    /* Groups of one batch take consecutive coordinate ranges: two groups
+     * of M/2 send their members to all M next keys, not twice to half. */
+    out->group_id = mm_next_group_id(mm, mm->grouped);
+    out->n = (uint32_t)k;
+    for (size_t i = 0; i < k; i++) {
+        out->members[i] = mm->pending[i].m;
+    }
+    memmove(&mm->pending[0], &mm->pending[k],
+            (mm->n - k) * sizeof mm->pending[0]);
+    mm->n -= k;
+    mm->flush = mm->flush > k ? mm->flush - k : 0;
+    mm->grouped = mm->n == 0 ? 0 : mm->grouped + (uint32_t)k;
+}
+
+/* Size of the next group when f JOINs are split at once: the fewest groups
+ * that hold them (k = ceil(f / group_size)), sizes differing by at most
+ * one, so f = k M + 1 gives no group of one but k + 1 groups of M/2 or
+ * more. If balanced groups would fall below min_group_size, full groups
+ * first (the remainder then waits, or ends alone). */
+static size_t mm_split_size(const mp_mm_t *mm, size_t f) {
+    size_t m = mm->group_size;
+    size_t k = (f + m - 1) / m;
+    if (f / k < mm->min_group_size) {
+        return f < m ? f : m;
+    }
+    return (f + k - 1) / k;
+}
+
+bool mp__mm_poll(mp_mm_t *mm, uint64_t now_ms, mp_mm_out_t *out) {
+    if (mm == NULL || out == NULL) {
+        return false;
+    }
+    if (mm->flush >= mm->min_group_size) {
+        mm_emit_group(mm, mm_split_size(mm, mm->flush), out);
+        return true;
+    }
+    mm->flush = 0; /* a remainder too small for a group waits */
+    if (mm->n == 0) {
+        mm->grouped = 0;
+    }
+    /* With 2 M pending, a full group leaves M or more, which can still be
+     * split evenly however many JOINs follow: no reason to wait. */
+    if (mm->n >= 2 * (size_t)mm->group_size) {
+        mm_emit_group(mm, mm->group_size, out);
+        return true;
+    }
+    if (mm->n == 0) {
+        return false;
+    }
+    /* The header speaks of the oldest JOIN's window; windows may differ (a
+     * joiner that fell back announces only what is left of its window), so
+     * the deadline that counts is the earliest one, which is also what
+     * mp__mm_next_wakeup reports. With equal windows it is the oldest.
+     * Between M and 2 M - 1 pending, closing at once would leave whoever
+     * comes next alone, so the key first goes quiet for a moment. */
+    size_t due = mm_first_due(mm);
+    bool settled = mm->n >= mm->group_size && mm->quiet_at <= now_ms;
+    if (mm->pending[due].ends_ms > now_ms && !settled) {
+        return false;
+    }
+    if (mm->n >= mm->min_group_size) {
+        mm->flush = mm->n;
+        mm_emit_group(mm, mm_split_size(mm, mm->flush), out);
+        return true;
+    }
+    out->kind = MP_MM_ALONE;
+    out->group_id = 0;
+    out->n = 1;
+    out->members[0] = mm->pending[due].m;
+    mm_remove(mm, due);
+    return true;
+}
+
+uint64_t mp__mm_next_wakeup(const mp_mm_t *mm) {
+    if (mm == NULL || mm->n == 0) {
+        return UINT64_MAX;
+    }
+    if (mm->flush >= mm->min_group_size ||
+        mm->n >= 2 * (size_t)mm->group_size) {
+        return 0; /* a group is ready: poll now */
+    }
+    uint64_t due = mm->pending[mm_first_due(mm)].ends_ms;
+    if (mm->n >= mm->group_size && mm->quiet_at < due) {
+        return mm->quiet_at;
+    }
+    return due;
+}
+
+size_t mp__mm_pending(const mp_mm_t *mm) {
+    return mm == NULL ? 0 : mm->n;
+}

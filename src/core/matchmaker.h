@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * matchmaker.h - the matchmaker (mp_mm_t) of one group key.
+ *
+ * It collects JOINs of one key and splits them into groups of at most
+ * group_size M. With 2 M or more pending, the oldest M form a group at once.
+ * With M to 2 M - 1 pending, they close when the key has been quiet (no new
+ * JOIN) for the newest JOIN's window / 16, at most 250 ms; with fewer, when
+ * the earliest pending window ends. Closing splits all pending JOINs into
+ * the fewest groups that hold them, sizes differing by at most one (M + 1
+ * JOINs: two groups, none alone), oldest first; groups of fewer than
+ * min_group_size are not formed (if balanced groups would be that small,
+ * full groups first). At a window end with fewer than min_group_size
+ * pending, that JOIN is told it is alone. Pending JOINs are capped
+ * (MP_MM_PENDING_MAX): beyond that a JOIN is answered ALONE.
+ *
+ * mp_member_t is the roster entry that a JOIN carries and a GROUP lists.
+ * No I/O, no clock, no randomness of its own: the driver passes time and a
+ * seed. Not thread-safe.
+ */
+#ifndef MP_CORE_MATCHMAKER_H
+#define MP_CORE_MATCHMAKER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/group.h"
+#include "core/rendezvous.h"
+#include "moshpit.h"
+
+#define MP_MM_PENDING_MAX 256u
+
+typedef struct mp_member {
+    uint8_t id[MP_ID_BYTES];
+    double weight;
+    uint32_t bandwidth;
+    uint64_t seq; /* the joiner's JOIN sequence number */
+} mp_member_t;
+
+/* The low 6 bits of a group id are the group's coordinate offset: member i
+ * of the roster takes grid coordinate i + offset (modulo M) for its next
+ * key. A matchmaker that closes several groups of one key in a row gives
+ * each the count of JOINs it grouped before it (0 for the first), so
+ * together they cover consecutive coordinates. The other bits are random. */
+#define MP_GROUP_OFFSET_MASK 63u
+uint32_t mp__group_coord_offset(uint64_t group_id);
+typedef struct mp_mm mp_mm_t;
+
+typedef enum { MP_MM_NONE = 0, MP_MM_GROUP, MP_MM_ALONE } mp_mm_out_kind_t;
+
+typedef struct mp_mm_out {
+    mp_mm_out_kind_t kind;
+    uint64_t group_id;                 /* GROUP: fresh, nonzero */
+    uint32_t n;                        /* GROUP: members; ALONE: 1 */
+    mp_member_t members[MP_GROUP_MAX]; /* GROUP: roster in order; ALONE: [0] */
+} mp_mm_out_t;
+
+moshpit_err_t mp__mm_new(uint32_t group_size, uint32_t min_group_size,
+                         uint64_t seed, mp_mm_t **out);
+void mp__mm_free(mp_mm_t *mm);
+
+/* A JOIN arrived (or the matchmaker joins itself). window_ms is how long the
+ * joiner is willing to wait (clamped to 60 s). A second JOIN from the same
+ * id replaces the first. Returns false if refused (table full or invalid
+ * weight): the caller answers ALONE at once. */
+bool mp__mm_on_join(mp_mm_t *mm, uint64_t now_ms, const mp_member_t *m,
+                    uint32_t window_ms);
+
+/* The joiner is gone or cancelled: forget its pending JOIN. */
+void mp__mm_on_leave(mp_mm_t *mm, const uint8_t id[MP_ID_BYTES]);
+
+/* Pull one decision; returns false when there is none now. Call in a loop
+ * after every on_join and on every wake-up. */
+bool mp__mm_poll(mp_mm_t *mm, uint64_t now_ms, mp_mm_out_t *out);
+
+uint64_t mp__mm_next_wakeup(const mp_mm_t *mm); /* UINT64_MAX = none */
+size_t mp__mm_pending(const mp_mm_t *mm);
+
+#endif
