@@ -11,7 +11,10 @@
  * all the due ones through at once. It holds at most --max packets (beyond
  * that it drops, like a full router queue) and reads only their metadata,
  * never their payload. It writes "ready\n" to --ready-fd once the queue is
- * bound and runs until killed (the test bed sets PR_SET_PDEATHSIG).
+ * bound and runs until killed (the test bed sets PR_SET_PDEATHSIG). It
+ * runs at real-time priority where it may, so that a busy machine delays
+ * packets by the set delay and not by however long the scheduler keeps it
+ * waiting.
  *
  *   nn-delay --queue N --delay-us D [--jitter-us J] [--seed S]
  *            [--max P] [--ready-fd FD]
@@ -22,6 +25,7 @@
 #include <linux/netfilter.h>
 #include <linux/netlink.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -155,6 +159,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "nn-delay: cannot configure the queue\n");
         return 1;
     }
+    /* A link does not wait for a CPU: where allowed, run before the
+     * benchmark's processes (it only wakes for packets and due times, so
+     * it cannot starve them; the kernel's RT throttling bounds it too). */
+    struct sched_param sp = {.sched_priority = 1};
+    (void)sched_setscheduler(0, SCHED_FIFO, &sp);
     int fd = nfq_fd(h);
     /* a burst of metadata messages must not overflow the socket */
     (void)nfnl_rcvbufsiz(nfq_nfnlh(h), 16u << 20);
