@@ -20,7 +20,8 @@
  *     3, neither at its private address (no route) nor at the router's.
  * With NN_WAN_MISSET=1 the emulator is set wrong on purpose (peer 1's delay
  * 35 ms, peer 2's loss 15%, peer 1's rate 70 Mbit/s, peer 3 not behind
- * the NAT) and every check must fail: that shows the checks can fail.
+ * the NAT): the RTT, loss, rate and NAT checks must then fail, which shows
+ * they can.
  * Needs root, iproute2, nftables, iptables, ethtool, ping and the nn-delay
  * program; skips (77) without them.
  */
@@ -278,8 +279,8 @@ int main(void) {
         return NN_SKIP;
     }
     if (misset)
-        printf("NN_WAN_MISSET=1: the emulator is set wrong on purpose; every "
-               "check below must FAIL\n");
+        printf("NN_WAN_MISSET=1: the emulator is set wrong on purpose; the "
+               "RTT, loss, rate and NAT checks must FAIL\n");
     size_t behind[1] = {3};
     if (!misset && nn_nat(0, behind, 1) != 0) {
         printf("FAIL: cannot set up the NAT\n");
