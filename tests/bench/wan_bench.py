@@ -6,8 +6,10 @@ Runs moshpit-bench once per scenario with its emulated-network options
 (8 ranks, one network namespace each, every rank's access link delayed,
 rate-limited and lossy as the scenario says; see tests/netns/README.md) and
 prints one table: per scenario the moshpit round time, Gloo's in the same
-run, the line-rate bound for the bytes a ring all-reduce moves (each rank
-sends and receives 2(N-1)/N times the buffer), and the ratios. Needs root
+run, the line-rate bound for the bytes a ring all-reduce of float32 moves
+(each rank sends and receives 2(N-1)/N times the buffer), the ratios, and
+the bytes moshpit moved over the busiest rank's link per round (what a
+compressed setting of the moshpit side would shrink). Needs root
 (it builds network namespaces); moshpit-bench exits 77 with "SKIP: ..."
 where it cannot, and so does this script.
 
@@ -94,20 +96,24 @@ def main():
         def t(sysname):
             s = sysres.get(sysname)
             return s["s_per_round"] if s and s["status"] == "ok" else None
+        mb = sysres.get("moshpit", {}).get("link_bytes_per_round")
         rows.append((name, 2 * delay, rate, loss, size, cc or "default",
-                     t("moshpit"), t("gloo"), bound))
+                     t("moshpit"), t("gloo"), bound,
+                     mb / 1048576.0 if mb else None))
     print("| scenario | RTT ms | Mbit/s | loss % | size | cc | moshpit s "
-          "| Gloo s | bound s | moshpit/bound | Gloo/bound | moshpit/Gloo |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| Gloo s | bound s | moshpit/bound | Gloo/bound | moshpit/Gloo "
+          "| moshpit link MiB/round |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     def f(x, fmt="%.3f"):
         return fmt % x if x is not None else "-"
-    for (name, rtt, rate, loss, size, cc, m, g, b) in rows:
-        print("| %s | %d | %d | %g | %siB | %s | %s | %s | %s | %s | %s | %s |"
+    for (name, rtt, rate, loss, size, cc, m, g, b, mb) in rows:
+        print("| %s | %d | %d | %g | %siB | %s | %s | %s | %s | %s | %s | %s "
+              "| %s |"
               % (name, rtt, rate, loss, size, cc, f(m), f(g), f(b),
                  f(m / b if m and b else None, "%.2f"),
                  f(g / b if g and b else None, "%.2f"),
-                 f(m / g if m and g else None, "%.2f")))
+                 f(m / g if m and g else None, "%.2f"), f(mb, "%.2f")))
     print("(%d s in all)" % (time.time() - t_start), file=sys.stderr)
     return 1 if failed else 0
 
