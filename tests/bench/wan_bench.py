@@ -5,8 +5,8 @@
 Runs moshpit-bench once per scenario with its emulated-network options
 (8 ranks, one network namespace each, every rank's access link delayed,
 rate-limited and lossy as the scenario says; see tests/netns/README.md) and
-prints one table: per scenario the moshpit round time, Gloo's in the same
-run, the line-rate bound for the bytes a ring all-reduce of float32 moves
+prints one table: per scenario the moshpit round time, Gloo's and Open
+MPI's in the same run, the line-rate bound for the bytes a ring all-reduce of float32 moves
 (each rank sends and receives 2(N-1)/N times the buffer), the ratios, and
 the bytes moshpit moved over the busiest rank's link per round (what a
 compressed setting of the moshpit side would shrink). Needs root
@@ -98,22 +98,23 @@ def main():
             return s["s_per_round"] if s and s["status"] == "ok" else None
         mb = sysres.get("moshpit", {}).get("link_bytes_per_round")
         rows.append((name, 2 * delay, rate, loss, size, cc or "default",
-                     t("moshpit"), t("gloo"), bound,
+                     t("moshpit"), t("gloo"), t("mpi"), bound,
                      mb / 1048576.0 if mb else None))
     print("| scenario | RTT ms | Mbit/s | loss % | size | cc | moshpit s "
-          "| Gloo s | bound s | moshpit/bound | Gloo/bound | moshpit/Gloo "
-          "| moshpit link MiB/round |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| Gloo s | MPI s | bound s | moshpit/bound | Gloo/bound "
+          "| moshpit/Gloo | moshpit/MPI | moshpit link MiB/round |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     def f(x, fmt="%.3f"):
         return fmt % x if x is not None else "-"
-    for (name, rtt, rate, loss, size, cc, m, g, b, mb) in rows:
+    for (name, rtt, rate, loss, size, cc, m, g, mp, b, mb) in rows:
         print("| %s | %d | %d | %g | %siB | %s | %s | %s | %s | %s | %s | %s "
-              "| %s |"
-              % (name, rtt, rate, loss, size, cc, f(m), f(g), f(b),
+              "| %s | %s | %s |"
+              % (name, rtt, rate, loss, size, cc, f(m), f(g), f(mp), f(b),
                  f(m / b if m and b else None, "%.2f"),
                  f(g / b if g and b else None, "%.2f"),
-                 f(m / g if m and g else None, "%.2f"), f(mb, "%.2f")))
+                 f(m / g if m and g else None, "%.2f"),
+                 f(m / mp if m and mp else None, "%.2f"), f(mb, "%.2f")))
     print("(%d s in all)" % (time.time() - t_start), file=sys.stderr)
     return 1 if failed else 0
 

@@ -709,6 +709,71 @@ int nn_enter(size_t i) {
     return rc == 0 ? 0 : -1;
 }
 
+int nn_enter_switch(void) {
+    char path[sizeof(NETNS_DIR) + NAME_MAX_LEN];
+    if (g_count == 0)
+        return -1;
+    snprintf(path, sizeof(path), NETNS_DIR "%s", g_switch);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = setns(fd, CLONE_NEWNET);
+    close(fd);
+    return rc == 0 ? 0 : -1;
+}
+
+const char *nn_switch_host(void) {
+    static int done;
+    if (g_count == 0)
+        return NULL;
+    if (!done) {
+        if (ip(g_switch, "addr add 10.77.0.254/24 dev br0") != 0 ||
+            ip(g_switch, "link set lo up") != 0)
+            return NULL;
+        done = 1;
+    }
+    return "10.77.0.254";
+}
+
+int nn_peer_ns_prefix(char *buf, size_t cap) {
+    if (g_count == 0)
+        return -1;
+    int n = snprintf(buf, cap, NETNS_DIR "mpt%d-p", (int)g_owner);
+    return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
+int nn_exec_in(const char *prefix, const char *index, char *const argv[]) {
+    char path[256];
+    size_t k = 0;
+    if (prefix == NULL || index == NULL || argv == NULL || argv[0] == NULL ||
+        index[0] == '\0' || strlen(index) > 3) {
+        errno = EINVAL;
+        return -1;
+    }
+    for (k = 0; index[k] != '\0'; k++)
+        if (index[k] < '0' || index[k] > '9') {
+            errno = EINVAL;
+            return -1;
+        }
+    int n = snprintf(path, sizeof(path), "%s%s", prefix, index);
+    if (n <= 0 || (size_t)n >= sizeof(path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (setns(fd, CLONE_NEWNET) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    close(fd);
+    execv(argv[0], argv);
+    return -1;
+}
+
 int nn_bytes(size_t i, uint64_t *rx, uint64_t *tx) {
     char line[512];
     int found = -1;

@@ -111,6 +111,26 @@ const char *nn_nat_addr(unsigned nat);
  * peer i's network. Single-threaded callers only. Returns 0 or -1. */
 int nn_enter(size_t i);
 
+/* Moves the calling process into the switch's namespace (back with
+ * nn_enter((size_t)-1)). Returns 0 or -1. */
+int nn_enter_switch(void);
+
+/* Gives the switch's bridge an address of its own, 10.77.0.254, so that a
+ * process in the switch's namespace can serve the peers (e.g. a job
+ * launcher's rendezvous); its packets to and from peer i cross peer i's
+ * link. Returns the address, or NULL. */
+const char *nn_switch_host(void);
+
+/* Writes the path prefix of the peer namespaces, "/run/netns/mpt<pid>-p"
+ * (append the peer's index), for a process that enters one by itself.
+ * Returns 0 or -1. */
+int nn_peer_ns_prefix(char *buf, size_t cap);
+
+/* For a process a job launcher started (no test bed state of its own):
+ * enters the namespace at path prefix + index (index: decimal digits) and
+ * executes argv[0] with argv. Returns -1 (errno set) only on failure. */
+int nn_exec_in(const char *prefix, const char *index, char *const argv[]);
+
 /* Bytes peer i's interface received and sent so far. Returns 0 or -1. */
 int nn_bytes(size_t i, uint64_t *rx, uint64_t *tx);
 
