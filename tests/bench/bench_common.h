@@ -35,6 +35,8 @@ typedef struct bench_args {
     const char *out;       /* result file; for MPI a prefix, rank appended */
     const char *store;     /* Gloo: FileStore directory */
     const char *bootstrap; /* moshpit: endpoint of rank 0 */
+    const char *addr;      /* address to listen on (default 127.0.0.1; the
+                              rank's own on the emulated network) */
     int report_fd, control_fd; /* moshpit: handshake pipes, -1 if unused */
     int corrupt;     /* self-check: rank 0 perturbs one input element, so the
                         verification must fail */
@@ -49,6 +51,7 @@ static inline int bench_parse_args(int argc, char **argv, bench_args_t *a) {
     a->warmup = 1;
     a->report_fd = -1;
     a->control_fd = -1;
+    a->addr = "127.0.0.1";
     for (i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (strcmp(k, "--rank") == 0) {
@@ -69,6 +72,8 @@ static inline int bench_parse_args(int argc, char **argv, bench_args_t *a) {
             a->store = v;
         } else if (strcmp(k, "--bootstrap") == 0) {
             a->bootstrap = v;
+        } else if (strcmp(k, "--addr") == 0) {
+            a->addr = v;
         } else if (strcmp(k, "--report-fd") == 0) {
             a->report_fd = atoi(v);
         } else if (strcmp(k, "--control-fd") == 0) {

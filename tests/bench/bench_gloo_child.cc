@@ -36,8 +36,9 @@ int run(const bench_args_t &a) {
         return BENCH_EXIT_ERROR;
     }
 
-    // Loopback TCP only, IPv4, so the comparison is socket against socket.
-    gloo::transport::tcp::attr attr("127.0.0.1");
+    // IPv4 TCP on loopback (or the rank's address on the emulated
+    // network), so the comparison is socket against socket.
+    gloo::transport::tcp::attr attr(a.addr);
     attr.ai_family = AF_INET;
     auto dev = gloo::transport::tcp::CreateDevice(attr);
 

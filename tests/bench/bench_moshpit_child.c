@@ -168,7 +168,7 @@ int main(int argc, char **argv) {
     moshpit_err_t e;
     const char *boot[2] = {NULL, NULL};
     const char *lvl = getenv("MOSHPIT_BENCH_LOG");
-    char line[512], ep[256];
+    char line[512], ep[256], listen[96];
     double deadline;
     size_t members = 0;
     int rc;
@@ -182,7 +182,8 @@ int main(int argc, char **argv) {
 
     moshpit_config_init(&cfg);
     cfg.swarm = "bench";
-    cfg.listen = "tcp://127.0.0.1:0";
+    snprintf(listen, sizeof(listen), "tcp://%s:0", a.addr);
+    cfg.listen = listen;
     cfg.group_size = (uint32_t)a.peers;
     cfg.min_group_size = (uint32_t)a.peers;
     cfg.matchmaking_ms = 10000;

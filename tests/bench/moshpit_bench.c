@@ -12,6 +12,11 @@
  * over pipes, reads each rank's per-round times back from a result file in
  * a fresh temp dir, takes the slowest rank per round and the median over
  * rounds, and fails loudly if any rank's last-round result did not verify.
+ * With --delay-ms, --rate-mbit, --loss-pct or --cc it first builds an
+ * emulated wide-area network with tests/netns (one namespace per rank,
+ * each rank's access link delayed, rate-limited and lossy as asked), runs
+ * every rank in its own namespace on its own address, and also prints the
+ * line-rate bound for the bytes moved and the bytes that crossed the links.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -27,6 +32,10 @@
 #include <unistd.h>
 
 #include "bench_proc.h"
+
+#ifdef MOSHPIT_BENCH_WAN
+#include "netns.h"
+#endif
 
 #define MAX_PEERS 64 /* moshpit's group_size limit */
 #define MIB (1024.0 * 1024.0)
@@ -71,6 +80,13 @@ typedef struct options {
     int compression; /* moshpit's moshpit_config_t.compression */
     uint64_t seed;
     double timeout_s; /* per system */
+    /* the emulated network (wan != 0) */
+    int wan;
+    double delay_ms, jitter_ms, loss_pct;
+    unsigned rate_mbit;
+    int offload;
+    const char *cc; /* congestion control of every TCP socket; NULL: the
+                       namespace's default */
 } options_t;
 
 /* What one rank wrote back. */
@@ -90,6 +106,8 @@ typedef struct sys_result {
     double *round_s; /* per round: slowest rank's comparable time */
     double *call_s;  /* per round: slowest rank's full call time */
     double median_s, median_call_s;
+    double link_bytes; /* wan: most bytes one rank's link carried one way,
+                          per round (setup included) */
 } sys_result_t;
 
 static options_t opt;
@@ -264,6 +282,88 @@ static void collect(int sys, const int *status, sys_result_t *res) {
     free(rr);
 }
 
+/* ---- the emulated network ---- */
+
+/* Rank i's address: loopback, or its own on the emulated network. */
+static const char *rank_addr(int i) {
+#ifdef MOSHPIT_BENCH_WAN
+    if (opt.wan) {
+        return nn_addr((size_t)i);
+    }
+#endif
+    (void)i;
+    return "127.0.0.1";
+}
+
+/* proc_spawn inside rank i's namespace (the child inherits it). */
+static pid_t spawn_rank(int i, char *const argv[], const int *keep, int n) {
+#ifdef MOSHPIT_BENCH_WAN
+    if (opt.wan) {
+        pid_t pid;
+        if (nn_enter((size_t)i) != 0) {
+            return -1;
+        }
+        pid = proc_spawn(argv, keep, n, 0);
+        if (nn_enter((size_t)-1) != 0) {
+            fprintf(stderr, "moshpit-bench: cannot return to the host's "
+                            "network namespace\n");
+            exit(1);
+        }
+        return pid;
+    }
+#endif
+    (void)i;
+    return proc_spawn(argv, keep, n, 0);
+}
+
+/* Sum over the ranks' interfaces of the larger of rx and tx, per rank:
+ * out[i] = max(rx, tx) of rank i now. */
+static void link_counters(double *out) {
+    for (int i = 0; i < opt.peers; i++) {
+        out[i] = 0;
+#ifdef MOSHPIT_BENCH_WAN
+        uint64_t rx = 0, tx = 0;
+        if (opt.wan && nn_bytes((size_t)i, &rx, &tx) == 0) {
+            out[i] = (double)(rx > tx ? rx : tx);
+        }
+#endif
+    }
+}
+
+#ifdef MOSHPIT_BENCH_WAN
+static void wan_open(void) {
+    char why[256];
+    nn_link_t l;
+    nn_open((size_t)opt.peers); /* exits 77 with "SKIP: ..." if it cannot */
+    if (opt.delay_ms > 0 && !nn_can_delay(why, sizeof(why))) {
+        printf("SKIP: %s\n", why);
+        exit(77);
+    }
+    memset(&l, 0, sizeof(l));
+    l.delay_us = (unsigned)(opt.delay_ms * 1000.0 + 0.5);
+    l.jitter_us = (unsigned)(opt.jitter_ms * 1000.0 + 0.5);
+    l.loss_permille = (unsigned)(opt.loss_pct * 10.0 + 0.5);
+    l.rate_mbit = opt.rate_mbit;
+    l.offload = opt.offload && l.loss_permille == 0;
+    for (int i = 0; i < opt.peers; i++) {
+        if (nn_link((size_t)i, &l) != 0) {
+            fprintf(stderr, "moshpit-bench: cannot set rank %d's link\n", i);
+            exit(1);
+        }
+    }
+    if (opt.cc != NULL) {
+#ifdef MOSHPIT_BENCH_CC_PRELOAD
+        /* every TCP socket the children open gets this algorithm */
+        setenv("NN_TCP_CC", opt.cc, 1);
+        setenv("LD_PRELOAD", MOSHPIT_BENCH_CC_PRELOAD, 1);
+#else
+        fprintf(stderr, "moshpit-bench: --cc needs libnn-cc (not built)\n");
+        exit(1);
+#endif
+    }
+}
+#endif
+
 /* ---- the three runners ---- */
 
 static double budget_deadline(void) {
@@ -318,8 +418,10 @@ static void run_gloo(sys_result_t *res) {
         argv[a++] = rank;
         argv[a++] = "--store";
         argv[a++] = store;
+        argv[a++] = "--addr";
+        argv[a++] = (char *)rank_addr(i);
         argv[a] = NULL;
-        pids[i] = proc_spawn(argv, NULL, 0, 0);
+        pids[i] = spawn_rank(i, argv, NULL, 0);
     }
     (void)proc_wait_all(pids, opt.peers, budget_deadline(), status);
     collect(SYS_GLOO, status, res);
@@ -347,16 +449,53 @@ static void run_mpi(sys_result_t *res) {
     argv[a++] = "tcp,self";
     argv[a++] = "--mca";
     argv[a++] = "btl_tcp_if_include";
-    argv[a++] = "lo";
+    argv[a++] = opt.wan ? "eth0" : "lo";
     argv[a++] = "--mca";
     argv[a++] = "oob_tcp_if_include";
-    argv[a++] = "lo";
+    argv[a++] = opt.wan ? "br0" : "lo";
     argv[a++] = "-np";
     argv[a++] = np;
+#ifdef MOSHPIT_BENCH_WAN
+    /* On the emulated network mpirun runs in the switch's namespace and
+     * serves its ranks' rendezvous (PMIx over TCP) on the bridge's own
+     * address; each rank enters its namespace through us. */
+    char self[PATH_MAX], prefix[PATH_MAX];
+    if (opt.wan) {
+        ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (len <= 0 || nn_switch_host() == NULL ||
+            nn_peer_ns_prefix(prefix, sizeof(prefix)) != 0) {
+            set_failed(res, "cannot prepare mpirun on the emulated network");
+            return;
+        }
+        self[len] = '\0';
+        argv[a++] = self;
+        argv[a++] = "--netns-exec";
+        argv[a++] = prefix;
+        setenv("PMIX_MCA_ptl_tcp_remote_connections", "1", 1);
+        setenv("PMIX_MCA_ptl_tcp_if_include", "br0", 1);
+    }
+#endif
     argv[a++] = (char *)child_path(SYS_MPI);
     a += common_args(argv + a, buf, out);
     argv[a] = NULL;
+#ifdef MOSHPIT_BENCH_WAN
+    if (opt.wan) {
+        if (nn_enter_switch() != 0) {
+            set_failed(res, "cannot enter the switch's namespace");
+            return;
+        }
+        pid = proc_spawn(argv, NULL, 0, 1);
+        if (nn_enter((size_t)-1) != 0) {
+            fprintf(stderr, "moshpit-bench: cannot return to the host's "
+                            "network namespace\n");
+            exit(1);
+        }
+    } else {
+        pid = proc_spawn(argv, NULL, 0, 1);
+    }
+#else
     pid = proc_spawn(argv, NULL, 0, 1);
+#endif
     (void)proc_wait_all(&pid, 1, budget_deadline(), status);
     /* mpirun's one status says little about which rank failed. */
     collect(SYS_MPI, NULL, res);
@@ -446,6 +585,8 @@ static void run_moshpit(sys_result_t *res) {
         argv[a++] = rfd;
         argv[a++] = "--control-fd";
         argv[a++] = cfd;
+        argv[a++] = "--addr";
+        argv[a++] = (char *)rank_addr(i);
         if (i > 0) {
             argv[a++] = "--bootstrap";
             argv[a++] = endpoint;
@@ -457,7 +598,7 @@ static void run_moshpit(sys_result_t *res) {
         argv[a] = NULL;
         keep[0] = rep[1];
         keep[1] = con[0];
-        pids[i] = proc_spawn(argv, keep, 2, 0);
+        pids[i] = spawn_rank(i, argv, keep, 2);
         close(rep[1]);
         close(con[0]);
         lr[i].fd = rep[0];
@@ -573,6 +714,16 @@ static void print_ratio_text(const sys_result_t *r, int other) {
     }
 }
 
+/* The time the bytes a ring all-reduce moves take at the link rate: each
+ * rank sends and receives 2(N-1)/N times the buffer. */
+static double bound_s(void) {
+    if (opt.rate_mbit == 0) {
+        return 0;
+    }
+    return 2.0 * (opt.peers - 1) / opt.peers * (double)opt.bytes * 8.0 /
+           (opt.rate_mbit * 1e6);
+}
+
 static void print_text(const sys_result_t *r) {
     printf("%-8s %5s %9s %10s %8s\n", "system", "peers", "size MiB", "s/round",
            "GB/s");
@@ -598,16 +749,39 @@ static void print_text(const sys_result_t *r) {
     }
     print_ratio_text(r, SYS_GLOO);
     print_ratio_text(r, SYS_MPI);
+    if (opt.wan && opt.rate_mbit > 0) {
+        printf("line-rate bound = %.4f s (2(N-1)/N x size each way at %u "
+               "Mbit/s)\n",
+               bound_s(), opt.rate_mbit);
+        for (int s = 0; s < SYS_COUNT; s++) {
+            if (selected(s) && r[s].status == ST_OK) {
+                printf("%s: %.2f x bound; link %.2f MiB/round (busiest rank, "
+                       "one way, headers and setup included: %.4f s at the "
+                       "rate)\n",
+                       sys_names[s], r[s].median_s / bound_s(),
+                       r[s].link_bytes / MIB,
+                       r[s].link_bytes * 8.0 / (opt.rate_mbit * 1e6));
+            }
+        }
+    }
 }
 
 static void print_json(const sys_result_t *r) {
     int first = 1;
     printf("{\n  \"peers\": %d,\n  \"size_bytes\": %zu,\n  \"size_mib\": "
            "%.4f,\n  \"rounds\": %d,\n  \"warmup\": %d,\n  \"seed\": %llu,\n"
-           "  \"compression\": \"%s\",\n  \"systems\": [",
+           "  \"compression\": \"%s\",\n",
            opt.peers, opt.bytes, (double)opt.bytes / MIB, opt.rounds,
            opt.warmup, (unsigned long long)opt.seed,
            compress_names[opt.compression]);
+    if (opt.wan) {
+        printf("  \"network\": {\"delay_ms\": %.3f, \"rtt_ms\": %.3f, "
+               "\"jitter_ms\": %.3f, \"rate_mbit\": %u, \"loss_pct\": %.2f, "
+               "\"cc\": \"%s\", \"bound_s\": %.6f},\n",
+               opt.delay_ms, 2 * opt.delay_ms, opt.jitter_ms, opt.rate_mbit,
+               opt.loss_pct, opt.cc != NULL ? opt.cc : "default", bound_s());
+    }
+    printf("  \"systems\": [");
     for (int s = 0; s < SYS_COUNT; s++) {
         if (!selected(s)) {
             continue;
@@ -626,6 +800,9 @@ static void print_json(const sys_result_t *r) {
             print_json_array(r[s].round_s, opt.rounds);
             printf(", \"rounds_call_s\": ");
             print_json_array(r[s].call_s, opt.rounds);
+            if (opt.wan) {
+                printf(", \"link_bytes_per_round\": %.0f", r[s].link_bytes);
+            }
         } else {
             printf(", \"reason\": ");
             print_json_string(r[s].why);
@@ -661,6 +838,9 @@ static void usage(FILE *f) {
                "[--corrupt]\n"
                "                     [--compression "
                "none|fp16|bf16|int8|int4]\n"
+               "                     [--delay-ms D] [--jitter-ms J] "
+               "[--rate-mbit R] [--loss-pct P]\n"
+               "                     [--cc ALGO] [--offload]\n"
                "  Times an all-reduce of BYTES (suffix k, M or G = KiB, MiB, "
                "GiB) of floats\n"
                "  among N local processes on loopback with moshpit, Gloo "
@@ -670,7 +850,14 @@ static void usage(FILE *f) {
                "  warmup rounds (default 1); prints the median over rounds of "
                "the slowest\n"
                "  rank's time and moshpit's time divided by each other "
-               "system's.\n");
+               "system's.\n"
+               "  The --delay-ms ... options run every rank in a network "
+               "namespace of its own\n"
+               "  behind an emulated access link (tests/netns, needs root): "
+               "one-way delay D ms\n"
+               "  into each rank (RTT 2D), +-J ms jitter, R Mbit/s each way, "
+               "P%% random loss,\n"
+               "  TCP congestion control ALGO.\n");
 }
 
 static int parse_size(const char *s, size_t *out) {
@@ -717,6 +904,18 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
     return 0;
 }
 
+static int parse_real(const char *s, double lo, double hi, double *out) {
+    char *end;
+    double v;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !(v >= lo && v <= hi)) {
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
 static int parse_options(int argc, char **argv) {
     int timeout = 0;
     opt.rounds = 5;
@@ -736,6 +935,10 @@ static int parse_options(int argc, char **argv) {
         }
         if (strcmp(k, "--corrupt") == 0) {
             opt.corrupt = 1;
+            continue;
+        }
+        if (strcmp(k, "--offload") == 0) {
+            opt.offload = 1;
             continue;
         }
         if (strcmp(k, "--help") == 0 || strcmp(k, "-h") == 0) {
@@ -769,6 +972,24 @@ static int parse_options(int argc, char **argv) {
                     bad = 0;
                 }
             }
+        } else if (strcmp(k, "--delay-ms") == 0) {
+            bad = parse_real(v, 0, 5000, &opt.delay_ms);
+            opt.wan = 1;
+        } else if (strcmp(k, "--jitter-ms") == 0) {
+            bad = parse_real(v, 0, 5000, &opt.jitter_ms);
+            opt.wan = 1;
+        } else if (strcmp(k, "--loss-pct") == 0) {
+            bad = parse_real(v, 0, 100, &opt.loss_pct);
+            opt.wan = 1;
+        } else if (strcmp(k, "--rate-mbit") == 0) {
+            int r = 0;
+            bad = parse_int(v, 1, 100000, &r);
+            opt.rate_mbit = (unsigned)r;
+            opt.wan = 1;
+        } else if (strcmp(k, "--cc") == 0) {
+            opt.cc = v;
+            bad = strlen(v) == 0 || strlen(v) > 15;
+            opt.wan = 1;
         } else if (strcmp(k, "--only") == 0) {
             bad = -1;
             for (int s = 0; s < SYS_COUNT; s++) {
@@ -786,6 +1007,16 @@ static int parse_options(int argc, char **argv) {
             return -1;
         }
     }
+    if (opt.jitter_ms > opt.delay_ms) {
+        fprintf(stderr, "moshpit-bench: --jitter-ms must not exceed "
+                        "--delay-ms\n");
+        return -1;
+    }
+    if (opt.peers > 32 && opt.wan) {
+        fprintf(stderr, "moshpit-bench: at most 32 peers on the emulated "
+                        "network\n");
+        return -1;
+    }
     if (opt.peers == 0 || opt.bytes == 0) {
         fprintf(stderr, "moshpit-bench: --peers and --size are required\n");
         return -1;
@@ -801,11 +1032,33 @@ static int parse_options(int argc, char **argv) {
     return 0;
 }
 
+/* mpirun starts each MPI rank as `moshpit-bench --netns-exec PREFIX
+ * CHILD ARGS...`: it enters the namespace of its rank
+ * (OMPI_COMM_WORLD_RANK) and becomes the MPI child there. */
+static int netns_exec(int argc, char **argv) {
+#ifdef MOSHPIT_BENCH_WAN
+    const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+    if (argc >= 4) {
+        nn_exec_in(argv[2], rank != NULL ? rank : "", argv + 3);
+    }
+    fprintf(stderr, "moshpit-bench --netns-exec: cannot run %s in %s%s: %s\n",
+            argc >= 4 ? argv[3] : "(nothing)", argc >= 3 ? argv[2] : "",
+            rank != NULL ? rank : "?", strerror(errno));
+#else
+    (void)argc;
+    (void)argv;
+#endif
+    return 127;
+}
+
 int main(int argc, char **argv) {
     sys_result_t res[SYS_COUNT];
     const char *tmp = getenv("TMPDIR");
     int failed = 0;
 
+    if (argc >= 2 && strcmp(argv[1], "--netns-exec") == 0) {
+        return netns_exec(argc, argv);
+    }
     if (parse_options(argc, argv) != 0) {
         usage(stderr);
         return 2;
@@ -819,6 +1072,20 @@ int main(int argc, char **argv) {
         return 1;
     }
     memset(res, 0, sizeof(res));
+    if (opt.wan) {
+#ifdef MOSHPIT_BENCH_WAN
+        wan_open();
+        fprintf(stderr,
+                "moshpit-bench: emulated network: %d namespaces, one-way "
+                "delay %.1f ms (+-%.1f), %u Mbit/s, %.1f%% loss, cc %s\n",
+                opt.peers, opt.delay_ms, opt.jitter_ms, opt.rate_mbit,
+                opt.loss_pct, opt.cc != NULL ? opt.cc : "(default)");
+#else
+        fprintf(stderr, "moshpit-bench: built without the emulated network "
+                        "(tests/netns)\n");
+        return 2;
+#endif
+    }
     for (int s = 0; s < SYS_COUNT; s++) {
         if (!selected(s)) {
             continue;
@@ -844,12 +1111,21 @@ int main(int argc, char **argv) {
                 "%d timed rounds\n",
                 sys_names[s], opt.peers, (double)opt.bytes / MIB, opt.warmup,
                 opt.rounds);
+        double before[MAX_PEERS], after[MAX_PEERS];
+        link_counters(before);
         if (s == SYS_MOSHPIT) {
             run_moshpit(&res[s]);
         } else if (s == SYS_GLOO) {
             run_gloo(&res[s]);
         } else {
             run_mpi(&res[s]);
+        }
+        link_counters(after);
+        for (int i = 0; i < opt.peers; i++) {
+            double per = (after[i] - before[i]) / (opt.warmup + opt.rounds);
+            if (per > res[s].link_bytes) {
+                res[s].link_bytes = per;
+            }
         }
         if (res[s].status == ST_FAILED) {
             failed = 1;
