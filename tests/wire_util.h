@@ -66,7 +66,8 @@ static inline int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
         const mp_join_t *x = &a->u.join, *y = &b->u.join;
         return x->seq == y->seq && same_double(x->weight, y->weight) &&
                x->bandwidth == y->bandwidth && x->window_ms == y->window_ms &&
-               x->key_len == y->key_len && x->key_len <= MP_KEY_MAX &&
+               x->phase == y->phase && x->key_len == y->key_len &&
+               x->key_len <= MP_KEY_MAX &&
                memcmp(x->key, y->key, x->key_len) == 0;
     }
     case MP_MSG_JOIN_ACK:

@@ -20,6 +20,7 @@ struct mp_rnd {
     mp_rnd_cfg_t cfg;
     mp_grid_t grid;
     uint64_t join_seq; /* first seq of the next call */
+    uint32_t calls;    /* calls ended: the JOINs' phase */
     uint64_t mm_made;  /* matchmakers created: their seeds */
     mm_slot_t mms[MP_RND_MM_KEYS];
     mp_mm_out_t *mm_out; /* scratch of poll_mm, made with the first mm */
@@ -171,6 +172,8 @@ static size_t keep_roster(mp_rnd_t *rm, const mp_member_t *m, uint32_t n) {
     memcpy(rm->rosters + at, m, n * sizeof(*m));
     for (uint32_t k = 0; k < n; k++)
         rm->rosters[at + k].seq = 0; /* the others' seqs stay private */
+    for (uint32_t k = 0; k < n; k++)
+        rm->rosters[at + k].phase = 0; /* not part of the roster */
     rm->nrost += n;
     return at;
 }
@@ -343,6 +346,7 @@ mp_rnd_join_status_t mp__rnd_on_join(mp_rnd_t *rm, uint64_t now,
     m.weight = j->weight;
     m.bandwidth = j->bandwidth;
     m.seq = j->seq;
+    m.phase = j->phase;
     if (mm == NULL || !mp__mm_on_join(mm, now, &m, j->window_ms)) {
         push_simple(rm, MP_RND_ALONE, from, j->seq);
         return mm == NULL ? MP_RND_JOIN_NO_SLOT : MP_RND_JOIN_REFUSED;
@@ -416,6 +420,7 @@ static void local_join(mp_rnd_t *rm, uint64_t now, const mp_join_send_t *s) {
     me.weight = rm->weight;
     me.bandwidth = rm->cfg.bandwidth;
     me.seq = s->seq;
+    me.phase = rm->calls;
     if (mm == NULL || !mp__mm_on_join(mm, now, &me, s->window_ms)) {
         if (mm == NULL)
             push(rm, MP_RND_OUT_OWN_NO_SLOT, 0, NULL);
@@ -488,6 +493,7 @@ static void pump(mp_rnd_t *rm, uint64_t now) {
         o->bandwidth = rm->cfg.bandwidth;
         o->window_ms = s.window_ms;
         o->key_len = rm->key_len;
+        o->phase = rm->calls;
     }
     switch (mp__joiner_state(rm->joiner)) {
     case MP_JOIN_GROUP:
@@ -695,6 +701,7 @@ void mp__rnd_end(mp_rnd_t *rm, uint64_t now, moshpit_err_t e, bool alone,
         mp__grid_shift_random(&rm->grid);
     if (rm->gid != 0)
         rm->recent[rm->recent_pos++ % MP_RND_RECENT] = rm->gid;
+    rm->calls++; /* wraps after 2^32 calls: a phase, not a count */
     call_clear(rm);
 }
 

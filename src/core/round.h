@@ -95,6 +95,7 @@ typedef struct mp_rnd_out {
     /* JOIN */
     double weight;
     uint32_t bandwidth, window_ms, key_len;
+    uint32_t phase; /* calls this peer ended before this one */
     const uint8_t *key;
     /* GROUP: the roster (seqs zeroed), valid until the next call into the
      * machine */
@@ -115,6 +116,7 @@ typedef struct mp_rnd_join {
     uint64_t seq;
     double weight;
     uint32_t bandwidth, window_ms, key_len;
+    uint32_t phase; /* the joiner's calls ended before (0 if not sent) */
     const uint8_t *key;
 } mp_rnd_join_t;
 

@@ -18,6 +18,7 @@ mp_rnd_msg_status_t mp__rnd_on_msg(mp_rnd_t *rm, uint64_t now,
                             .bandwidth = j->bandwidth,
                             .window_ms = j->window_ms,
                             .key_len = j->key_len,
+                            .phase = j->phase,
                             .key = j->key};
         switch (mp__rnd_on_join(rm, now, from, &rj)) {
         case MP_RND_JOIN_BAD_KEY:
@@ -62,6 +63,7 @@ void mp__rnd_out_msg(const mp_rnd_out_t *o, mp_msg_t *m) {
         m->u.join.bandwidth = o->bandwidth;
         m->u.join.window_ms = o->window_ms;
         m->u.join.key_len = o->key_len;
+        m->u.join.phase = o->phase;
         memcpy(m->u.join.key, o->key, o->key_len);
         break;
     case MP_RND_JOIN_ACK:

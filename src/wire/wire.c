@@ -61,6 +61,7 @@ enum {
     K_DIG,
     K_CT,
     K_SE,
+    K_PH,
     K_COUNT
 };
 
@@ -72,6 +73,7 @@ static const char *const key_names[K_COUNT] = {
     [K_KEY] = "key", [K_GID] = "gid",     [K_M] = "m",     [K_SS] = "ss",
     [K_VER] = "ver", [K_FIRST] = "first", [K_N] = "n",     [K_RND] = "rnd",
     [K_CNT] = "cnt", [K_DIG] = "dig",     [K_CT] = "ct",   [K_SE] = "se",
+    [K_PH] = "ph",
 };
 
 /* ------------------------------------------------------------------ */
@@ -194,7 +196,7 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         entries = 7;
         break;
     case MP_MSG_JOIN:
-        entries = 7;
+        entries = 7u + (msg->u.join.phase != 0);
         break;
     case MP_MSG_GROUP:
         entries = 5;
@@ -285,6 +287,9 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         put_u64(pk, K_WIN, j->window_ms);
         put_key(pk, K_KEY);
         mp__pack_bin(pk, j->key, j->key_len);
+        if (j->phase != 0) /* optional: the encoding of phase 0 is that of
+                              versions without it */
+            put_u64(pk, K_PH, j->phase);
         break;
     }
     case MP_MSG_JOIN_ACK:
@@ -610,6 +615,9 @@ static int decode_join(const msgpack_object *const *val, mp_join_t *j) {
         get_weight(val[K_W], &j->weight) != 0 ||
         mp__pack_get_u32(val[K_BW], &j->bandwidth) != 0 ||
         mp__pack_get_u32(val[K_WIN], &j->window_ms) != 0)
+        return -1;
+    j->phase = 0;
+    if (val[K_PH] != NULL && mp__pack_get_u32(val[K_PH], &j->phase) != 0)
         return -1;
     const msgpack_object *k = val[K_KEY];
     if (k->type != MSGPACK_OBJECT_BIN || k->via.bin.size > MP_KEY_MAX)

@@ -80,6 +80,8 @@ typedef struct mp_join {
     double weight; /* finite, >= 0 */
     uint32_t bandwidth;
     uint32_t window_ms;
+    uint32_t phase;   /* "ph", optional: calls the joiner ended before; 0 is
+                         not sent */
     uint32_t key_len; /* <= MP_KEY_MAX */
     uint8_t key[MP_KEY_MAX];
 } mp_join_t;

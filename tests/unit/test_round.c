@@ -10,7 +10,8 @@
  * silent matchmaker is left with a LEAVE carrying the JOIN's seq; a lone
  * caller ends alone at its window's end; a GROUP from a stranger is
  * ignored and a member's death drops it from the group; the deadline ends
- * a call. Every
+ * a call; a caller a round ahead (its JOIN's phase) does not break up
+ * a full group of callers in step under the same key bytes. Every
  * failed check prints what failed; the exit status is nonzero if any did.
  */
 #include <math.h>
@@ -462,6 +463,45 @@ static void test_deadline(void) {
           "over at +%llu, alone %d", (unsigned long long)(W.now - t0), alone);
 }
 
+/* A JOIN carries the caller's phase (calls it ended before). Peer 3 ends
+ * one call alone first, then sends its second JOIN under the same key
+ * bytes (d = 1) while the first-round JOINs of peers 0 to 2 wait out the
+ * quiet time: the three group as one full group of M = 3 and peer 3
+ * waits, where one key's four JOINs used to be split 2 + 2. */
+static void test_phase_ahead(void) {
+    world_init(3, 2);
+    const uint32_t solo[1] = {3};
+    start(3, solo, 1, NULL, NULL);
+    drain_all();
+    uint64_t t0 = W.now;
+    bool alone = false;
+    moshpit_err_t e = MOSHPIT_OK;
+    while (!mp__rnd_over(W.rm[3], W.now, &alone, &e) && W.now < t0 + 5000)
+        tick_all(W.now + 10);
+    CHECK(alone, "peer 3's first call did not end alone");
+    mp_rnd_result_t res;
+    mp__rnd_end(W.rm[3], W.now, MOSHPIT_OK, true, &res);
+    drain_all();
+
+    const uint32_t view[NP] = {0, 1, 2, 3};
+    uint8_t k3[MP_KEY_MAX], k0[MP_KEY_MAX];
+    uint32_t l3 = 0, l0 = 0;
+    start(3, view, NP, k3, &l3);
+    for (uint32_t q = 0; q < 3; q++)
+        start(q, view, NP, q == 0 ? k0 : NULL, &l0);
+    CHECK(l3 == l0 && memcmp(k3, k0, l0) == 0, "keys differ");
+    drain_all();
+    settle();
+    for (uint32_t q = 0; q < 3; q++) {
+        uint32_t n = 0, self = 0;
+        uint64_t gid = 0;
+        CHECK(W.formed[q] == 1 &&
+                  mp__rnd_roster(W.rm[q], &n, &self, &gid) != NULL && n == 3,
+              "peer %u: %u FORMED, roster of %u", q, W.formed[q], n);
+    }
+    CHECK(W.formed[3] == 0, "peer 3, a round ahead, formed a group");
+}
+
 int main(void) {
     test_group_of_three();
     test_join_refusals();
@@ -469,6 +509,7 @@ int main(void) {
     test_silent_matchmaker();
     test_stale_and_failed();
     test_deadline();
+    test_phase_ahead();
     for (uint32_t i = 0; i < NP; i++)
         mp__rnd_free(W.rm[i]);
     return test_summary("test_round");
