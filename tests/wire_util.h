@@ -78,7 +78,8 @@ static inline int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
         return a->u.leave.seq == b->u.leave.seq;
     case MP_MSG_GROUP: {
         const mp_group_msg_t *x = &a->u.group, *y = &b->u.group;
-        if (x->seq != y->seq || x->group_id != y->group_id || x->n != y->n)
+        if (x->seq != y->seq || x->group_id != y->group_id || x->n != y->n ||
+            x->phase != y->phase)
             return 0;
         for (uint32_t i = 0; i < x->n; i++)
             if (memcmp(x->members[i].id, y->members[i].id, MP_ID_BYTES) ||

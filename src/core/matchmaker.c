@@ -25,6 +25,7 @@ typedef struct mm_entry {
     mp_member_t m;
     uint64_t ends_ms;  /* arrival + announced window (clamped) */
     uint64_t quiet_ms; /* arrival + its quiet time */
+    bool flush;        /* among the JOINs being split now */
 } mm_entry_t;
 
 /* The pending JOINs of one phase (mp_member_t.phase): how many, the oldest
@@ -40,12 +41,9 @@ struct mp_mm {
     uint32_t min_group_size;
     uint64_t rng;      /* splitmix64 state */
     uint64_t quiet_at; /* newest JOIN's arrival + its quiet time */
-    size_t flush;      /* the oldest `flush` selected entries are being split
-                          now: those of phase flush_phase, or all */
-    bool flush_all;
-    uint32_t flush_phase;
-    uint32_t grouped; /* JOINs grouped since none was pending */
-    size_t n;         /* pending entries, oldest first */
+    size_t flush;      /* entries marked flush: being split now */
+    uint32_t grouped;  /* JOINs grouped since none was pending */
+    size_t n;          /* pending entries, oldest first */
     mm_entry_t pending[MP_MM_PENDING_MAX];
 };
 
@@ -104,12 +102,8 @@ static size_t mm_find(const mp_mm_t *mm, const uint8_t id[MP_ID_BYTES]) {
     return SIZE_MAX;
 }
 
-static bool mm_selected(const mp_mm_t *mm, size_t i, bool all, uint32_t phase) {
-    return all || mm->pending[i].m.phase == phase;
-}
-
 static void mm_remove(mp_mm_t *mm, size_t i) {
-    if (mm->flush > 0 && mm_selected(mm, i, mm->flush_all, mm->flush_phase)) {
+    if (mm->pending[i].flush) {
         mm->flush--;
     }
     memmove(&mm->pending[i], &mm->pending[i + 1],
@@ -135,6 +129,7 @@ bool mp__mm_on_join(mp_mm_t *mm, uint64_t now_ms, const mp_member_t *m,
     }
     mm_entry_t *e = &mm->pending[mm->n++];
     e->m = *m;
+    e->flush = false;
     e->ends_ms = mp__add_sat_u64(now_ms, window_ms);
     uint32_t quiet = window_ms / MP_MM_QUIET_DIV;
     e->quiet_ms = mp__add_sat_u64(
@@ -164,28 +159,6 @@ static size_t mm_first_due(const mp_mm_t *mm) {
     return best;
 }
 
-/* Emits the oldest k selected pending entries (those of `phase`, or all)
- * as a group and removes them. */
-static void mm_emit_group(mp_mm_t *mm, size_t k, bool all, uint32_t phase,
-                          mp_mm_out_t *out) {
-    out->kind = MP_MM_GROUP;
-    /* Groups of one batch take consecutive coordinate ranges: two groups
-     * of M/2 send their members to all M next keys, not twice to half. */
-    out->group_id = mm_next_group_id(mm, mm->grouped);
-    out->n = (uint32_t)k;
-    size_t taken = 0, kept = 0;
-    for (size_t i = 0; i < mm->n; i++) {
-        if (taken < k && mm_selected(mm, i, all, phase)) {
-            out->members[taken++] = mm->pending[i].m;
-        } else {
-            mm->pending[kept++] = mm->pending[i];
-        }
-    }
-    mm->n = kept;
-    mm->flush = mm->flush > k ? mm->flush - k : 0;
-    mm->grouped = mm->n == 0 ? 0 : mm->grouped + (uint32_t)k;
-}
-
 /* The pending JOINs by phase, in the order of each phase's oldest JOIN.
  * Returns the number of phases. */
 static size_t mm_classes(const mp_mm_t *mm, mm_class_t *cls) {
@@ -205,6 +178,58 @@ static size_t mm_classes(const mp_mm_t *mm, mm_class_t *cls) {
         }
     }
     return nc;
+}
+
+/* Emits the oldest k entries marked flush as a group and removes them. */
+static void mm_emit_group(mp_mm_t *mm, size_t k, mp_mm_out_t *out) {
+    out->kind = MP_MM_GROUP;
+    /* Groups of one batch take consecutive coordinate ranges: two groups
+     * of M/2 send their members to all M next keys, not twice to half. */
+    out->group_id = mm_next_group_id(mm, mm->grouped);
+    out->n = (uint32_t)k;
+    out->phase = 0;
+    size_t taken = 0, kept = 0;
+    for (size_t i = 0; i < mm->n; i++) {
+        if (taken < k && mm->pending[i].flush) {
+            if (mm->pending[i].m.phase > out->phase) {
+                out->phase = mm->pending[i].m.phase;
+            }
+            out->members[taken++] = mm->pending[i].m;
+        } else {
+            mm->pending[kept++] = mm->pending[i];
+        }
+    }
+    mm->n = kept;
+    mm->flush -= taken;
+    mm->grouped = mm->n == 0 ? 0 : mm->grouped + (uint32_t)k;
+}
+
+/* Marks for splitting (mm->flush becomes their count): the oldest `limit`
+ * JOINs of phase `phase`, or of any phase if `all`; with `others`, also
+ * every JOIN of a phase with fewer than M pending, unless exactly one
+ * phase ahead (see mp__mm_poll). */
+static void mm_mark(mp_mm_t *mm, bool all, uint32_t phase, size_t limit,
+                    bool others, const mm_class_t *cls, size_t nc) {
+    mm->flush = 0;
+    for (size_t i = 0; i < mm->n; i++) {
+        mm_entry_t *e = &mm->pending[i];
+        bool own = all || e->m.phase == phase;
+        bool extra = false;
+        if (!own && others && e->m.phase != phase + 1u) {
+            extra = true;
+            for (size_t c = 0; c < nc; c++) {
+                if (cls[c].phase == e->m.phase &&
+                    cls[c].count >= mm->group_size) {
+                    extra = false;
+                }
+            }
+        }
+        e->flush = (own && limit > 0) || extra;
+        if (own && limit > 0) {
+            limit--;
+        }
+        mm->flush += e->flush;
+    }
 }
 
 /* Size of the next group when f JOINs are split at once: the fewest groups
@@ -251,11 +276,14 @@ bool mp__mm_poll(mp_mm_t *mm, uint64_t now_ms, mp_mm_out_t *out) {
         return false;
     }
     if (mm->flush >= mm->min_group_size) {
-        mm_emit_group(mm, mm_split_size(mm, mm->flush), mm->flush_all,
-                      mm->flush_phase, out);
+        mm_emit_group(mm, mm_split_size(mm, mm->flush), out);
         return true;
     }
-    mm->flush = 0; /* a remainder too small for a group waits */
+    /* a remainder too small for a group waits */
+    for (size_t i = 0; mm->flush > 0 && i < mm->n; i++) {
+        mm->pending[i].flush = false;
+    }
+    mm->flush = 0;
     if (mm->n == 0) {
         mm->grouped = 0;
         return false;
@@ -269,23 +297,24 @@ bool mp__mm_poll(mp_mm_t *mm, uint64_t now_ms, mp_mm_out_t *out) {
      * one phase (callers in step) are grouped together first. */
     if (mm_ready(mm, cls, nc, &idx, &full)) {
         bool all = idx == SIZE_MAX;
-        mm_emit_group(mm, mm->group_size, all, all ? 0 : cls[idx].phase, out);
+        mm_mark(mm, all, all ? 0 : cls[idx].phase, mm->group_size, false, cls,
+                nc);
+        mm_emit_group(mm, mm->group_size, out);
         return true;
     }
     /* Between M and 2 M - 1 pending of one phase, closing at once would
      * leave whoever of that phase comes next alone, so the phase first
-     * goes quiet for a moment; then its JOINs are split evenly among
-     * themselves, whatever JOINs of other phases wait. A caller a round
-     * ahead (its group finished early, its next key has the bytes of a
-     * key still filling for the round before) thus neither breaks up the
-     * full group of the round before nor takes a place in it. */
+     * goes quiet for a moment; then its JOINs are split evenly, together
+     * with those of phases that have fewer than M here (callers out of
+     * step, which must not be kept apart from the swarm), but not those
+     * exactly one phase ahead: a caller whose group finished early, under
+     * a key with the bytes of one still filling for the round before. It
+     * neither breaks up the full group of the round before nor takes a
+     * place in it, and waits for the callers of its own round. */
     for (size_t c = 0; c < nc; c++) {
         if (cls[c].count >= mm->group_size && cls[c].quiet_at <= now_ms) {
-            mm->flush = cls[c].count;
-            mm->flush_all = false;
-            mm->flush_phase = cls[c].phase;
-            mm_emit_group(mm, mm_split_size(mm, mm->flush), false, cls[c].phase,
-                          out);
+            mm_mark(mm, false, cls[c].phase, SIZE_MAX, true, cls, nc);
+            mm_emit_group(mm, mm_split_size(mm, mm->flush), out);
             return true;
         }
     }
@@ -301,9 +330,8 @@ bool mp__mm_poll(mp_mm_t *mm, uint64_t now_ms, mp_mm_out_t *out) {
         return false;
     }
     if (mm->n >= mm->min_group_size) {
-        mm->flush = mm->n;
-        mm->flush_all = true;
-        mm_emit_group(mm, mm_split_size(mm, mm->flush), true, 0, out);
+        mm_mark(mm, true, 0, SIZE_MAX, false, cls, nc);
+        mm_emit_group(mm, mm_split_size(mm, mm->flush), out);
         return true;
     }
     out->kind = MP_MM_ALONE;

@@ -41,8 +41,9 @@ typedef struct mp_member {
     double weight;
     uint32_t bandwidth;
     uint64_t seq;   /* the joiner's JOIN sequence number */
-    uint32_t phase; /* the joiner's calls finished before this one (JOIN
-                       "ph"; 0 from peers that do not send it) */
+    uint32_t phase; /* the joiner's phase (JOIN "ph"; 0 from peers that do
+                       not send it): its calls ended before this one, caught
+                       up with its groups (core/round.c) */
 } mp_member_t;
 
 /* The low 6 bits of a group id are the group's coordinate offset: member i
@@ -60,6 +61,7 @@ typedef struct mp_mm_out {
     mp_mm_out_kind_t kind;
     uint64_t group_id;                 /* GROUP: fresh, nonzero */
     uint32_t n;                        /* GROUP: members; ALONE: 1 */
+    uint32_t phase;                    /* GROUP: the members' largest phase */
     mp_member_t members[MP_GROUP_MAX]; /* GROUP: roster in order; ALONE: [0] */
 } mp_mm_out_t;
 

@@ -199,7 +199,7 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         entries = 7u + (msg->u.join.phase != 0);
         break;
     case MP_MSG_GROUP:
-        entries = 5;
+        entries = 5u + (msg->u.group.phase != 0);
         break;
     case MP_MSG_BYE:
         entries = 2;
@@ -316,6 +316,8 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
             msgpack_pack_double(pk, g->members[i].weight);
             msgpack_pack_uint32(pk, g->members[i].bandwidth);
         }
+        if (g->phase != 0) /* optional, as in JOIN */
+            put_u64(pk, K_PH, g->phase);
         break;
     }
     case MP_MSG_BYE:
@@ -648,8 +650,12 @@ static int decode_group(const msgpack_object *const *val, mp_group_msg_t *g) {
             mp__pack_get_u32(&e->via.array.ptr[2], &mb->bandwidth) != 0)
             return -1;
         mb->seq = 0;
+        mb->phase = 0;
     }
     g->n = m->via.array.size;
+    g->phase = 0;
+    if (val[K_PH] != NULL && mp__pack_get_u32(val[K_PH], &g->phase) != 0)
+        return -1;
     return members_distinct(g->members, g->n) ? 0 : -1;
 }
 

@@ -1033,6 +1033,24 @@ static void test_mm_phases(void) {
           "phase 1 did not wait");
     mp__mm_free(mm);
 
+    /* callers behind (a round missed), or more than one phase ahead, are
+     * not kept apart: they join the split of a full phase */
+    mm = mm_make(4, 2, 27);
+    for (uint8_t b = 1; b <= 4; b++)
+        CHECK(mm_join_phase(mm, b, b, 5), "join %u", b);
+    CHECK(mm_join_phase(mm, 5, 11, 4) && mm_join_phase(mm, 5, 12, 9),
+          "joins out of step");
+    CHECK(mp__mm_poll(mm, 5 + 250, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){1, 2, 3}, 3),
+          "first of 6 (n %u)", (unsigned)o.n);
+    CHECK(o.phase == 5, "group phase %u", (unsigned)o.phase);
+    CHECK(mp__mm_poll(mm, 5 + 250, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){4, 11, 12}, 3),
+          "second of 6 (n %u)", (unsigned)o.n);
+    CHECK(o.phase == 9, "group phase %u", (unsigned)o.phase);
+    CHECK(mp__mm_pending(mm) == 0, "pending %zu", mp__mm_pending(mm));
+    mp__mm_free(mm);
+
     /* callers out of step are not kept apart: with no phase at M, phases
      * mix once the key is quiet */
     mm = mm_make(4, 2, 25);

@@ -500,6 +500,41 @@ static void test_phase_ahead(void) {
               "peer %u: %u FORMED, roster of %u", q, W.formed[q], n);
     }
     CHECK(W.formed[3] == 0, "peer 3, a round ahead, formed a group");
+
+    /* the three average and end; peer 3 ends alone at its window's end */
+    move_parts();
+    for (uint32_t q = 0; q < 3; q++) {
+        mp__rnd_end(W.rm[q], W.now, MOSHPIT_OK, false, &res);
+        CHECK(res.grouped && mp__rnd_phase(W.rm[q]) == 1, "peer %u phase %u", q,
+              mp__rnd_phase(W.rm[q]));
+    }
+    drain_all();
+    t0 = W.now;
+    while (!mp__rnd_over(W.rm[3], W.now, &alone, &e) && W.now < t0 + 5000)
+        tick_all(W.now + 10);
+    CHECK(alone, "peer 3's second call did not end alone");
+    mp__rnd_end(W.rm[3], W.now, MOSHPIT_OK, true, &res);
+    CHECK(mp__rnd_phase(W.rm[3]) == 2, "peer 3 phase %u",
+          mp__rnd_phase(W.rm[3]));
+    drain_all();
+
+    /* with no phase at M the phases mix, and the members of a group take
+     * the next phase after its largest: peers 0 and 1 catch up */
+    const uint32_t three[3] = {0, 1, 3};
+    for (uint32_t i = 0; i < 3; i++)
+        start(three[i], three, 3, NULL, NULL);
+    drain_all();
+    settle();
+    move_parts();
+    for (uint32_t i = 0; i < 3; i++) {
+        uint32_t q = three[i];
+        CHECK(mp__rnd_group_finished(W.rm[q]), "peer %u not finished", q);
+        mp__rnd_end(W.rm[q], W.now, MOSHPIT_OK, false, &res);
+        CHECK(res.grouped && res.group_size == 3 && mp__rnd_phase(W.rm[q]) == 3,
+              "peer %u: grouped %d size %u phase %u", q, res.grouped,
+              res.group_size, mp__rnd_phase(W.rm[q]));
+    }
+    drain_all();
 }
 
 int main(void) {

@@ -128,6 +128,12 @@ static void msg_group(mp_msg_t *m) {
     }
 }
 
+/* a GROUP with its optional phase ("ph") */
+static void msg_group_phase(mp_msg_t *m) {
+    msg_group(m);
+    m->u.group.phase = 5;
+}
+
 static void msg_alone(mp_msg_t *m) {
     memset(m, 0, sizeof *m);
     m->type = MP_MSG_ALONE;
@@ -182,12 +188,19 @@ static const struct {
     const char *name;
     msg_fn make;
 } fixed[] = {
-    {"hello", msg_hello},         {"hello_cert", msg_hello_cert},
-    {"refuse", msg_refuse},       {"peers", msg_peers},
-    {"join", msg_join},           {"join_phase", msg_join_phase},
-    {"join_ack", msg_join_ack},   {"group", msg_group},
-    {"alone", msg_alone},         {"bye", msg_bye},
-    {"state_req", msg_state_req}, {"state_info", msg_state_info},
+    {"hello", msg_hello},
+    {"hello_cert", msg_hello_cert},
+    {"refuse", msg_refuse},
+    {"peers", msg_peers},
+    {"join", msg_join},
+    {"join_phase", msg_join_phase},
+    {"join_ack", msg_join_ack},
+    {"group", msg_group},
+    {"group_phase", msg_group_phase},
+    {"alone", msg_alone},
+    {"bye", msg_bye},
+    {"state_req", msg_state_req},
+    {"state_info", msg_state_info},
     {"done", msg_done},
 };
 #define NFIXED (sizeof fixed / sizeof fixed[0])
@@ -330,6 +343,7 @@ static void test_roundtrips(void) {
         m->u.group.members[i].weight = MOSHPIT_WEIGHT_MAX;
         m->u.group.members[i].bandwidth = UINT32_MAX;
     }
+    m->u.group.phase = UINT32_MAX;
     roundtrip("group max", m);
 
     /* Decoding never reports a member seq, even if the struct had one. */
@@ -609,6 +623,11 @@ static void spec_for(msg_fn make, spec_t *s) {
             msgpack_pack_uint32(&fpk, m->u.group.members[i].bandwidth);
         }
         add_end(s, "m", A_ARR, 0);
+        if (m->u.group.phase != 0) {
+            add_begin();
+            msgpack_pack_uint64(&fpk, m->u.group.phase);
+            add_end(s, "ph", A_UINT, 1);
+        }
         break;
     case MP_MSG_BYE:
         break;
