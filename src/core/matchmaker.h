@@ -4,14 +4,15 @@
  *
  * It collects JOINs of one key and splits them into groups of at most
  * group_size M. JOINs of one phase (mp_member_t.phase: callers in step)
- * group among themselves first. With 2 M or more pending of one phase, the
- * oldest M of it form a group at once. With M to 2 M - 1 of one phase, they
- * close among themselves when that phase has been quiet (no new JOIN of it)
- * for the newest one's window / 16, at most 250 ms, whatever JOINs of other
- * phases wait. With no phase at M, phases mix: at 2 M pending the oldest M
- * at once, at M to 2 M - 1 when the key has been quiet, with fewer when
- * the earliest pending window ends. Closing splits the JOINs (of a phase,
- * or all) into
+ * group first. With 2 M or more pending of one phase, the oldest M of it
+ * form a group at once. With M to 2 M - 1 of one phase, they close when
+ * that phase has been quiet (no new JOIN of it) for the newest one's
+ * window / 16, at most 250 ms, together with the JOINs of phases with
+ * fewer than M pending, except those exactly one phase ahead (they wait
+ * for their own round). With no phase at M, phases mix: at 2 M pending the
+ * oldest M at once, at M to 2 M - 1 when the key has been quiet, with
+ * fewer when the earliest pending window ends. Closing splits the marked
+ * JOINs into
  * the fewest groups that hold them, sizes differing by at most one (M + 1
  * JOINs: two groups, none alone), oldest first; groups of fewer than
  * min_group_size are not formed (if balanced groups would be that small,
