@@ -20,10 +20,10 @@ struct mp_rnd {
     mp_rnd_cfg_t cfg;
     mp_grid_t grid;
     uint64_t join_seq; /* first seq of the next call */
-    /* The phase of this peer's JOINs: calls ended, and after a call in a
-     * group one more than the largest phase of its members (a Lamport
-     * clock), so that a peer that joined late or missed a round is in step
-     * again after its next group. Saturates. */
+    /* The phase of this peer's JOINs, a Lamport clock of rounds: after a
+     * call in a group one more than the largest phase of its members, so
+     * that a peer that joined late or missed a round is in step again
+     * after its next group; unchanged after a call alone. Saturates. */
     uint32_t phase;
     uint32_t group_phase; /* the taken group's (GROUP "ph") */
     uint64_t mm_made;     /* matchmakers created: their seeds */
@@ -715,10 +715,12 @@ void mp__rnd_end(mp_rnd_t *rm, uint64_t now, moshpit_err_t e, bool alone,
         mp__grid_shift_random(&rm->grid);
     if (rm->gid != 0)
         rm->recent[rm->recent_pos++ % MP_RND_RECENT] = rm->gid;
-    uint32_t ph = rm->phase;
-    if (res->grouped && rm->group_phase > ph)
-        ph = rm->group_phase;
-    rm->phase = ph == UINT32_MAX ? ph : ph + 1;
+    /* a round alone leaves the phase: a peer excluded as a round ahead
+     * (core/matchmaker.c) is in step again for the next round */
+    if (res->grouped) {
+        uint32_t ph = rm->group_phase > rm->phase ? rm->group_phase : rm->phase;
+        rm->phase = ph == UINT32_MAX ? ph : ph + 1;
+    }
     call_clear(rm);
 }
 

@@ -25,7 +25,7 @@
 
 #include "test_util.h"
 
-#define NP 4u
+#define NP 5u
 #define COUNT 8u
 
 typedef struct world {
@@ -463,32 +463,49 @@ static void test_deadline(void) {
           "over at +%llu, alone %d", (unsigned long long)(W.now - t0), alone);
 }
 
-/* A JOIN carries the caller's phase (calls it ended before). Peer 3 ends
- * one call alone first, then sends its second JOIN under the same key
- * bytes (d = 1) while the first-round JOINs of peers 0 to 2 wait out the
- * quiet time: the three group as one full group of M = 3 and peer 3
- * waits, where one key's four JOINs used to be split 2 + 2. */
+/* Ends peer q's call once it is over (by the window end at the latest). */
+static void finish(uint32_t q, bool want_alone) {
+    uint64_t t0 = W.now;
+    bool alone = !want_alone;
+    moshpit_err_t e = MOSHPIT_OK;
+    move_parts();
+    while (!mp__rnd_over(W.rm[q], W.now, &alone, &e) &&
+           !mp__rnd_group_finished(W.rm[q]) && W.now < t0 + 5000) {
+        tick_all(W.now + 10);
+        move_parts();
+    }
+    if (mp__rnd_group_finished(W.rm[q]))
+        alone = false;
+    mp_rnd_result_t res;
+    mp__rnd_end(W.rm[q], W.now, MOSHPIT_OK, alone, &res);
+    CHECK(res.grouped == !want_alone, "peer %u: grouped %d", q, res.grouped);
+    drain_all();
+}
+
+/* A JOIN carries the caller's phase (a Lamport clock of its rounds).
+ * Peers 3 and 4 average once first, then peer 3 sends its second JOIN
+ * under the same key bytes (d = 1) while the first-round JOINs of peers 0
+ * to 2 wait out the quiet time: the three group as one full group of
+ * M = 3 and peer 3 waits (ending alone here), where the key's four JOINs
+ * used to be split 2 + 2. */
 static void test_phase_ahead(void) {
     world_init(3, 2);
-    const uint32_t solo[1] = {3};
-    start(3, solo, 1, NULL, NULL);
+    const uint32_t pair[2] = {3, 4};
+    for (uint32_t i = 0; i < 2; i++)
+        start(pair[i], pair, 2, NULL, NULL);
     drain_all();
-    uint64_t t0 = W.now;
-    bool alone = false;
-    moshpit_err_t e = MOSHPIT_OK;
-    while (!mp__rnd_over(W.rm[3], W.now, &alone, &e) && W.now < t0 + 5000)
-        tick_all(W.now + 10);
-    CHECK(alone, "peer 3's first call did not end alone");
-    mp_rnd_result_t res;
-    mp__rnd_end(W.rm[3], W.now, MOSHPIT_OK, true, &res);
-    drain_all();
+    for (uint32_t i = 0; i < 2; i++) {
+        finish(pair[i], false);
+        CHECK(mp__rnd_phase(W.rm[pair[i]]) == 1, "peer %u phase %u", pair[i],
+              mp__rnd_phase(W.rm[pair[i]]));
+    }
 
-    const uint32_t view[NP] = {0, 1, 2, 3};
+    const uint32_t view[4] = {0, 1, 2, 3};
     uint8_t k3[MP_KEY_MAX], k0[MP_KEY_MAX];
     uint32_t l3 = 0, l0 = 0;
-    start(3, view, NP, k3, &l3);
+    start(3, view, 4, k3, &l3);
     for (uint32_t q = 0; q < 3; q++)
-        start(q, view, NP, q == 0 ? k0 : NULL, &l0);
+        start(q, view, 4, q == 0 ? k0 : NULL, &l0);
     CHECK(l3 == l0 && memcmp(k3, k0, l0) == 0, "keys differ");
     drain_all();
     settle();
@@ -499,42 +516,35 @@ static void test_phase_ahead(void) {
                   mp__rnd_roster(W.rm[q], &n, &self, &gid) != NULL && n == 3,
               "peer %u: %u FORMED, roster of %u", q, W.formed[q], n);
     }
-    CHECK(W.formed[3] == 0, "peer 3, a round ahead, formed a group");
-
-    /* the three average and end; peer 3 ends alone at its window's end */
-    move_parts();
+    CHECK(W.formed[3] == 1, "peer 3, a round ahead, formed a group");
     for (uint32_t q = 0; q < 3; q++) {
-        mp__rnd_end(W.rm[q], W.now, MOSHPIT_OK, false, &res);
-        CHECK(res.grouped && mp__rnd_phase(W.rm[q]) == 1, "peer %u phase %u", q,
+        finish(q, false);
+        CHECK(mp__rnd_phase(W.rm[q]) == 1, "peer %u phase %u", q,
               mp__rnd_phase(W.rm[q]));
     }
-    drain_all();
-    t0 = W.now;
-    while (!mp__rnd_over(W.rm[3], W.now, &alone, &e) && W.now < t0 + 5000)
-        tick_all(W.now + 10);
-    CHECK(alone, "peer 3's second call did not end alone");
-    mp__rnd_end(W.rm[3], W.now, MOSHPIT_OK, true, &res);
-    CHECK(mp__rnd_phase(W.rm[3]) == 2, "peer 3 phase %u",
+    /* a round alone leaves the phase: peer 3 is in step again */
+    finish(3, true);
+    CHECK(mp__rnd_phase(W.rm[3]) == 1, "peer 3 phase %u",
           mp__rnd_phase(W.rm[3]));
-    drain_all();
 
-    /* with no phase at M the phases mix, and the members of a group take
-     * the next phase after its largest: peers 0 and 1 catch up */
+    /* peers 3 and 4 average again (phase 2); then with no phase at M the
+     * phases mix, and the members of a group take the next phase after
+     * its largest: peers 0 and 1 catch up */
+    for (uint32_t i = 0; i < 2; i++)
+        start(pair[i], pair, 2, NULL, NULL);
+    drain_all();
+    for (uint32_t i = 0; i < 2; i++)
+        finish(pair[i], false);
     const uint32_t three[3] = {0, 1, 3};
     for (uint32_t i = 0; i < 3; i++)
         start(three[i], three, 3, NULL, NULL);
     drain_all();
     settle();
-    move_parts();
     for (uint32_t i = 0; i < 3; i++) {
-        uint32_t q = three[i];
-        CHECK(mp__rnd_group_finished(W.rm[q]), "peer %u not finished", q);
-        mp__rnd_end(W.rm[q], W.now, MOSHPIT_OK, false, &res);
-        CHECK(res.grouped && res.group_size == 3 && mp__rnd_phase(W.rm[q]) == 3,
-              "peer %u: grouped %d size %u phase %u", q, res.grouped,
-              res.group_size, mp__rnd_phase(W.rm[q]));
+        finish(three[i], false);
+        CHECK(mp__rnd_phase(W.rm[three[i]]) == 3, "peer %u phase %u", three[i],
+              mp__rnd_phase(W.rm[three[i]]));
     }
-    drain_all();
 }
 
 int main(void) {
