@@ -28,11 +28,11 @@ typedef struct mm_entry {
     bool flush;        /* among the JOINs being split now */
 } mm_entry_t;
 
-/* The pending JOINs of one phase (mp_member_t.phase): how many, the oldest
- * one's index, and when the newest one's quiet time ends. */
+/* The pending JOINs of one phase (mp_member_t.phase): how many, and when
+ * the newest one's quiet time ends. */
 typedef struct mm_class {
     uint32_t phase;
-    size_t count, first;
+    size_t count;
     uint64_t quiet_at;
 } mm_class_t;
 
@@ -170,7 +170,7 @@ static size_t mm_classes(const mp_mm_t *mm, mm_class_t *cls) {
             c++;
         }
         if (c == nc) {
-            cls[nc++] = (mm_class_t){e->m.phase, 0, i, 0};
+            cls[nc++] = (mm_class_t){e->m.phase, 0, 0};
         }
         cls[c].count++;
         if (e->quiet_ms > cls[c].quiet_at) {
@@ -215,7 +215,8 @@ static void mm_mark(mp_mm_t *mm, bool all, uint32_t phase, size_t limit,
         mm_entry_t *e = &mm->pending[i];
         bool own = all || e->m.phase == phase;
         bool extra = false;
-        if (!own && others && e->m.phase != phase + 1u) {
+        bool ahead = phase != UINT32_MAX && e->m.phase == phase + 1u;
+        if (!own && others && !ahead) {
             extra = true;
             for (size_t c = 0; c < nc; c++) {
                 if (cls[c].phase == e->m.phase &&
