@@ -4,7 +4,7 @@
  * (core/rendezvous.c, core/matchmaker.c, core/joiner.c): the rendezvous hash
  * (golden values that pin the protocol, a cross-check against libsodium's
  * SipHash-2-4, determinism and spread of the ordering), the matchmaker's
- * grouping rules (size, quiet time, even split, window, minimum, cap,
+ * grouping rules (size, quiet time, even split, phases, window, minimum, cap,
  * re-join, validation, group ids) and the joiner's state machine (happy
  * path, ACK timeout and peer-failure fallback, stale and foreign messages,
  * roster validation, give-up and exhaustion). Every failed check prints
