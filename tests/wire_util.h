@@ -66,7 +66,8 @@ static inline int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
         const mp_join_t *x = &a->u.join, *y = &b->u.join;
         return x->seq == y->seq && same_double(x->weight, y->weight) &&
                x->bandwidth == y->bandwidth && x->window_ms == y->window_ms &&
-               x->key_len == y->key_len && x->key_len <= MP_KEY_MAX &&
+               x->phase == y->phase && x->key_len == y->key_len &&
+               x->key_len <= MP_KEY_MAX &&
                memcmp(x->key, y->key, x->key_len) == 0;
     }
     case MP_MSG_JOIN_ACK:
@@ -77,7 +78,8 @@ static inline int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
         return a->u.leave.seq == b->u.leave.seq;
     case MP_MSG_GROUP: {
         const mp_group_msg_t *x = &a->u.group, *y = &b->u.group;
-        if (x->seq != y->seq || x->group_id != y->group_id || x->n != y->n)
+        if (x->seq != y->seq || x->group_id != y->group_id || x->n != y->n ||
+            x->phase != y->phase)
             return 0;
         for (uint32_t i = 0; i < x->n; i++)
             if (memcmp(x->members[i].id, y->members[i].id, MP_ID_BYTES) ||

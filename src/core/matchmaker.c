@@ -23,15 +23,25 @@
 
 typedef struct mm_entry {
     mp_member_t m;
-    uint64_t ends_ms; /* arrival + announced window (clamped) */
+    uint64_t ends_ms;  /* arrival + announced window (clamped) */
+    uint64_t quiet_ms; /* arrival + its quiet time */
+    bool flush;        /* among the JOINs being split now */
 } mm_entry_t;
+
+/* The pending JOINs of one phase (mp_member_t.phase): how many, and when
+ * the newest one's quiet time ends. */
+typedef struct mm_class {
+    uint32_t phase;
+    size_t count;
+    uint64_t quiet_at;
+} mm_class_t;
 
 struct mp_mm {
     uint32_t group_size;
     uint32_t min_group_size;
     uint64_t rng;      /* splitmix64 state */
     uint64_t quiet_at; /* newest JOIN's arrival + its quiet time */
-    size_t flush;      /* the oldest `flush` entries are being split now */
+    size_t flush;      /* entries marked flush: being split now */
     uint32_t grouped;  /* JOINs grouped since none was pending */
     size_t n;          /* pending entries, oldest first */
     mm_entry_t pending[MP_MM_PENDING_MAX];
@@ -93,7 +103,7 @@ static size_t mm_find(const mp_mm_t *mm, const uint8_t id[MP_ID_BYTES]) {
 }
 
 static void mm_remove(mp_mm_t *mm, size_t i) {
-    if (i < mm->flush) {
+    if (mm->pending[i].flush) {
         mm->flush--;
     }
     memmove(&mm->pending[i], &mm->pending[i + 1],
@@ -119,10 +129,12 @@ bool mp__mm_on_join(mp_mm_t *mm, uint64_t now_ms, const mp_member_t *m,
     }
     mm_entry_t *e = &mm->pending[mm->n++];
     e->m = *m;
+    e->flush = false;
     e->ends_ms = mp__add_sat_u64(now_ms, window_ms);
     uint32_t quiet = window_ms / MP_MM_QUIET_DIV;
-    mm->quiet_at = mp__add_sat_u64(
+    e->quiet_ms = mp__add_sat_u64(
         now_ms, quiet > MP_MM_QUIET_MAX_MS ? MP_MM_QUIET_MAX_MS : quiet);
+    mm->quiet_at = e->quiet_ms;
     return true;
 }
 
@@ -147,21 +159,78 @@ static size_t mm_first_due(const mp_mm_t *mm) {
     return best;
 }
 
-/* Emits the oldest k pending entries as a group and removes them. */
+/* The pending JOINs by phase, in the order of each phase's oldest JOIN.
+ * Returns the number of phases. */
+static size_t mm_classes(const mp_mm_t *mm, mm_class_t *cls) {
+    size_t nc = 0;
+    for (size_t i = 0; i < mm->n; i++) {
+        const mm_entry_t *e = &mm->pending[i];
+        size_t c = 0;
+        while (c < nc && cls[c].phase != e->m.phase) {
+            c++;
+        }
+        if (c == nc) {
+            cls[nc++] = (mm_class_t){e->m.phase, 0, 0};
+        }
+        cls[c].count++;
+        if (e->quiet_ms > cls[c].quiet_at) {
+            cls[c].quiet_at = e->quiet_ms;
+        }
+    }
+    return nc;
+}
+
+/* Emits the oldest k entries marked flush as a group and removes them. */
 static void mm_emit_group(mp_mm_t *mm, size_t k, mp_mm_out_t *out) {
     out->kind = MP_MM_GROUP;
     /* Groups of one batch take consecutive coordinate ranges: two groups
      * of M/2 send their members to all M next keys, not twice to half. */
     out->group_id = mm_next_group_id(mm, mm->grouped);
     out->n = (uint32_t)k;
-    for (size_t i = 0; i < k; i++) {
-        out->members[i] = mm->pending[i].m;
+    out->phase = 0;
+    size_t taken = 0, kept = 0;
+    for (size_t i = 0; i < mm->n; i++) {
+        if (taken < k && mm->pending[i].flush) {
+            if (mm->pending[i].m.phase > out->phase) {
+                out->phase = mm->pending[i].m.phase;
+            }
+            out->members[taken++] = mm->pending[i].m;
+        } else {
+            mm->pending[kept++] = mm->pending[i];
+        }
     }
-    memmove(&mm->pending[0], &mm->pending[k],
-            (mm->n - k) * sizeof mm->pending[0]);
-    mm->n -= k;
-    mm->flush = mm->flush > k ? mm->flush - k : 0;
+    mm->n = kept;
+    mm->flush -= taken;
     mm->grouped = mm->n == 0 ? 0 : mm->grouped + (uint32_t)k;
+}
+
+/* Marks for splitting (mm->flush becomes their count): the oldest `limit`
+ * JOINs of phase `phase`, or of any phase if `all`; with `others`, also
+ * every JOIN of a phase with fewer than M pending, unless exactly one
+ * phase ahead (see mp__mm_poll). */
+static void mm_mark(mp_mm_t *mm, bool all, uint32_t phase, size_t limit,
+                    bool others, const mm_class_t *cls, size_t nc) {
+    mm->flush = 0;
+    for (size_t i = 0; i < mm->n; i++) {
+        mm_entry_t *e = &mm->pending[i];
+        bool own = all || e->m.phase == phase;
+        bool extra = false;
+        bool ahead = phase != UINT32_MAX && e->m.phase == phase + 1u;
+        if (!own && others && !ahead) {
+            extra = true;
+            for (size_t c = 0; c < nc; c++) {
+                if (cls[c].phase == e->m.phase &&
+                    cls[c].count >= mm->group_size) {
+                    extra = false;
+                }
+            }
+        }
+        e->flush = (own && limit > 0) || extra;
+        if (own && limit > 0) {
+            limit--;
+        }
+        mm->flush += e->flush;
+    }
 }
 
 /* Size of the next group when f JOINs are split at once: the fewest groups
@@ -178,6 +247,31 @@ static size_t mm_split_size(const mp_mm_t *mm, size_t f) {
     return (f + k - 1) / k;
 }
 
+/* A decision that is due without waiting: the first phase with 2 M
+ * pending or more (*idx its class, SIZE_MAX for all pending JOINs mixed);
+ * false if none. *full is set when some phase has M pending or more. */
+static bool mm_ready(const mp_mm_t *mm, const mm_class_t *cls, size_t nc,
+                     size_t *idx, bool *full) {
+    size_t m = mm->group_size;
+    *full = false;
+    for (size_t c = 0; c < nc; c++) {
+        if (cls[c].count >= m) {
+            *full = true;
+        }
+        if (cls[c].count >= 2 * m) {
+            *idx = c;
+            return true;
+        }
+    }
+    /* 2 M pending, none of one phase with M: mixed, as nothing better is
+     * possible now */
+    if (mm->n >= 2 * m && !*full) {
+        *idx = SIZE_MAX;
+        return true;
+    }
+    return false;
+}
+
 bool mp__mm_poll(mp_mm_t *mm, uint64_t now_ms, mp_mm_out_t *out) {
     if (mm == NULL || out == NULL) {
         return false;
@@ -186,32 +280,58 @@ bool mp__mm_poll(mp_mm_t *mm, uint64_t now_ms, mp_mm_out_t *out) {
         mm_emit_group(mm, mm_split_size(mm, mm->flush), out);
         return true;
     }
-    mm->flush = 0; /* a remainder too small for a group waits */
+    /* a remainder too small for a group waits */
+    for (size_t i = 0; mm->flush > 0 && i < mm->n; i++) {
+        mm->pending[i].flush = false;
+    }
+    mm->flush = 0;
     if (mm->n == 0) {
         mm->grouped = 0;
+        return false;
     }
+    mm_class_t cls[MP_MM_PENDING_MAX];
+    size_t nc = mm_classes(mm, cls);
+    size_t idx;
+    bool full;
     /* With 2 M pending, a full group leaves M or more, which can still be
-     * split evenly however many JOINs follow: no reason to wait. */
-    if (mm->n >= 2 * (size_t)mm->group_size) {
+     * split evenly however many JOINs follow: no reason to wait. JOINs of
+     * one phase (callers in step) are grouped together first. */
+    if (mm_ready(mm, cls, nc, &idx, &full)) {
+        bool all = idx == SIZE_MAX;
+        mm_mark(mm, all, all ? 0 : cls[idx].phase, mm->group_size, false, cls,
+                nc);
         mm_emit_group(mm, mm->group_size, out);
         return true;
     }
-    if (mm->n == 0) {
-        return false;
+    /* Between M and 2 M - 1 pending of one phase, closing at once would
+     * leave whoever of that phase comes next alone, so the phase first
+     * goes quiet for a moment; then its JOINs are split evenly, together
+     * with those of phases that have fewer than M here (callers out of
+     * step, which must not be kept apart from the swarm), but not those
+     * exactly one phase ahead: a caller whose group finished early, under
+     * a key with the bytes of one still filling for the round before. It
+     * neither breaks up the full group of the round before nor takes a
+     * place in it, and waits for the callers of its own round. */
+    for (size_t c = 0; c < nc; c++) {
+        if (cls[c].count >= mm->group_size && cls[c].quiet_at <= now_ms) {
+            mm_mark(mm, false, cls[c].phase, SIZE_MAX, true, cls, nc);
+            mm_emit_group(mm, mm_split_size(mm, mm->flush), out);
+            return true;
+        }
     }
     /* The header speaks of the oldest JOIN's window; windows may differ (a
      * joiner that fell back announces only what is left of its window), so
      * the deadline that counts is the earliest one, which is also what
      * mp__mm_next_wakeup reports. With equal windows it is the oldest.
-     * Between M and 2 M - 1 pending, closing at once would leave whoever
-     * comes next alone, so the key first goes quiet for a moment. */
+     * With no phase at M, phases mix once the whole key has been quiet:
+     * callers out of step are not kept apart from the swarm. */
     size_t due = mm_first_due(mm);
-    bool settled = mm->n >= mm->group_size && mm->quiet_at <= now_ms;
+    bool settled = !full && mm->n >= mm->group_size && mm->quiet_at <= now_ms;
     if (mm->pending[due].ends_ms > now_ms && !settled) {
         return false;
     }
     if (mm->n >= mm->min_group_size) {
-        mm->flush = mm->n;
+        mm_mark(mm, true, 0, SIZE_MAX, false, cls, nc);
         mm_emit_group(mm, mm_split_size(mm, mm->flush), out);
         return true;
     }
@@ -227,13 +347,24 @@ uint64_t mp__mm_next_wakeup(const mp_mm_t *mm) {
     if (mm == NULL || mm->n == 0) {
         return UINT64_MAX;
     }
-    if (mm->flush >= mm->min_group_size ||
-        mm->n >= 2 * (size_t)mm->group_size) {
+    if (mm->flush >= mm->min_group_size) {
         return 0; /* a group is ready: poll now */
     }
+    mm_class_t cls[MP_MM_PENDING_MAX];
+    size_t nc = mm_classes(mm, cls);
+    size_t idx;
+    bool full;
+    if (mm_ready(mm, cls, nc, &idx, &full)) {
+        return 0;
+    }
     uint64_t due = mm->pending[mm_first_due(mm)].ends_ms;
-    if (mm->n >= mm->group_size && mm->quiet_at < due) {
-        return mm->quiet_at;
+    for (size_t c = 0; c < nc; c++) {
+        if (cls[c].count >= mm->group_size && cls[c].quiet_at < due) {
+            due = cls[c].quiet_at;
+        }
+    }
+    if (!full && mm->n >= mm->group_size && mm->quiet_at < due) {
+        due = mm->quiet_at;
     }
     return due;
 }

@@ -3,10 +3,16 @@
  * matchmaker.h - the matchmaker (mp_mm_t) of one group key.
  *
  * It collects JOINs of one key and splits them into groups of at most
- * group_size M. With 2 M or more pending, the oldest M form a group at once.
- * With M to 2 M - 1 pending, they close when the key has been quiet (no new
- * JOIN) for the newest JOIN's window / 16, at most 250 ms; with fewer, when
- * the earliest pending window ends. Closing splits all pending JOINs into
+ * group_size M. JOINs of one phase (mp_member_t.phase: callers in step)
+ * group first. With 2 M or more pending of one phase, the oldest M of it
+ * form a group at once. With M to 2 M - 1 of one phase, they close when
+ * that phase has been quiet (no new JOIN of it) for the newest one's
+ * window / 16, at most 250 ms, together with the JOINs of phases with
+ * fewer than M pending, except those exactly one phase ahead (they wait
+ * for their own round). With no phase at M, phases mix: at 2 M pending the
+ * oldest M at once, at M to 2 M - 1 when the key has been quiet, with
+ * fewer when the earliest pending window ends. Closing splits the marked
+ * JOINs into
  * the fewest groups that hold them, sizes differing by at most one (M + 1
  * JOINs: two groups, none alone), oldest first; groups of fewer than
  * min_group_size are not formed (if balanced groups would be that small,
@@ -35,7 +41,10 @@ typedef struct mp_member {
     uint8_t id[MP_ID_BYTES];
     double weight;
     uint32_t bandwidth;
-    uint64_t seq; /* the joiner's JOIN sequence number */
+    uint64_t seq;   /* the joiner's JOIN sequence number */
+    uint32_t phase; /* the joiner's phase (JOIN "ph"; 0 from peers that do
+                       not send it): its calls ended before this one, caught
+                       up with its groups (core/round.c) */
 } mp_member_t;
 
 /* The low 6 bits of a group id are the group's coordinate offset: member i
@@ -53,6 +62,7 @@ typedef struct mp_mm_out {
     mp_mm_out_kind_t kind;
     uint64_t group_id;                 /* GROUP: fresh, nonzero */
     uint32_t n;                        /* GROUP: members; ALONE: 1 */
+    uint32_t phase;                    /* GROUP: the members' largest phase */
     mp_member_t members[MP_GROUP_MAX]; /* GROUP: roster in order; ALONE: [0] */
 } mp_mm_out_t;
 

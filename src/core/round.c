@@ -20,7 +20,13 @@ struct mp_rnd {
     mp_rnd_cfg_t cfg;
     mp_grid_t grid;
     uint64_t join_seq; /* first seq of the next call */
-    uint64_t mm_made;  /* matchmakers created: their seeds */
+    /* The phase of this peer's JOINs, a Lamport clock of rounds: after a
+     * call in a group one more than the largest phase of its members, so
+     * that a peer that joined late or missed a round is in step again
+     * after its next group; unchanged after a call alone. Saturates. */
+    uint32_t phase;
+    uint32_t group_phase; /* the taken group's (GROUP "ph") */
+    uint64_t mm_made;     /* matchmakers created: their seeds */
     mm_slot_t mms[MP_RND_MM_KEYS];
     mp_mm_out_t *mm_out; /* scratch of poll_mm, made with the first mm */
     uint64_t recent[MP_RND_RECENT];
@@ -107,6 +113,7 @@ static void call_clear(mp_rnd_t *rm) {
     rm->e = MOSHPIT_OK;
     rm->join_pending = false;
     rm->gid = 0;
+    rm->group_phase = 0;
     rm->n = 0;
     rm->self = 0;
     rm->values = NULL;
@@ -171,6 +178,8 @@ static size_t keep_roster(mp_rnd_t *rm, const mp_member_t *m, uint32_t n) {
     memcpy(rm->rosters + at, m, n * sizeof(*m));
     for (uint32_t k = 0; k < n; k++)
         rm->rosters[at + k].seq = 0; /* the others' seqs stay private */
+    for (uint32_t k = 0; k < n; k++)
+        rm->rosters[at + k].phase = 0; /* not part of the roster */
     rm->nrost += n;
     return at;
 }
@@ -199,6 +208,10 @@ uint32_t mp__rnd_key_of(const mp_grid_t *g, uint64_t count, const mp_agg_t *agg,
     uint32_t len = 8 + (uint32_t)mp__grid_key(g, key + 8);
     len += (uint32_t)mp__agg_key_suffix(agg, key + len);
     return len;
+}
+
+uint32_t mp__rnd_phase(const mp_rnd_t *rm) {
+    return rm->phase;
 }
 
 const mp_grid_t *mp__rnd_grid(const mp_rnd_t *rm) {
@@ -267,10 +280,11 @@ static mp_mm_t *mm_for_key(mp_rnd_t *rm, uint64_t now, const uint8_t *key,
 static void deliver_to_self(mp_rnd_t *rm, const mp_mm_out_t *o, uint64_t seq) {
     if (!rm->in_call || rm->joiner == NULL || rm->group != NULL)
         return;
-    if (o->kind == MP_MM_GROUP)
-        mp__joiner_on_group(rm->joiner, rm->cfg.self, seq, o->group_id,
-                            o->members, o->n, rm->cfg.self);
-    else
+    if (o->kind == MP_MM_GROUP) {
+        if (mp__joiner_on_group(rm->joiner, rm->cfg.self, seq, o->group_id,
+                                o->members, o->n, rm->cfg.self))
+            rm->group_phase = o->phase;
+    } else
         mp__joiner_on_alone(rm->joiner, rm->cfg.self, seq);
 }
 
@@ -295,6 +309,7 @@ static void poll_mm(mp_rnd_t *rm, mp_mm_t *mm, uint64_t now) {
                     continue;
                 s->seq = o->members[i].seq;
                 s->group_id = o->group_id;
+                s->phase = o->phase;
                 s->n = o->n;
                 /* an offset until mp__rnd_next_out: rosters may move */
                 s->members = (const mp_member_t *)(uintptr_t)at;
@@ -343,6 +358,7 @@ mp_rnd_join_status_t mp__rnd_on_join(mp_rnd_t *rm, uint64_t now,
     m.weight = j->weight;
     m.bandwidth = j->bandwidth;
     m.seq = j->seq;
+    m.phase = j->phase;
     if (mm == NULL || !mp__mm_on_join(mm, now, &m, j->window_ms)) {
         push_simple(rm, MP_RND_ALONE, from, j->seq);
         return mm == NULL ? MP_RND_JOIN_NO_SLOT : MP_RND_JOIN_REFUSED;
@@ -416,6 +432,7 @@ static void local_join(mp_rnd_t *rm, uint64_t now, const mp_join_send_t *s) {
     me.weight = rm->weight;
     me.bandwidth = rm->cfg.bandwidth;
     me.seq = s->seq;
+    me.phase = rm->phase;
     if (mm == NULL || !mp__mm_on_join(mm, now, &me, s->window_ms)) {
         if (mm == NULL)
             push(rm, MP_RND_OUT_OWN_NO_SLOT, 0, NULL);
@@ -488,6 +505,7 @@ static void pump(mp_rnd_t *rm, uint64_t now) {
         o->bandwidth = rm->cfg.bandwidth;
         o->window_ms = s.window_ms;
         o->key_len = rm->key_len;
+        o->phase = rm->phase;
     }
     switch (mp__joiner_state(rm->joiner)) {
     case MP_JOIN_GROUP:
@@ -517,12 +535,14 @@ void mp__rnd_on_ack(mp_rnd_t *rm, uint64_t now, const uint8_t from[MP_ID_BYTES],
 
 bool mp__rnd_on_group(mp_rnd_t *rm, uint64_t now,
                       const uint8_t from[MP_ID_BYTES], uint64_t seq,
-                      uint64_t group_id, const mp_member_t *members,
-                      uint32_t n) {
+                      uint64_t group_id, const mp_member_t *members, uint32_t n,
+                      uint32_t phase) {
     if (!joining(rm))
         return false;
     bool ok = mp__joiner_on_group(rm->joiner, from, seq, group_id, members, n,
                                   rm->cfg.self);
+    if (ok)
+        rm->group_phase = phase;
     pump(rm, now);
     return ok;
 }
@@ -695,6 +715,12 @@ void mp__rnd_end(mp_rnd_t *rm, uint64_t now, moshpit_err_t e, bool alone,
         mp__grid_shift_random(&rm->grid);
     if (rm->gid != 0)
         rm->recent[rm->recent_pos++ % MP_RND_RECENT] = rm->gid;
+    /* a round alone leaves the phase: a peer excluded as a round ahead
+     * (core/matchmaker.c) is in step again for the next round */
+    if (res->grouped) {
+        uint32_t ph = rm->group_phase > rm->phase ? rm->group_phase : rm->phase;
+        rm->phase = ph == UINT32_MAX ? ph : ph + 1;
+    }
     call_clear(rm);
 }
 

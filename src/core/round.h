@@ -95,6 +95,7 @@ typedef struct mp_rnd_out {
     /* JOIN */
     double weight;
     uint32_t bandwidth, window_ms, key_len;
+    uint32_t phase; /* JOIN: this peer's phase; GROUP: the members' largest */
     const uint8_t *key;
     /* GROUP: the roster (seqs zeroed), valid until the next call into the
      * machine */
@@ -115,6 +116,7 @@ typedef struct mp_rnd_join {
     uint64_t seq;
     double weight;
     uint32_t bandwidth, window_ms, key_len;
+    uint32_t phase; /* the joiner's calls ended before (0 if not sent) */
     const uint8_t *key;
 } mp_rnd_join_t;
 
@@ -153,6 +155,8 @@ void mp__rnd_free(mp_rnd_t *rm);
  * (see mp__rnd_key); returns its length. */
 uint32_t mp__rnd_key_of(const mp_grid_t *g, uint64_t count, const mp_agg_t *agg,
                         uint8_t key[MP_KEY_MAX]);
+/* The phase the next call's JOINs carry (JOIN "ph"). */
+uint32_t mp__rnd_phase(const mp_rnd_t *rm);
 /* The grid key the machine moves on at every round end. */
 const mp_grid_t *mp__rnd_grid(const mp_rnd_t *rm);
 
@@ -180,8 +184,8 @@ void mp__rnd_on_ack(mp_rnd_t *rm, uint64_t now_ms,
 /* false: stale or invalid (ignored). */
 bool mp__rnd_on_group(mp_rnd_t *rm, uint64_t now_ms,
                       const uint8_t from[MP_ID_BYTES], uint64_t seq,
-                      uint64_t group_id, const mp_member_t *members,
-                      uint32_t n);
+                      uint64_t group_id, const mp_member_t *members, uint32_t n,
+                      uint32_t phase);
 void mp__rnd_on_alone(mp_rnd_t *rm, uint64_t now_ms,
                       const uint8_t from[MP_ID_BYTES], uint64_t seq);
 /* A LEAVE: forget the sender's pending JOIN under every key. */

@@ -18,6 +18,7 @@ mp_rnd_msg_status_t mp__rnd_on_msg(mp_rnd_t *rm, uint64_t now,
                             .bandwidth = j->bandwidth,
                             .window_ms = j->window_ms,
                             .key_len = j->key_len,
+                            .phase = j->phase,
                             .key = j->key};
         switch (mp__rnd_on_join(rm, now, from, &rj)) {
         case MP_RND_JOIN_BAD_KEY:
@@ -38,7 +39,7 @@ mp_rnd_msg_status_t mp__rnd_on_msg(mp_rnd_t *rm, uint64_t now,
             return MP_RND_MSG_OK; /* no joiner to take it */
         return mp__rnd_on_group(rm, now, from, m->u.group.seq,
                                 m->u.group.group_id, m->u.group.members,
-                                m->u.group.n)
+                                m->u.group.n, m->u.group.phase)
                    ? MP_RND_MSG_OK
                    : MP_RND_MSG_STALE;
     case MP_MSG_ALONE:
@@ -62,6 +63,7 @@ void mp__rnd_out_msg(const mp_rnd_out_t *o, mp_msg_t *m) {
         m->u.join.bandwidth = o->bandwidth;
         m->u.join.window_ms = o->window_ms;
         m->u.join.key_len = o->key_len;
+        m->u.join.phase = o->phase;
         memcpy(m->u.join.key, o->key, o->key_len);
         break;
     case MP_RND_JOIN_ACK:
@@ -81,6 +83,7 @@ void mp__rnd_out_msg(const mp_rnd_out_t *o, mp_msg_t *m) {
         m->u.group.seq = o->seq;
         m->u.group.group_id = o->group_id;
         m->u.group.n = o->n;
+        m->u.group.phase = o->phase;
         memcpy(m->u.group.members, o->members, o->n * sizeof(o->members[0]));
         break;
     case MP_RND_DONE:

@@ -61,6 +61,7 @@ enum {
     K_DIG,
     K_CT,
     K_SE,
+    K_PH,
     K_COUNT
 };
 
@@ -72,6 +73,7 @@ static const char *const key_names[K_COUNT] = {
     [K_KEY] = "key", [K_GID] = "gid",     [K_M] = "m",     [K_SS] = "ss",
     [K_VER] = "ver", [K_FIRST] = "first", [K_N] = "n",     [K_RND] = "rnd",
     [K_CNT] = "cnt", [K_DIG] = "dig",     [K_CT] = "ct",   [K_SE] = "se",
+    [K_PH] = "ph",
 };
 
 /* ------------------------------------------------------------------ */
@@ -194,10 +196,10 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         entries = 7;
         break;
     case MP_MSG_JOIN:
-        entries = 7;
+        entries = 7u + (msg->u.join.phase != 0);
         break;
     case MP_MSG_GROUP:
-        entries = 5;
+        entries = 5u + (msg->u.group.phase != 0);
         break;
     case MP_MSG_BYE:
         entries = 2;
@@ -285,6 +287,9 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         put_u64(pk, K_WIN, j->window_ms);
         put_key(pk, K_KEY);
         mp__pack_bin(pk, j->key, j->key_len);
+        if (j->phase != 0) /* optional: the encoding of phase 0 is that of
+                              versions without it */
+            put_u64(pk, K_PH, j->phase);
         break;
     }
     case MP_MSG_JOIN_ACK:
@@ -311,6 +316,8 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
             msgpack_pack_double(pk, g->members[i].weight);
             msgpack_pack_uint32(pk, g->members[i].bandwidth);
         }
+        if (g->phase != 0) /* optional, as in JOIN */
+            put_u64(pk, K_PH, g->phase);
         break;
     }
     case MP_MSG_BYE:
@@ -611,6 +618,9 @@ static int decode_join(const msgpack_object *const *val, mp_join_t *j) {
         mp__pack_get_u32(val[K_BW], &j->bandwidth) != 0 ||
         mp__pack_get_u32(val[K_WIN], &j->window_ms) != 0)
         return -1;
+    j->phase = 0;
+    if (val[K_PH] != NULL && mp__pack_get_u32(val[K_PH], &j->phase) != 0)
+        return -1;
     const msgpack_object *k = val[K_KEY];
     if (k->type != MSGPACK_OBJECT_BIN || k->via.bin.size > MP_KEY_MAX)
         return -1;
@@ -640,8 +650,12 @@ static int decode_group(const msgpack_object *const *val, mp_group_msg_t *g) {
             mp__pack_get_u32(&e->via.array.ptr[2], &mb->bandwidth) != 0)
             return -1;
         mb->seq = 0;
+        mb->phase = 0;
     }
     g->n = m->via.array.size;
+    g->phase = 0;
+    if (val[K_PH] != NULL && mp__pack_get_u32(val[K_PH], &g->phase) != 0)
+        return -1;
     return members_distinct(g->members, g->n) ? 0 : -1;
 }
 

@@ -80,6 +80,8 @@ typedef struct mp_join {
     double weight; /* finite, >= 0 */
     uint32_t bandwidth;
     uint32_t window_ms;
+    uint32_t phase;   /* "ph", optional: calls the joiner ended before; 0 is
+                         not sent */
     uint32_t key_len; /* <= MP_KEY_MAX */
     uint8_t key[MP_KEY_MAX];
 } mp_join_t;
@@ -89,10 +91,13 @@ typedef struct mp_seq_msg { /* JOIN_ACK, ALONE */
 } mp_seq_msg_t;
 
 typedef struct mp_group_msg {
-    uint64_t seq;                      /* the receiving joiner's JOIN seq */
-    uint64_t group_id;                 /* nonzero */
-    uint32_t n;                        /* 2..MP_GROUP_MAX */
-    mp_member_t members[MP_GROUP_MAX]; /* seq of each member is not sent */
+    uint64_t seq;      /* the receiving joiner's JOIN seq */
+    uint64_t group_id; /* nonzero */
+    uint32_t n;        /* 2..MP_GROUP_MAX */
+    uint32_t phase;    /* "ph", optional: the members' largest JOIN phase; 0 is
+                          not sent */
+    mp_member_t members[MP_GROUP_MAX]; /* seq, phase of each member are not
+                                          sent */
 } mp_group_msg_t;
 
 typedef struct mp_done { /* DONE */

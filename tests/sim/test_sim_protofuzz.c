@@ -334,6 +334,8 @@ static void gen_join(fz_t *f) {
     j->weight = chance(&f->r, 0.4) ? 1.0 : odd_weight(&f->r);
     j->bandwidth = chance(&f->r, 0.4) ? 100 : odd_u32(&f->r);
     j->window_ms = chance(&f->r, 0.5) ? 2000 : odd_u32(&f->r);
+    /* the phase: an honest peer's count of ended calls, or anything */
+    j->phase = chance(&f->r, 0.5) ? (uint32_t)rnd(&f->r, 4) : odd_u32(&f->r);
     if (chance(&f->r, 0.3)) { /* a broken or foreign key */
         switch (rnd(&f->r, 5)) {
         case 0:

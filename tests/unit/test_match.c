@@ -4,7 +4,7 @@
  * (core/rendezvous.c, core/matchmaker.c, core/joiner.c): the rendezvous hash
  * (golden values that pin the protocol, a cross-check against libsodium's
  * SipHash-2-4, determinism and spread of the ordering), the matchmaker's
- * grouping rules (size, quiet time, even split, window, minimum, cap,
+ * grouping rules (size, quiet time, even split, phases, window, minimum, cap,
  * re-join, validation, group ids) and the joiner's state machine (happy
  * path, ACK timeout and peer-failure fallback, stale and foreign messages,
  * roster validation, give-up and exhaustion). Every failed check prints
@@ -977,6 +977,106 @@ static void test_joiner_copies(void) {
     mp__joiner_free(j);
 }
 
+static bool mm_join_phase(mp_mm_t *mm, uint64_t now, uint8_t b,
+                          uint32_t phase) {
+    mp_member_t m = member(b, 1, b);
+    m.phase = phase;
+    return mp__mm_on_join(mm, now, &m, 10000);
+}
+
+/* JOINs carry the joiner's phase (calls finished before). On a 2-d grid
+ * with M = 4 every key is one coordinate, so a peer whose first group
+ * finished early sends its second JOIN under the bytes of a key whose
+ * first-round JOINs may still be waiting out the quiet time (250 ms with
+ * a 10 s window). That JOIN must neither split the full first-round group
+ * (3 + 2, or 3 + 3 with two of them) nor wait in it. */
+static void test_mm_phases(void) {
+    mp_mm_t *mm = mm_make(4, 2, 23);
+    mp_mm_out_t o;
+    for (uint8_t b = 1; b <= 4; b++)
+        CHECK(mm_join_phase(mm, 100u * (b - 1u), b, 0), "join %u", b);
+    /* two callers a round ahead, before the first four went quiet */
+    CHECK(mm_join_phase(mm, 400, 11, 1) && mm_join_phase(mm, 500, 12, 1),
+          "joins a round ahead");
+    CHECK(mp__mm_next_wakeup(mm) == 300 + 250, "wakeup %llu, not 550",
+          (unsigned long long)mp__mm_next_wakeup(mm));
+    CHECK(!mp__mm_poll(mm, 549, &o), "closed before phase 0 went quiet");
+    CHECK(mp__mm_poll(mm, 550, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){1, 2, 3, 4}, 4),
+          "phase 0 not one full group (n %u)", (unsigned)o.n);
+    /* the two of phase 1 wait for their own: no decision before their
+     * windows end */
+    CHECK(!mp__mm_poll(mm, 2000, &o), "phase 1 closed with 2 pending");
+    CHECK(mp__mm_pending(mm) == 2, "pending %zu", mp__mm_pending(mm));
+    CHECK(mm_join_phase(mm, 2000, 13, 1) && mm_join_phase(mm, 2100, 14, 1),
+          "phase 1 joins");
+    CHECK(!mp__mm_poll(mm, 2349, &o), "phase 1 closed before quiet");
+    CHECK(mp__mm_poll(mm, 2350, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){11, 12, 13, 14}, 4),
+          "phase 1 not one full group (n %u)", (unsigned)o.n);
+    CHECK(mp__mm_pending(mm) == 0, "pending %zu", mp__mm_pending(mm));
+    mp__mm_free(mm);
+
+    /* the even split holds within a phase: M + 1 of phase 0 make 3 + 2,
+     * whatever waits of phase 1 */
+    mm = mm_make(4, 2, 24);
+    for (uint8_t b = 1; b <= 5; b++)
+        CHECK(mm_join_phase(mm, b, b, 0), "join %u", b);
+    CHECK(mm_join_phase(mm, 6, 11, 1), "join a round ahead");
+    CHECK(mp__mm_poll(mm, 6 + 250, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){1, 2, 3}, 3),
+          "first of M + 1 (n %u)", (unsigned)o.n);
+    CHECK(mp__mm_poll(mm, 6 + 250, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){4, 5}, 2),
+          "second of M + 1 (n %u)", (unsigned)o.n);
+    CHECK(!mp__mm_poll(mm, 6 + 250, &o) && mp__mm_pending(mm) == 1,
+          "phase 1 did not wait");
+    mp__mm_free(mm);
+
+    /* callers behind (a round missed), or more than one phase ahead, are
+     * not kept apart: they join the split of a full phase */
+    mm = mm_make(4, 2, 27);
+    for (uint8_t b = 1; b <= 4; b++)
+        CHECK(mm_join_phase(mm, b, b, 5), "join %u", b);
+    CHECK(mm_join_phase(mm, 5, 11, 4) && mm_join_phase(mm, 5, 12, 9),
+          "joins out of step");
+    CHECK(mp__mm_poll(mm, 5 + 250, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){1, 2, 3}, 3),
+          "first of 6 (n %u)", (unsigned)o.n);
+    CHECK(o.phase == 5, "group phase %u", (unsigned)o.phase);
+    CHECK(mp__mm_poll(mm, 5 + 250, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){4, 11, 12}, 3),
+          "second of 6 (n %u)", (unsigned)o.n);
+    CHECK(o.phase == 9, "group phase %u", (unsigned)o.phase);
+    CHECK(mp__mm_pending(mm) == 0, "pending %zu", mp__mm_pending(mm));
+    mp__mm_free(mm);
+
+    /* callers out of step are not kept apart: with no phase at M, phases
+     * mix once the key is quiet */
+    mm = mm_make(4, 2, 25);
+    CHECK(mm_join_phase(mm, 0, 1, 0) && mm_join_phase(mm, 0, 2, 7) &&
+              mm_join_phase(mm, 0, 3, 3) && mm_join_phase(mm, 10, 4, 0),
+          "joins");
+    CHECK(mp__mm_next_wakeup(mm) == 260, "wakeup %llu",
+          (unsigned long long)mp__mm_next_wakeup(mm));
+    CHECK(mp__mm_poll(mm, 260, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){1, 2, 3, 4}, 4),
+          "mixed phases not grouped (n %u)", (unsigned)o.n);
+    mp__mm_free(mm);
+
+    /* 2 M of one phase close M at once, the other phase's oldest JOIN
+     * notwithstanding */
+    mm = mm_make(2, 2, 26);
+    CHECK(mm_join_phase(mm, 0, 1, 5), "join");
+    for (uint8_t b = 2; b <= 5; b++)
+        CHECK(mm_join_phase(mm, 0, b, 0), "join %u", b);
+    CHECK(mp__mm_next_wakeup(mm) == 0, "2 M of one phase not ready");
+    CHECK(mp__mm_poll(mm, 0, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){2, 3}, 2),
+          "2 M of one phase (n %u)", (unsigned)o.n);
+    mp__mm_free(mm);
+}
+
 int main(void) {
     if (sodium_init() < 0) {
         fprintf(stderr, "sodium_init failed\n");
@@ -998,6 +1098,7 @@ int main(void) {
     test_mm_window();
     test_mm_several_groups();
     test_mm_even_split();
+    test_mm_phases();
     test_mm_cap_and_rejoin();
     test_mm_invalid();
     test_mm_group_ids();

@@ -10,7 +10,8 @@
  * silent matchmaker is left with a LEAVE carrying the JOIN's seq; a lone
  * caller ends alone at its window's end; a GROUP from a stranger is
  * ignored and a member's death drops it from the group; the deadline ends
- * a call. Every
+ * a call; a caller a round ahead (its JOIN's phase) does not break up
+ * a full group of callers in step under the same key bytes. Every
  * failed check prints what failed; the exit status is nonzero if any did.
  */
 #include <math.h>
@@ -24,7 +25,7 @@
 
 #include "test_util.h"
 
-#define NP 4u
+#define NP 5u
 #define COUNT 8u
 
 typedef struct world {
@@ -462,6 +463,90 @@ static void test_deadline(void) {
           "over at +%llu, alone %d", (unsigned long long)(W.now - t0), alone);
 }
 
+/* Ends peer q's call once it is over (by the window end at the latest). */
+static void finish(uint32_t q, bool want_alone) {
+    uint64_t t0 = W.now;
+    bool alone = !want_alone;
+    moshpit_err_t e = MOSHPIT_OK;
+    move_parts();
+    while (!mp__rnd_over(W.rm[q], W.now, &alone, &e) &&
+           !mp__rnd_group_finished(W.rm[q]) && W.now < t0 + 5000) {
+        tick_all(W.now + 10);
+        move_parts();
+    }
+    if (mp__rnd_group_finished(W.rm[q]))
+        alone = false;
+    mp_rnd_result_t res;
+    mp__rnd_end(W.rm[q], W.now, MOSHPIT_OK, alone, &res);
+    CHECK(res.grouped == !want_alone, "peer %u: grouped %d", q, res.grouped);
+    drain_all();
+}
+
+/* A JOIN carries the caller's phase (a Lamport clock of its rounds).
+ * Peers 3 and 4 average once first, then peer 3 sends its second JOIN
+ * under the same key bytes (d = 1) while the first-round JOINs of peers 0
+ * to 2 wait out the quiet time: the three group as one full group of
+ * M = 3 and peer 3 waits (ending alone here), where the key's four JOINs
+ * used to be split 2 + 2. */
+static void test_phase_ahead(void) {
+    world_init(3, 2);
+    const uint32_t pair[2] = {3, 4};
+    for (uint32_t i = 0; i < 2; i++)
+        start(pair[i], pair, 2, NULL, NULL);
+    drain_all();
+    for (uint32_t i = 0; i < 2; i++) {
+        finish(pair[i], false);
+        CHECK(mp__rnd_phase(W.rm[pair[i]]) == 1, "peer %u phase %u", pair[i],
+              mp__rnd_phase(W.rm[pair[i]]));
+    }
+
+    const uint32_t view[4] = {0, 1, 2, 3};
+    uint8_t k3[MP_KEY_MAX], k0[MP_KEY_MAX];
+    uint32_t l3 = 0, l0 = 0;
+    start(3, view, 4, k3, &l3);
+    for (uint32_t q = 0; q < 3; q++)
+        start(q, view, 4, q == 0 ? k0 : NULL, &l0);
+    CHECK(l3 == l0 && memcmp(k3, k0, l0) == 0, "keys differ");
+    drain_all();
+    settle();
+    for (uint32_t q = 0; q < 3; q++) {
+        uint32_t n = 0, self = 0;
+        uint64_t gid = 0;
+        CHECK(W.formed[q] == 1 &&
+                  mp__rnd_roster(W.rm[q], &n, &self, &gid) != NULL && n == 3,
+              "peer %u: %u FORMED, roster of %u", q, W.formed[q], n);
+    }
+    CHECK(W.formed[3] == 1, "peer 3, a round ahead, formed a group");
+    for (uint32_t q = 0; q < 3; q++) {
+        finish(q, false);
+        CHECK(mp__rnd_phase(W.rm[q]) == 1, "peer %u phase %u", q,
+              mp__rnd_phase(W.rm[q]));
+    }
+    /* a round alone leaves the phase: peer 3 is in step again */
+    finish(3, true);
+    CHECK(mp__rnd_phase(W.rm[3]) == 1, "peer 3 phase %u",
+          mp__rnd_phase(W.rm[3]));
+
+    /* peers 3 and 4 average again (phase 2); then with no phase at M the
+     * phases mix, and the members of a group take the next phase after
+     * its largest: peers 0 and 1 catch up */
+    for (uint32_t i = 0; i < 2; i++)
+        start(pair[i], pair, 2, NULL, NULL);
+    drain_all();
+    for (uint32_t i = 0; i < 2; i++)
+        finish(pair[i], false);
+    const uint32_t three[3] = {0, 1, 3};
+    for (uint32_t i = 0; i < 3; i++)
+        start(three[i], three, 3, NULL, NULL);
+    drain_all();
+    settle();
+    for (uint32_t i = 0; i < 3; i++) {
+        finish(three[i], false);
+        CHECK(mp__rnd_phase(W.rm[three[i]]) == 3, "peer %u phase %u", three[i],
+              mp__rnd_phase(W.rm[three[i]]));
+    }
+}
+
 int main(void) {
     test_group_of_three();
     test_join_refusals();
@@ -469,6 +554,7 @@ int main(void) {
     test_silent_matchmaker();
     test_stale_and_failed();
     test_deadline();
+    test_phase_ahead();
     for (uint32_t i = 0; i < NP; i++)
         mp__rnd_free(W.rm[i]);
     return test_summary("test_round");

@@ -103,6 +103,12 @@ static void msg_join(mp_msg_t *m) {
     m->u.join.key[1] = 7;
 }
 
+/* a JOIN with its optional phase ("ph") */
+static void msg_join_phase(mp_msg_t *m) {
+    msg_join(m);
+    m->u.join.phase = 3;
+}
+
 static void msg_join_ack(mp_msg_t *m) {
     memset(m, 0, sizeof *m);
     m->type = MP_MSG_JOIN_ACK;
@@ -120,6 +126,12 @@ static void msg_group(mp_msg_t *m) {
         m->u.group.members[i].weight = 0.5 * (i + 1);
         m->u.group.members[i].bandwidth = 10 * (i + 1);
     }
+}
+
+/* a GROUP with its optional phase ("ph") */
+static void msg_group_phase(mp_msg_t *m) {
+    msg_group(m);
+    m->u.group.phase = 5;
 }
 
 static void msg_alone(mp_msg_t *m) {
@@ -181,8 +193,10 @@ static const struct {
     {"refuse", msg_refuse},
     {"peers", msg_peers},
     {"join", msg_join},
+    {"join_phase", msg_join_phase},
     {"join_ack", msg_join_ack},
     {"group", msg_group},
+    {"group_phase", msg_group_phase},
     {"alone", msg_alone},
     {"bye", msg_bye},
     {"state_req", msg_state_req},
@@ -286,6 +300,7 @@ static void test_roundtrips(void) {
     m->u.join.bandwidth = UINT32_MAX;
     m->u.join.window_ms = UINT32_MAX;
     m->u.join.key_len = MP_KEY_MAX;
+    m->u.join.phase = UINT32_MAX;
     memset(m->u.join.key, 0xff, MP_KEY_MAX);
     roundtrip("join max", m);
     m->u.join.weight = 4.9e-324; /* smallest subnormal */
@@ -328,6 +343,7 @@ static void test_roundtrips(void) {
         m->u.group.members[i].weight = MOSHPIT_WEIGHT_MAX;
         m->u.group.members[i].bandwidth = UINT32_MAX;
     }
+    m->u.group.phase = UINT32_MAX;
     roundtrip("group max", m);
 
     /* Decoding never reports a member seq, even if the struct had one. */
@@ -576,6 +592,11 @@ static void spec_for(msg_fn make, spec_t *s) {
         /* a key is any bin of 0 to MP_KEY_MAX (32) bytes */
         add_bin(s, "key", m->u.join.key, m->u.join.key_len, A_BIN1 | A_BIN32,
                 0);
+        if (m->u.join.phase != 0) {
+            add_begin();
+            msgpack_pack_uint64(&fpk, m->u.join.phase);
+            add_end(s, "ph", A_UINT, 1);
+        }
         break;
     case MP_MSG_JOIN_ACK:
         add_uint(s, "seq", m->u.ack.seq);
@@ -602,6 +623,11 @@ static void spec_for(msg_fn make, spec_t *s) {
             msgpack_pack_uint32(&fpk, m->u.group.members[i].bandwidth);
         }
         add_end(s, "m", A_ARR, 0);
+        if (m->u.group.phase != 0) {
+            add_begin();
+            msgpack_pack_uint64(&fpk, m->u.group.phase);
+            add_end(s, "ph", A_UINT, 1);
+        }
         break;
     case MP_MSG_BYE:
         break;
