@@ -11,8 +11,8 @@
  *
  * Semantics (normative; docs/AGGREGATION.md repeats this paragraph):
  *
- * Layout. Shares come from mp__shares(n, bandwidths, count), parts of at
- * most part_elems elements from mp__parts; part p of share j covers
+ * Layout. Shares come from mp__share_split(n, bandwidths, count), parts of at
+ * most part_elems elements from mp__share_parts; part p of share j covers
  * [off_j + p*part_elems, min(off_j + len_j, off_j + (p+1)*part_elems)).
  *
  * Scatter. For every other live member d, mp__group_next_send(g, d) hands
@@ -411,13 +411,13 @@ moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
     if (g->agg.weight_cap > 0)
         mp__agg_weight_bound(g->n, g->w, g->agg.weight_cap, g->w);
     uint32_t bw[MP_GROUP_MAX];
-    mp__bandwidth_bound(g->n, cfg->bandwidths, bw);
-    if (mp__shares(g->n, bw, g->count, g->off, g->len) != 0)
+    mp__share_bandwidth_bound(g->n, cfg->bandwidths, bw);
+    if (mp__share_split(g->n, bw, g->count, g->off, g->len) != 0)
         goto invalid;
 
     size_t total = 0;
     for (uint32_t j = 0; j < g->n; j++) {
-        g->nparts[j] = mp__parts(g->len[j], g->pe);
+        g->nparts[j] = mp__share_parts(g->len[j], g->pe);
         if (g->nparts[j] == UINT32_MAX || total > SIZE_MAX - g->nparts[j])
             goto invalid;
         g->gbase[j] = total;

@@ -49,7 +49,7 @@ struct mp_mm {
 
 /* splitmix64 (Steele, Lea, Flood 2014). Its output is a bijection of the
  * state counter; the low bits are replaced by the coordinate offset (see
- * mp__group_coord_offset), which leaves 58 random bits: a repeat within one
+ * mp__mm_coord_offset), which leaves 58 random bits: a repeat within one
  * matchmaker is negligible (about 2^-29 after 2^15 groups). 0 is skipped
  * because 0 means "no group" on the API. */
 static uint64_t mm_next_group_id(mp_mm_t *mm, uint32_t offset) {
@@ -63,7 +63,7 @@ static uint64_t mm_next_group_id(mp_mm_t *mm, uint32_t offset) {
     }
 }
 
-uint32_t mp__group_coord_offset(uint64_t group_id) {
+uint32_t mp__mm_coord_offset(uint64_t group_id) {
     return (uint32_t)(group_id & MP_GROUP_OFFSET_MASK);
 }
 

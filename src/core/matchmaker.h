@@ -53,7 +53,7 @@ typedef struct mp_member {
  * each the count of JOINs it grouped before it (0 for the first), so
  * together they cover consecutive coordinates. The other bits are random. */
 #define MP_GROUP_OFFSET_MASK 63u
-uint32_t mp__group_coord_offset(uint64_t group_id);
+uint32_t mp__mm_coord_offset(uint64_t group_id);
 typedef struct mp_mm mp_mm_t;
 
 typedef enum { MP_MM_NONE = 0, MP_MM_GROUP, MP_MM_ALONE } mp_mm_out_kind_t;

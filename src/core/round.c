@@ -710,7 +710,7 @@ void mp__rnd_end(mp_rnd_t *rm, uint64_t now, moshpit_err_t e, bool alone,
      * coordinate offset (groups of one key cover consecutive coordinates),
      * or a random coordinate after a call without one */
     if (e == MOSHPIT_OK && res->grouped)
-        mp__grid_shift(&rm->grid, rm->self + mp__group_coord_offset(rm->gid));
+        mp__grid_shift(&rm->grid, rm->self + mp__mm_coord_offset(rm->gid));
     else if (e == MOSHPIT_OK)
         mp__grid_shift_random(&rm->grid);
     if (rm->gid != 0)

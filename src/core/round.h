@@ -16,7 +16,7 @@
  *     rendezvous order, weight and vector;
  *   - mp__rnd_on_join/on_ack/on_group/on_alone/on_leave: a control
  *     message from a peer (src/net/round_msg.c maps decoded wire messages
- *     to these: mp__rnd_on_msg);
+ *     to these: mp__round_msg_dispatch);
  *   - mp__rnd_tick: a timer (mp__rnd_next_wakeup says when);
  *   - mp__rnd_forget, mp__rnd_peer_failed: a peer is gone;
  *     mp__rnd_member_failed: a roster member has no session;

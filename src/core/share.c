@@ -67,8 +67,8 @@ static uint32_t count_ge(uint64_t count, const uint32_t *bandwidths, uint32_t n,
     return c;
 }
 
-int mp__shares(uint32_t n, const uint32_t *bandwidths, size_t count,
-               size_t *off, size_t *len) {
+int mp__share_split(uint32_t n, const uint32_t *bandwidths, size_t count,
+                    size_t *off, size_t *len) {
     if (n == 0 || bandwidths == NULL || off == NULL || len == NULL)
         return -1;
 
@@ -119,14 +119,14 @@ int mp__shares(uint32_t n, const uint32_t *bandwidths, size_t count,
     return 0;
 }
 
-uint32_t mp__parts(size_t len, uint32_t part_elems) {
+uint32_t mp__share_parts(size_t len, uint32_t part_elems) {
     if (part_elems == 0)
         part_elems = MP_PART_ELEMS_DEFAULT;
     uint64_t p = (uint64_t)len / part_elems + ((uint64_t)len % part_elems != 0);
     return p > UINT32_MAX ? UINT32_MAX : (uint32_t)p;
 }
 
-void mp__bandwidth_bound(uint32_t n, const uint32_t *in, uint32_t *out) {
+void mp__share_bandwidth_bound(uint32_t n, const uint32_t *in, uint32_t *out) {
     uint32_t sorted[MP_GROUP_MAX];
     if (n == 0 || n > MP_GROUP_MAX)
         return;

@@ -16,8 +16,8 @@
  * or a pointer is NULL. Exact for any count and bandwidths (no overflow).
  * sum(len) == count and off[i+1] == off[i] + len[i] always hold.
  */
-int mp__shares(uint32_t n, const uint32_t *bandwidths, size_t count,
-               size_t *off, size_t *len);
+int mp__share_split(uint32_t n, const uint32_t *bandwidths, size_t count,
+                    size_t *off, size_t *len);
 
 /* How far an announced bandwidth may exceed the group's median. */
 #define MP_BW_SPREAD 16u
@@ -29,10 +29,10 @@ int mp__shares(uint32_t n, const uint32_t *bandwidths, size_t count,
  * nearly the whole vector. Pure integer math: every member gets the same
  * result from the same roster. n <= MP_GROUP_MAX.
  */
-void mp__bandwidth_bound(uint32_t n, const uint32_t *in, uint32_t *out);
+void mp__share_bandwidth_bound(uint32_t n, const uint32_t *in, uint32_t *out);
 
 /* Parts in a share of len elements with parts of part_elems (ceil).
  * part_elems 0 means MP_PART_ELEMS_DEFAULT; saturates at UINT32_MAX. */
-uint32_t mp__parts(size_t len, uint32_t part_elems);
+uint32_t mp__share_parts(size_t len, uint32_t part_elems);
 
 #endif

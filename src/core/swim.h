@@ -315,7 +315,7 @@ void mp__swim_absorb(mp_swim_t *sw, uint64_t now_ms,
  * LEFT record comes first, then a correction for `to` if it is due; a
  * member in doubt gets nothing else. Each taken update counts as one
  * transmission. Returns how many were written to out. Encode them with
- * mp__swim_block_encode (a GOSSIP message, at most MP_SWIM_BLOCK_OVERHEAD
+ * mp__wire_swim_block_encode (a GOSSIP message, at most MP_SWIM_BLOCK_OVERHEAD
  * bytes more than max_bytes). */
 size_t mp__swim_take_updates(mp_swim_t *sw, const uint8_t to[MP_SWIM_ID_BYTES],
                              size_t max_bytes, mp_swim_update_t *out,

@@ -33,7 +33,7 @@ enum {
 };
 
 /* The MP_CPU_* bits this CPU and OS run. session.c derives the cipher set
- * a peer announces from them (mp__crypto_ciphers_for), so that what a CPU
+ * a peer announces from them (mp__session_ciphers_for), so that what a CPU
  * without some of them announces is tested on one that has them. */
 unsigned mp__cpu_features(void);
 

@@ -42,7 +42,7 @@ struct mp_session_keys {
     uint8_t rx[32];
 };
 
-const char *mp__crypto_backend(void) {
+const char *mp__session_backend(void) {
 #ifdef MOSHPIT_HAVE_OPENSSL
     return "openssl";
 #else
@@ -64,7 +64,7 @@ static bool gcm_runs(unsigned cpu) {
 #endif
 }
 
-uint32_t mp__crypto_ciphers_for(unsigned cpu) {
+uint32_t mp__session_ciphers_for(unsigned cpu) {
     uint32_t c = MP_CIPHER_CHACHA;
     if (gcm_runs(cpu))
         c |= MP_CIPHER_AESGCM;
@@ -75,11 +75,11 @@ uint32_t mp__crypto_ciphers_for(unsigned cpu) {
     return c;
 }
 
-uint32_t mp__crypto_ciphers(void) {
-    return mp__crypto_ciphers_for(mp__cpu_features());
+uint32_t mp__session_ciphers(void) {
+    return mp__session_ciphers_for(mp__cpu_features());
 }
 
-uint32_t mp__crypto_pick_cipher(uint32_t mine, uint32_t theirs) {
+uint32_t mp__session_pick_cipher(uint32_t mine, uint32_t theirs) {
     uint32_t both = mine & theirs;
     if (both & MP_CIPHER_AEGISX2)
         return MP_CIPHER_AEGISX2;
@@ -199,7 +199,7 @@ static moshpit_err_t keys_make(uint32_t cipher, const uint8_t tx[32],
     memcpy(k->tx, tx, 32);
     memcpy(k->rx, rx, 32);
     /* Both backends refuse AES-GCM without AES hardware: it is only ever
-     * picked when both ends announced it (mp__crypto_ciphers). */
+     * picked when both ends announced it (mp__session_ciphers). */
     if ((cipher == MP_CIPHER_AESGCM && !gcm_runs(mp__cpu_features())) ||
         (cipher == MP_CIPHER_AEGIS && !mp__aegis256_available()) ||
         (cipher == MP_CIPHER_AEGISX2 && !mp__aegis256x2_available())) {

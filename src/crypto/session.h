@@ -36,22 +36,22 @@ typedef enum {
 
 /* Bit set of ciphers this machine can run (CHACHA always; AESGCM with
  * hardware AES and carry-less multiply; AEGIS with AES rounds; AEGISX2
- * with VAES): mp__crypto_ciphers_for(mp__cpu_features()). */
-uint32_t mp__crypto_ciphers(void);
+ * with VAES): mp__session_ciphers_for(mp__cpu_features()). */
+uint32_t mp__session_ciphers(void);
 
 /* The set a machine whose CPU has the MP_CPU_* features cpu would
  * announce (crypto/cpu.h), counting only what this CPU also runs: a mask
  * of this CPU's features gives what a CPU lacking the rest announces (the
  * tests use it for a CPU without AES, such as a Raspberry Pi 4's, on any
  * machine). Pure apart from the known answer tests it runs. */
-uint32_t mp__crypto_ciphers_for(unsigned cpu);
+uint32_t mp__session_ciphers_for(unsigned cpu);
 
 /* Name of the library running the data-plane AEAD: "openssl" or
  * "libsodium". Static string, never NULL; fixed at build time. */
-const char *mp__crypto_backend(void);
+const char *mp__session_backend(void);
 
 /* The cipher two peers use: the fastest in both sets, 0 if none. */
-uint32_t mp__crypto_pick_cipher(uint32_t mine, uint32_t theirs);
+uint32_t mp__session_pick_cipher(uint32_t mine, uint32_t theirs);
 
 /* Per-session data keys for one peer. */
 typedef struct mp_session_keys mp_session_keys_t;
@@ -60,7 +60,7 @@ typedef struct mp_session_keys mp_session_keys_t;
  * identities, both ephemeral X25519 keys of this session, the cipher chosen
  * and both announced cipher sets. */
 typedef struct mp_session_hs {
-    uint32_t cipher; /* the one both support (mp__crypto_pick_cipher) */
+    uint32_t cipher; /* the one both support (mp__session_pick_cipher) */
     const uint8_t *my_id, *their_id;    /* 32 bytes each */
     const uint8_t *my_eph_sec;          /* 32 bytes */
     const uint8_t *my_eph, *their_eph;  /* public keys, 32 bytes each */

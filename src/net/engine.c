@@ -47,10 +47,10 @@ static bool msg_allowed(moshpit_t *mp, mp_peer_t *p, uint64_t now) {
     }
     p->msg_dropped++;
     if (p->msg_logged_ms == 0 || now - p->msg_logged_ms >= 1000) {
-        mp__log(mp, MOSHPIT_LOG_WARN,
-                "control messages from %.8s over the rate limit (%u/s, "
-                "config peer_msg_rate): %u dropped unread",
-                p->id_txt, mp->msg_rate, p->msg_dropped);
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "control messages from %.8s over the rate limit (%u/s, "
+                       "config peer_msg_rate): %u dropped unread",
+                       p->id_txt, mp->msg_rate, p->msg_dropped);
         p->msg_logged_ms = now;
         p->msg_dropped = 0;
     }
@@ -84,58 +84,62 @@ static void on_ctrl(moshpit_t *mp) {
         has_pb = true;
         if (zmq_msg_more(&pb)) { /* never more than two: drop it all */
             drain(mp->ctrl, &pb);
-            mp__log(mp, MOSHPIT_LOG_WARN,
-                    "control message of more than two frames dropped");
+            mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                           "control message of more than two frames dropped");
             goto out;
         }
     }
     const char *uid = zmq_msg_gets(&body, "User-Id");
     uint8_t id[32];
     if (uid == NULL || strlen(uid) != 40 || zmq_z85_decode(id, uid) == NULL) {
-        mp__log(mp, MOSHPIT_LOG_WARN, "control message without identity");
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "control message without identity");
         goto out;
     }
-    mp_peer_t *p = mp__find_peer(mp, id);
-    uint64_t now = mp__now_ms();
+    mp_peer_t *p = mp__engine_find_peer(mp, id);
+    uint64_t now = mp__engine_now_ms();
     if (p != NULL)
-        p->last_rx_ms = now; /* not frozen (mp__swim_check_sessions) */
+        p->last_rx_ms = now; /* not frozen (mp__engine_swim_check_sessions) */
     if (p != NULL && !msg_allowed(mp, p, now))
         goto out;
     if (zmq_msg_size(&body) > MP_CTRL_MAX) {
-        mp__log(mp, MOSHPIT_LOG_WARN,
-                "control message from %.8s too large (%zu bytes, the limit "
-                "is %u), dropped",
-                uid, zmq_msg_size(&body), MP_CTRL_MAX);
+        mp__engine_log(
+            mp, MOSHPIT_LOG_WARN,
+            "control message from %.8s too large (%zu bytes, the limit "
+            "is %u), dropped",
+            uid, zmq_msg_size(&body), MP_CTRL_MAX);
         goto out;
     }
     if (mp->round.cmd != NULL)
         mp->round.bytes_received += zmq_msg_size(&body) + zmq_msg_size(&pb);
     if (has_pb)
-        mp__swim_on_piggyback(mp, p, zmq_msg_data(&pb), zmq_msg_size(&pb));
+        mp__engine_swim_on_piggyback(mp, p, zmq_msg_data(&pb),
+                                     zmq_msg_size(&pb));
     mp_msg_t *m = mp->msg;
     moshpit_err_t e =
-        mp__msg_decode(zmq_msg_data(&body), zmq_msg_size(&body), m);
+        mp__wire_msg_decode(zmq_msg_data(&body), zmq_msg_size(&body), m);
     if (e != MOSHPIT_OK) {
-        if (!mp__swim_on_ctrl(mp, p, zmq_msg_data(&body), zmq_msg_size(&body)))
-            mp__log(mp, MOSHPIT_LOG_WARN,
-                    "malformed control message from %.8s dropped", uid);
+        if (!mp__engine_swim_on_ctrl(mp, p, zmq_msg_data(&body),
+                                     zmq_msg_size(&body)))
+            mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                           "malformed control message from %.8s dropped", uid);
         goto out;
     }
     if (m->type == MP_MSG_HELLO) {
         mp_hello_t h = m->u.hello; /* m is reused by replies */
-        mp__on_hello(mp, p, id, &h);
+        mp__engine_on_hello(mp, p, id, &h);
         goto out;
     }
     if (p == NULL)
         goto out;
     if (m->type == MP_MSG_REFUSE) {
-        mp__log(mp, MOSHPIT_LOG_WARN, "peer %.8s refused us", p->id_txt);
-        mp__peer_set_state(mp, p, MP_PEER_REFUSED, "it refused us");
+        mp__engine_log(mp, MOSHPIT_LOG_WARN, "peer %.8s refused us", p->id_txt);
+        mp__engine_peer_set_state(mp, p, MP_PEER_REFUSED, "it refused us");
         goto out;
     }
     if (p->state != MP_PEER_LIVE)
         goto out;
-    if (mp__round_on_msg(mp, p, m))
+    if (mp__engine_round_on_msg(mp, p, m))
         goto out;
     switch (m->type) {
     case MP_MSG_PEERS: {
@@ -144,7 +148,7 @@ static void on_ctrl(moshpit_t *mp) {
             break;
         *ps = m->u.peers;
         for (uint32_t i = 0; i < ps->n; i++)
-            mp__peer_learn(mp, ps->peers[i].id, ps->peers[i].addr);
+            mp__engine_peer_learn(mp, ps->peers[i].id, ps->peers[i].addr);
         free(ps);
         break;
     }
@@ -153,16 +157,16 @@ static void on_ctrl(moshpit_t *mp) {
         break;
     case MP_MSG_BYE:
         p->left = true;
-        mp__peer_set_state(mp, p, MP_PEER_DEAD, "left");
+        mp__engine_peer_set_state(mp, p, MP_PEER_DEAD, "left");
         break;
     case MP_MSG_STATE_REQ: {
         mp_state_req_t q = m->u.state_req;
-        mp__state_on_req(mp, p, &q);
+        mp__engine_state_on_req(mp, p, &q);
         break;
     }
     case MP_MSG_STATE_INFO: {
         mp_state_info_t i = m->u.state_info;
-        mp__state_on_info(mp, p, &i);
+        mp__engine_state_on_info(mp, p, &i);
         break;
     }
     default:
@@ -182,10 +186,11 @@ static void on_data(moshpit_t *mp) {
         zmq_msg_recv(&body, mp->data, ZMQ_DONTWAIT) >= 0) {
         if (zmq_msg_more(&body)) {
             /* data messages are one frame */
-            mp__log(mp, MOSHPIT_LOG_WARN, "multipart data message dropped");
+            mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                           "multipart data message dropped");
             drain(mp->data, &body);
         } else {
-            mp__on_data_msg(mp, &body);
+            mp__engine_on_data_msg(mp, &body);
         }
     }
     zmq_msg_close(&rid);
@@ -220,14 +225,15 @@ static void on_zap(moshpit_t *mp) {
         memcmp(zmq_msg_data(&f[5]), "CURVE", 5) == 0 &&
         zmq_msg_size(&f[6]) == 32) {
         const uint8_t *key = zmq_msg_data(&f[6]);
-        if (mp__authorized(mp, key)) {
+        if (mp__engine_authorized(mp, key)) {
             status = "200";
             zmq_z85_encode(uid, key, 32);
         } else {
             char txt[41];
             zmq_z85_encode(txt, key, 32);
-            mp__log(mp, MOSHPIT_LOG_WARN,
-                    "connection from unauthorized key %.8s refused", txt);
+            mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                           "connection from unauthorized key %.8s refused",
+                           txt);
         }
     }
     if (n >= 2) {
@@ -251,15 +257,16 @@ static void on_monitor(moshpit_t *mp, mp_peer_t *p) {
         switch (ev) {
         case MP_NET_EV_DOWN:
             if (p->state == MP_PEER_LIVE)
-                mp__peer_set_state(mp, p, MP_PEER_DEAD, "disconnected");
+                mp__engine_peer_set_state(mp, p, MP_PEER_DEAD, "disconnected");
             return; /* sockets may be gone */
         case MP_NET_EV_AUTH_FAILED:
-            mp__peer_set_state(mp, p, MP_PEER_REFUSED, "it refused our key");
+            mp__engine_peer_set_state(mp, p, MP_PEER_REFUSED,
+                                      "it refused our key");
             return;
         case MP_NET_EV_PROTO_FAILED:
-            mp__log(mp, MOSHPIT_LOG_WARN,
-                    "handshake with %.8s at %s failed (wrong key?)", p->id_txt,
-                    p->ctrl_addr);
+            mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                           "handshake with %.8s at %s failed (wrong key?)",
+                           p->id_txt, p->ctrl_addr);
             break;
         default:
             break;
@@ -267,7 +274,7 @@ static void on_monitor(moshpit_t *mp, mp_peer_t *p) {
     }
 }
 
-uint32_t mp__close_wait_ms(const moshpit_config_t *cfg) {
+uint32_t mp__engine_close_wait_ms(const moshpit_config_t *cfg) {
     return cfg->peer_timeout_ms < cfg->round_timeout_ms ? cfg->peer_timeout_ms
                                                         : cfg->round_timeout_ms;
 }
@@ -277,18 +284,18 @@ uint32_t mp__close_wait_ms(const moshpit_config_t *cfg) {
  * links). The control sockets linger so that these reach the network. */
 static void close_leave(moshpit_t *mp) {
     mp_cmd_t *c = mp->close_cmd;
-    mp__swim_close(mp);
+    mp__engine_swim_close(mp);
     mp_msg_t *m = mp->msg;
     memset(m, 0, sizeof(*m));
     m->type = MP_MSG_BYE;
     for (size_t i = 0; i < mp->npeers; i++)
         if (mp->peers[i]->state == MP_PEER_LIVE)
-            mp__send_msg(mp, mp->peers[i], m);
-    mp__state_teardown(mp);
+            mp__engine_send_msg(mp, mp->peers[i], m);
+    mp__engine_state_teardown(mp);
     mp->leave_linger = true;
     mp->stopping = true;
     mp->close_cmd = NULL;
-    mp__complete_cmd(mp, c, MOSHPIT_OK);
+    mp__engine_complete_cmd(mp, c, MOSHPIT_OK);
 }
 
 /* A close in progress: it leaves once every mate of the last round said
@@ -302,15 +309,16 @@ static void close_progress(moshpit_t *mp, uint64_t now) {
     mp_plat_mutex_lock(&mp->lock);
     bool cancel = c->cancel;
     mp_plat_mutex_unlock(&mp->lock);
-    bool settled = mp__owed_settled(mp);
+    bool settled = mp__engine_owed_settled(mp);
     if (!settled && !cancel && now < mp->close_deadline_ms)
         return;
     if (!settled)
-        mp__log(mp, MOSHPIT_LOG_WARN,
-                "closing before every member of round %016llx confirmed it "
-                "(%s)",
-                (unsigned long long)mp->owed_gid,
-                cancel ? "the call gave up" : "waited the close bound");
+        mp__engine_log(
+            mp, MOSHPIT_LOG_WARN,
+            "closing before every member of round %016llx confirmed it "
+            "(%s)",
+            (unsigned long long)mp->owed_gid,
+            cancel ? "the call gave up" : "waited the close bound");
     close_leave(mp);
 }
 
@@ -328,25 +336,26 @@ static void on_command(moshpit_t *mp) {
         return;
     if (c->type == MP_CMD_CLOSE) {
         if (mp->close_cmd != NULL) { /* cannot happen: calls are serialized */
-            mp__complete_cmd(mp, c, MOSHPIT_EINVAL);
+            mp__engine_complete_cmd(mp, c, MOSHPIT_EINVAL);
             return;
         }
         if (mp->round.cmd != NULL)
-            mp__round_end(mp, MOSHPIT_ECLOSED, true);
+            mp__engine_round_end(mp, MOSHPIT_ECLOSED, true);
         mp->close_cmd = c;
-        mp->close_deadline_ms = mp__now_ms() + mp__close_wait_ms(&mp->cfg);
-        close_progress(mp, mp__now_ms());
+        mp->close_deadline_ms =
+            mp__engine_now_ms() + mp__engine_close_wait_ms(&mp->cfg);
+        close_progress(mp, mp__engine_now_ms());
         return;
     }
     if (c->type == MP_CMD_FETCH) {
-        mp__state_fetch_start(mp, c);
+        mp__engine_state_fetch_start(mp, c);
         return;
     }
     if (mp->round.cmd != NULL) { /* cannot happen: calls are serialized */
-        mp__complete_cmd(mp, c, MOSHPIT_EINVAL);
+        mp__engine_complete_cmd(mp, c, MOSHPIT_EINVAL);
         return;
     }
-    mp__start_round(mp, c);
+    mp__engine_start_round(mp, c);
 }
 
 /* ------------------------------------------------------------------ */
@@ -372,30 +381,30 @@ static void redial_one(moshpit_t *mp, uint64_t now) {
         n += redial_candidate(mp->peers[i], now);
     if (n == 0)
         return;
-    size_t pick = (size_t)(mp__rng_next(mp) % n);
+    size_t pick = (size_t)(mp__engine_rng_next(mp) % n);
     for (size_t i = 0; i < mp->npeers; i++) {
         mp_peer_t *p = mp->peers[i];
         if (!redial_candidate(p, now) || pick-- > 0)
             continue;
-        mp__log(mp, MOSHPIT_LOG_DEBUG, "dialling dead peer %.8s again",
-                p->id_txt);
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG, "dialling dead peer %.8s again",
+                       p->id_txt);
         char addr[MP_ADDR_MAX]; /* peer_learn writes p->ctrl_addr */
         snprintf(addr, sizeof(addr), "%s", p->ctrl_addr);
-        mp__peer_learn(mp, p->id, addr);
+        mp__engine_peer_learn(mp, p->id, addr);
         return;
     }
 }
 
 static void housekeeping(moshpit_t *mp, uint64_t now) {
-    mp__swim_housekeeping(mp, now);
+    mp__engine_swim_housekeeping(mp, now);
     if (now >= mp->next_reconnect_ms) {
         mp->next_reconnect_ms = now + RECONNECT_MS;
         redial_one(mp, now);
     }
     if (now >= mp->next_gossip_ms) {
         mp->next_gossip_ms = now + GOSSIP_MS;
-        mp__expire_certs(mp);
-        mp__swim_check_sessions(mp, now);
+        mp__engine_expire_certs(mp);
+        mp__engine_swim_check_sessions(mp, now);
         /* a monitor's descriptor (polled in place of the socket, below)
          * does not always fire for an event that arrives while earlier
          * commands are pending: read every monitor once a second, so no
@@ -406,7 +415,7 @@ static void housekeeping(moshpit_t *mp, uint64_t now) {
         /* held frames of rounds that never came */
         for (size_t i = 0; i < mp->nearly;)
             if (now - mp->early[i].arrived_ms > mp->cfg.round_timeout_ms)
-                mp__early_free_at(mp, i);
+                mp__engine_early_free_at(mp, i);
             else
                 i++;
     }
@@ -416,15 +425,16 @@ static void housekeeping(moshpit_t *mp, uint64_t now) {
             now < p->next_hello_ms)
             continue;
         if (p->hello_tries >= HELLO_TRIES_MAX) {
-            mp__peer_set_state(mp, p, MP_PEER_DEAD, "no answer to HELLO");
+            mp__engine_peer_set_state(mp, p, MP_PEER_DEAD,
+                                      "no answer to HELLO");
             continue;
         }
-        mp__send_hello(mp, p, false);
+        mp__engine_send_hello(mp, p, false);
         p->hello_tries++;
         p->next_hello_ms = now + HELLO_RETRY_MS;
     }
-    if (mp__state_fetch_wakeup(mp) <= now)
-        mp__state_fetch_poll(mp, now);
+    if (mp__engine_state_fetch_wakeup(mp) <= now)
+        mp__engine_state_fetch_poll(mp, now);
 }
 
 static uint64_t next_wakeup(moshpit_t *mp) {
@@ -433,11 +443,11 @@ static uint64_t next_wakeup(moshpit_t *mp) {
         if (mp->peers[i]->state == MP_PEER_NEW &&
             mp->peers[i]->next_hello_ms < w && !mp->peers[i]->hello_recv)
             w = mp->peers[i]->next_hello_ms;
-    uint64_t t = mp__round_wakeup(mp);
+    uint64_t t = mp__engine_round_wakeup(mp);
     w = t < w ? t : w;
-    uint64_t ft = mp__state_fetch_wakeup(mp);
+    uint64_t ft = mp__engine_state_fetch_wakeup(mp);
     w = ft < w ? ft : w;
-    ft = mp__swim_wakeup(mp);
+    ft = mp__engine_swim_wakeup(mp);
     w = ft < w ? ft : w;
     if (mp->close_cmd != NULL)
         w = mp->close_deadline_ms < w ? mp->close_deadline_ms : w;
@@ -452,7 +462,7 @@ static void check_cancel(moshpit_t *mp) {
     bool cancel = r->cmd->cancel;
     mp_plat_mutex_unlock(&mp->lock);
     if (cancel)
-        mp__round_end(mp, MOSHPIT_ETIMEDOUT, true);
+        mp__engine_round_end(mp, MOSHPIT_ETIMEDOUT, true);
 }
 
 void mp__engine_main(void *arg) {
@@ -464,17 +474,17 @@ void mp__engine_main(void *arg) {
     /* dial the bootstrap peers (parsed by mp__engine_open) */
     for (size_t i = 0; i < mp->bootstrap_n; i++) {
         const mp_endpoint_t *b = &mp->bootstrap[i];
-        mp__peer_learn(mp, b->key, b->addr);
-        mp_peer_t *p = mp__find_peer(mp, b->key);
+        mp__engine_peer_learn(mp, b->key, b->addr);
+        mp_peer_t *p = mp__engine_find_peer(mp, b->key);
         if (p != NULL)
             p->bootstrap = true;
     }
-    mp__update_members(mp);
+    mp__engine_update_members(mp);
 
     while (!mp->stopping) {
-        uint64_t now = mp__now_ms();
+        uint64_t now = mp__engine_now_ms();
         housekeeping(mp, now);
-        mp__round_progress(mp);
+        mp__engine_round_progress(mp);
         check_cancel(mp);
         close_progress(mp, now);
         if (mp->stopping)
@@ -495,7 +505,7 @@ void mp__engine_main(void *arg) {
             }
             items_cap = cap;
         }
-        mp__state_pump(mp);
+        mp__engine_state_pump(mp);
         size_t n = 0;
         items[n++] = (zmq_pollitem_t){mp->pipe_eng, 0, ZMQ_POLLIN, 0};
         items[n++] = (zmq_pollitem_t){mp->zap, 0, ZMQ_POLLIN, 0};
@@ -522,7 +532,7 @@ void mp__engine_main(void *arg) {
                 items[n++] = (zmq_pollitem_t){p->data, 0, ZMQ_POLLOUT, 0};
             }
         }
-        now = mp__now_ms();
+        now = mp__engine_now_ms();
         uint64_t w = next_wakeup(mp);
         long timeout = w <= now                ? 0
                        : w - now > POLL_MAX_MS ? POLL_MAX_MS
@@ -549,7 +559,7 @@ void mp__engine_main(void *arg) {
         }
         for (int k = 0; k < BATCH && (items[3].revents & ZMQ_POLLIN); k++) {
             on_data(mp);
-            mp__pump_sends(mp);
+            mp__engine_pump_sends(mp);
             int ev = 0;
             size_t sz = sizeof(ev);
             if (zmq_getsockopt(mp->data, ZMQ_EVENTS, &ev, &sz) != 0 ||
@@ -676,9 +686,10 @@ moshpit_err_t mp__engine_setup(moshpit_t *mp) {
         snprintf(adv, sizeof(adv), "%.100s", host);
         if (strcmp(adv, "0.0.0.0") == 0 || strcmp(adv, "[::]") == 0) {
             snprintf(adv, sizeof(adv), "127.0.0.1");
-            mp__log(mp, MOSHPIT_LOG_WARN,
-                    "listening on a wildcard address without 'advertise': "
-                    "others are told 127.0.0.1");
+            mp__engine_log(
+                mp, MOSHPIT_LOG_WARN,
+                "listening on a wildcard address without 'advertise': "
+                "others are told 127.0.0.1");
         }
     }
     if (strlen(adv) > 100)
@@ -690,12 +701,12 @@ moshpit_err_t mp__engine_setup(moshpit_t *mp) {
     if (!mp__endpoint_addr_ok(mp->ctrl_ep) ||
         !mp__endpoint_addr_ok(mp->data_ep))
         return MOSHPIT_EINVAL;
-    return mp__swim_setup(mp);
+    return mp__engine_swim_setup(mp);
 }
 
 void mp__engine_teardown(moshpit_t *mp) {
-    mp__state_teardown(mp);
-    mp__swim_teardown(mp);
+    mp__engine_state_teardown(mp);
+    mp__engine_swim_teardown(mp);
     for (size_t i = 0; i < mp->npeers; i++) {
         mp_peer_t *p = mp->peers[i];
         if (mp->leave_linger && p->ctrl != NULL) {
@@ -703,7 +714,7 @@ void mp__engine_teardown(moshpit_t *mp) {
             zmq_socket_monitor(p->ctrl, NULL, 0);
             mp__net_close_linger(&p->ctrl, MP_LEAVE_LINGER_MS);
         }
-        mp__peer_free(p);
+        mp__engine_peer_free(p);
     }
     free(mp->peers);
     mp->peers = NULL;

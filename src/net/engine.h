@@ -187,9 +187,9 @@ struct moshpit {
     /* under lock */
     mp_cmd_t *cmd_posted; /* handed to the engine, not yet taken */
     /* The turn: the one command that may be on the engine, from when its
-     * call takes the turn until the engine completes it (mp__complete_cmd
-     * clears it); later calls wait for it, moshpit_average_start does not
-     * (EBUSY). NULL: free. */
+     * call takes the turn until the engine completes it
+     * (mp__engine_complete_cmd clears it); later calls wait for it,
+     * moshpit_average_start does not (EBUSY). NULL: free. */
     mp_cmd_t *cmd_active;
     /* the op of moshpit_average_start that moshpit_op_wait has not yet
      * returned (one per peer); freed by moshpit_close if nobody waits */
@@ -258,7 +258,7 @@ struct moshpit_op {
 };
 
 /* Logging through the configured callback (mp->log, base/log.h). */
-void mp__log(moshpit_t *mp, int level, const char *fmt, ...)
+void mp__engine_log(moshpit_t *mp, int level, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
@@ -268,7 +268,7 @@ void mp__log(moshpit_t *mp, int level, const char *fmt, ...)
  * they hold everything they need from this peer: min(peer_timeout_ms,
  * round_timeout_ms). A close then gives its leave messages up to
  * MP_LEAVE_LINGER_MS to reach the network. */
-uint32_t mp__close_wait_ms(const moshpit_config_t *cfg);
+uint32_t mp__engine_close_wait_ms(const moshpit_config_t *cfg);
 #define MP_LEAVE_LINGER_MS 250
 
 /* Sets up sockets (mp__engine_open, before the engine thread starts). */

@@ -29,33 +29,35 @@ static uint32_t member_index(const mp_round_t *r, const mp_peer_t *p) {
 static void deliver(moshpit_t *mp, mp_peer_t *p, uint32_t from,
                     const mp_data_hdr_t *h, bool finite) {
     mp_part_status_t st = mp__group_on_part_checked(
-        mp->round.group, mp__now_ms(), from, (mp_part_kind_t)h->kind, h->share,
-        h->part, mp->scratch, h->count, h->wsum, finite ? 1 : 0);
+        mp->round.group, mp__engine_now_ms(), from, (mp_part_kind_t)h->kind,
+        h->share, h->part, mp->scratch, h->count, h->wsum, finite ? 1 : 0);
     if (st != MP_PART_OK && st != MP_PART_DUP && st != MP_PART_LATE)
-        mp__log(mp, MOSHPIT_LOG_WARN, "part from %.8s rejected (status %d)%s",
-                p->id_txt, (int)st,
-                st == MP_PART_NONFINITE ? ": non-finite values, member dropped"
-                                        : "");
+        mp__engine_log(
+            mp, MOSHPIT_LOG_WARN, "part from %.8s rejected (status %d)%s",
+            p->id_txt, (int)st,
+            st == MP_PART_NONFINITE ? ": non-finite values, member dropped"
+                                    : "");
 }
 
-void mp__process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
-                       size_t len, const mp_data_hdr_t *h) {
+void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
+                              size_t len, const mp_data_hdr_t *h) {
     mp_round_t *r = &mp->round;
     uint32_t from = member_index(r, p);
     if (from == UINT32_MAX || r->group == NULL)
         return;
     if (h->counter <= p->rx_counter) {
-        mp__log(mp, MOSHPIT_LOG_WARN, "replayed data frame from %.8s dropped",
-                p->id_txt);
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "replayed data frame from %.8s dropped", p->id_txt);
         return;
     }
     if (h->codec != mp->cfg.compression) {
         /* the group key holds the setting: a member that sends another
          * encoding misbehaves; its frame is not even opened */
-        mp__log(mp, MOSHPIT_LOG_WARN,
-                "data frame from %.8s with compression %u (this group uses "
-                "%u) dropped",
-                p->id_txt, (unsigned)h->codec, (unsigned)mp->cfg.compression);
+        mp__engine_log(
+            mp, MOSHPIT_LOG_WARN,
+            "data frame from %.8s with compression %u (this group uses "
+            "%u) dropped",
+            p->id_txt, (unsigned)h->codec, (unsigned)mp->cfg.compression);
         return;
     }
     if (h->codec != MOSHPIT_COMPRESS_NONE) {
@@ -64,9 +66,10 @@ void mp__process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
                              buf + MP_DATA_HDR_BYTES, elen,
                              buf + MP_DATA_HDR_BYTES + elen,
                              mp->encbuf) != MOSHPIT_OK) {
-            mp__log(mp, MOSHPIT_LOG_WARN,
-                    "data frame from %.8s failed authentication, dropped",
-                    p->id_txt);
+            mp__engine_log(
+                mp, MOSHPIT_LOG_WARN,
+                "data frame from %.8s failed authentication, dropped",
+                p->id_txt);
             return;
         }
         p->rx_counter = h->counter;
@@ -89,9 +92,9 @@ void mp__process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
                               buf + MP_DATA_HDR_BYTES + plen,
                               (uint8_t *)mp->scratch, mp__vec_scan_nonfinite,
                               &nonfinite) != MOSHPIT_OK) {
-        mp__log(mp, MOSHPIT_LOG_WARN,
-                "data frame from %.8s failed authentication, dropped",
-                p->id_txt);
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "data frame from %.8s failed authentication, dropped",
+                       p->id_txt);
         return;
     }
     p->rx_counter = h->counter;
@@ -99,29 +102,30 @@ void mp__process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
     deliver(mp, p, from, h, (nonfinite & MP_VEC_NONFINITE) == 0);
 }
 
-void mp__on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {
+void mp__engine_on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {
     const uint8_t *buf = zmq_msg_data(zm);
     size_t len = zmq_msg_size(zm);
     mp_data_hdr_t h;
-    if (mp__data_hdr_decode(buf, len, &h) != MOSHPIT_OK) {
-        mp__log(mp, MOSHPIT_LOG_DEBUG, "malformed data frame dropped");
+    if (mp__wire_data_hdr_decode(buf, len, &h) != MOSHPIT_OK) {
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG, "malformed data frame dropped");
         return;
     }
-    mp_peer_t *p = mp__find_peer_by_tag(mp, h.tag);
+    mp_peer_t *p = mp__engine_find_peer_by_tag(mp, h.tag);
     if (p == NULL || p->state != MP_PEER_LIVE) {
-        mp__log(mp, MOSHPIT_LOG_DEBUG, "data frame with unknown tag dropped");
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                       "data frame with unknown tag dropped");
         return;
     }
     if (h.kind == MP_PART_STATE) {
-        mp__state_on_frame(mp, p, buf, len, &h);
+        mp__engine_state_on_frame(mp, p, buf, len, &h);
         return;
     }
     mp_round_t *r = &mp->round;
     if (r->group != NULL && h.round_id == r->gid) {
-        mp__process_frame(mp, p, buf, len, &h);
+        mp__engine_process_frame(mp, p, buf, len, &h);
         return;
     }
-    if (mp__recent_gid(mp, h.round_id))
+    if (mp__engine_recent_gid(mp, h.round_id))
         return;
     /* maybe a round we are about to start: hold it (bounded in total and
      * per sender, so one peer cannot take the room of the others) */
@@ -129,20 +133,21 @@ void mp__on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {
                      p->early_bytes + len > MP_EARLY_PEER_MAX_BYTES;
     if (peer_full || mp->nearly >= MP_EARLY_MAX_FRAMES ||
         mp->early_bytes + len > MP_EARLY_MAX_BYTES) {
-        uint64_t now = mp__now_ms();
+        uint64_t now = mp__engine_now_ms();
         uint64_t *last = peer_full ? &p->early_logged_ms : &mp->early_logged_ms;
         if (*last == 0 || now - *last >= 1000) {
             *last = now;
             if (peer_full)
-                mp__log(mp, MOSHPIT_LOG_WARN,
-                        "early data frames from %.8s over the per-peer "
-                        "limit (%u frames, %zu bytes held), dropped",
-                        p->id_txt, p->early_frames, p->early_bytes);
+                mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                               "early data frames from %.8s over the per-peer "
+                               "limit (%u frames, %zu bytes held), dropped",
+                               p->id_txt, p->early_frames, p->early_bytes);
             else
-                mp__log(mp, MOSHPIT_LOG_WARN,
-                        "early data frames over the limit (%zu frames, %zu "
-                        "bytes held), frame from %.8s dropped",
-                        mp->nearly, mp->early_bytes, p->id_txt);
+                mp__engine_log(
+                    mp, MOSHPIT_LOG_WARN,
+                    "early data frames over the limit (%zu frames, %zu "
+                    "bytes held), frame from %.8s dropped",
+                    mp->nearly, mp->early_bytes, p->id_txt);
         }
         return;
     }
@@ -160,7 +165,7 @@ void mp__on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {
     zmq_msg_move(held, zm);
     mp->early[mp->nearly].from = p;
     mp->early[mp->nearly].round_id = h.round_id;
-    mp->early[mp->nearly].arrived_ms = mp__now_ms();
+    mp->early[mp->nearly].arrived_ms = mp__engine_now_ms();
     mp->early[mp->nearly].msg = held;
     mp->early[mp->nearly].bytes = len;
     mp->early_bytes += len;
@@ -172,7 +177,7 @@ void mp__on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {
 static bool seal_part(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s) {
     size_t plen = s->nbytes;
     size_t total = MP_DATA_HDR_BYTES + plen + MP_DATA_TAG_BYTES;
-    zmq_msg_t *zm = mp__stash_of(p);
+    zmq_msg_t *zm = mp__engine_stash_of(p);
     if (zmq_msg_init_size(zm, total) != 0)
         return false;
     uint8_t *buf = zmq_msg_data(zm);
@@ -185,7 +190,7 @@ static bool seal_part(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s) {
                        .share = s->share,
                        .part = s->part,
                        .wsum = s->wsum};
-    mp__data_hdr_encode(&h, buf);
+    mp__wire_data_hdr_encode(&h, buf);
     if (mp__session_seal(p->keys, h.counter, buf, MP_DATA_HDR_BYTES, s->bytes,
                          plen, buf + MP_DATA_HDR_BYTES,
                          buf + MP_DATA_HDR_BYTES + plen) != MOSHPIT_OK) {
@@ -199,12 +204,12 @@ static bool seal_part(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s) {
 
 /* Sends p's stashed frame if its socket takes it now. */
 static bool send_stash(mp_peer_t *p) {
-    return zmq_msg_send(mp__stash_of(p), p->data, ZMQ_DONTWAIT) >= 0;
+    return zmq_msg_send(mp__engine_stash_of(p), p->data, ZMQ_DONTWAIT) >= 0;
 }
 
 /* Moves as many parts to the sockets as they take. Returns true if some
  * member's socket is full (the loop must poll it for POLLOUT). */
-void mp__pump_sends(moshpit_t *mp) {
+void mp__engine_pump_sends(moshpit_t *mp) {
     mp_round_t *r = &mp->round;
     if (r->group == NULL)
         return;
@@ -216,7 +221,7 @@ void mp__pump_sends(moshpit_t *mp) {
             if (p == NULL || p->data == NULL)
                 continue;
             if (!mp__group_member_alive(r->group, i)) {
-                mp__stash_drop(p);
+                mp__engine_stash_drop(p);
                 continue;
             }
             if (!p->stash_full) {
@@ -224,7 +229,8 @@ void mp__pump_sends(moshpit_t *mp) {
                 if (!mp__group_next_send(r->group, i, &s))
                     continue;
                 if (!seal_part(mp, p, &s)) {
-                    mp__log(mp, MOSHPIT_LOG_ERROR, "sealing a part failed");
+                    mp__engine_log(mp, MOSHPIT_LOG_ERROR,
+                                   "sealing a part failed");
                     continue;
                 }
             }

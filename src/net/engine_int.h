@@ -30,111 +30,114 @@ _Static_assert(sizeof(zmq_msg_t) <= 64, "zmq_msg_t storage in mp_peer_t");
 #define RECONNECT_MS 5000u
 /* A live session ends when membership holds its peer dead and nothing came
  * from it for this long after this peer probed it directly
- * (mp__swim_check_sessions) */
+ * (mp__engine_swim_check_sessions) */
 #define SESSION_QUIET_MS 5000u
 #define RECONNECT_GIVEUP_MS 3600000u
 #define ROUND_MARGIN_MS 100u
 #define POLL_MAX_MS 1000
 #define BATCH 64
 
-bool mp__authorized(const moshpit_t *mp, const uint8_t id[32]);
-bool mp__is_self(const moshpit_t *mp, const uint8_t id[32]);
-mp_peer_t *mp__find_peer(moshpit_t *mp, const uint8_t id[32]);
-mp_peer_t *mp__find_peer_by_tag(moshpit_t *mp, uint64_t tag);
-uint64_t mp__now_ms(void);
-uint64_t mp__rng_next(moshpit_t *mp);
-void mp__complete_cmd(moshpit_t *mp, mp_cmd_t *c, moshpit_err_t e);
-void mp__early_free_at(moshpit_t *mp, size_t i);
-void mp__on_data_msg(moshpit_t *mp, zmq_msg_t *zm);
+bool mp__engine_authorized(const moshpit_t *mp, const uint8_t id[32]);
+bool mp__engine_is_self(const moshpit_t *mp, const uint8_t id[32]);
+mp_peer_t *mp__engine_find_peer(moshpit_t *mp, const uint8_t id[32]);
+mp_peer_t *mp__engine_find_peer_by_tag(moshpit_t *mp, uint64_t tag);
+uint64_t mp__engine_now_ms(void);
+uint64_t mp__engine_rng_next(moshpit_t *mp);
+void mp__engine_complete_cmd(moshpit_t *mp, mp_cmd_t *c, moshpit_err_t e);
+void mp__engine_early_free_at(moshpit_t *mp, size_t i);
+void mp__engine_on_data_msg(moshpit_t *mp, zmq_msg_t *zm);
 /* Opens a single-frame data frame of the running round and hands it to the
  * group machine. */
-void mp__process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
-                       size_t len, const mp_data_hdr_t *h);
+void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
+                              size_t len, const mp_data_hdr_t *h);
 /* Whether gid is one of the last rounds this peer finished. */
-bool mp__recent_gid(const moshpit_t *mp, uint64_t gid);
-void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
-                  const mp_hello_t *h);
+bool mp__engine_recent_gid(const moshpit_t *mp, uint64_t gid);
+void mp__engine_on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
+                         const mp_hello_t *h);
 /* Certificate mode: refuses live peers whose certificate has expired. */
-void mp__expire_certs(moshpit_t *mp);
-void mp__peer_learn(moshpit_t *mp, const uint8_t id[32], const char *addr);
-void mp__peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
-                        const char *why);
+void mp__engine_expire_certs(moshpit_t *mp);
+void mp__engine_peer_learn(moshpit_t *mp, const uint8_t id[32],
+                           const char *addr);
+void mp__engine_peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
+                               const char *why);
 /* Closes a peer's sockets and forgets its session (the entry stays). */
-void mp__peer_close(mp_peer_t *p);
+void mp__engine_peer_close(mp_peer_t *p);
 /* Closes p and frees it with its secrets (teardown). */
-void mp__peer_free(mp_peer_t *p);
+void mp__engine_peer_free(mp_peer_t *p);
 /* engine_round.c: the round machine (core/round.h) driven with the
- * engine's clock and sessions. mp__round_on_msg takes a round message
+ * engine's clock and sessions. mp__engine_round_on_msg takes a round message
  * (JOIN, JOIN_ACK, GROUP, ALONE, LEAVE) from p, false if m is none;
- * mp__round_pump carries out the machine's outputs and ends a call that is
- * over; mp__round_wakeup is when the machine next needs the time. */
-bool mp__round_on_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m);
-void mp__round_pump(moshpit_t *mp);
-uint64_t mp__round_wakeup(const moshpit_t *mp);
-void mp__pump_sends(moshpit_t *mp);
-void mp__round_end(moshpit_t *mp, moshpit_err_t e, bool alone);
+ * mp__engine_round_pump carries out the machine's outputs and ends a call that
+ * is over; mp__engine_round_wakeup is when the machine next needs the time. */
+bool mp__engine_round_on_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m);
+void mp__engine_round_pump(moshpit_t *mp);
+uint64_t mp__engine_round_wakeup(const moshpit_t *mp);
+void mp__engine_pump_sends(moshpit_t *mp);
+void mp__engine_round_end(moshpit_t *mp, moshpit_err_t e, bool alone);
 /* Every mate of the last round in a group said DONE for it or is gone. */
-bool mp__owed_settled(const moshpit_t *mp);
-void mp__round_peer_failed(moshpit_t *mp, mp_peer_t *p);
+bool mp__engine_owed_settled(const moshpit_t *mp);
+void mp__engine_round_peer_failed(moshpit_t *mp, mp_peer_t *p);
 /* p is a member of the group all-reduce running now. */
-bool mp__round_has_member(const moshpit_t *mp, const mp_peer_t *p);
-void mp__round_progress(moshpit_t *mp);
-void mp__send_hello(moshpit_t *mp, mp_peer_t *p, bool reply);
-void mp__send_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m);
-void mp__send_peers(moshpit_t *mp, mp_peer_t *p, const mp_peer_t *only);
-void mp__send_simple(moshpit_t *mp, mp_peer_t *p, mp_msg_type_t t,
-                     uint64_t seq);
-void mp__start_round(moshpit_t *mp, mp_cmd_t *c);
-void mp__stash_drop(mp_peer_t *p);
-void mp__update_members(moshpit_t *mp);
-zmq_msg_t *mp__stash_of(mp_peer_t *p);
+bool mp__engine_round_has_member(const moshpit_t *mp, const mp_peer_t *p);
+void mp__engine_round_progress(moshpit_t *mp);
+void mp__engine_send_hello(moshpit_t *mp, mp_peer_t *p, bool reply);
+void mp__engine_send_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m);
+void mp__engine_send_peers(moshpit_t *mp, mp_peer_t *p, const mp_peer_t *only);
+void mp__engine_send_simple(moshpit_t *mp, mp_peer_t *p, mp_msg_type_t t,
+                            uint64_t seq);
+void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c);
+void mp__engine_stash_drop(mp_peer_t *p);
+void mp__engine_update_members(moshpit_t *mp);
+zmq_msg_t *mp__engine_stash_of(mp_peer_t *p);
 
 /* engine_swim.c: membership */
-moshpit_err_t mp__swim_setup(moshpit_t *mp);
-void mp__swim_teardown(moshpit_t *mp);
+moshpit_err_t mp__engine_swim_setup(moshpit_t *mp);
+void mp__engine_swim_teardown(moshpit_t *mp);
 /* SWIM holds id alive or suspect (or has not heard of it yet). */
-bool mp__swim_member_ok(const moshpit_t *mp, const uint8_t id[32]);
-void mp__swim_pump(moshpit_t *mp);
+bool mp__engine_swim_member_ok(const moshpit_t *mp, const uint8_t id[32]);
+void mp__engine_swim_pump(moshpit_t *mp);
 /* A control message that is not one of wire.h's: true if it was a SWIM
  * message (processed when p has a session). */
-bool mp__swim_on_ctrl(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
-                      size_t len);
-void mp__swim_peer_live(moshpit_t *mp, mp_peer_t *p);
+bool mp__engine_swim_on_ctrl(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
+                             size_t len);
+void mp__engine_swim_peer_live(moshpit_t *mp, mp_peer_t *p);
 /* Piggybacking: membership updates ride on round traffic (JOIN, JOIN_ACK,
  * GROUP, ALONE) to a live peer as a second frame, a GOSSIP block of at
- * most MP_PB_FRAME_MAX bytes. mp__swim_piggyback encodes the updates due
- * for p into buf and returns the length (0: none); mp__swim_on_piggyback
+ * most MP_PB_FRAME_MAX bytes. mp__engine_swim_piggyback encodes the updates due
+ * for p into buf and returns the length (0: none); mp__engine_swim_on_piggyback
  * takes such a frame from p (anything but a GOSSIP block is dropped and
  * logged). */
 #define MP_PB_UPDATE_BYTES 1024u
 #define MP_PB_FRAME_MAX (MP_PB_UPDATE_BYTES + MP_SWIM_BLOCK_OVERHEAD)
-size_t mp__swim_piggyback(moshpit_t *mp, const mp_peer_t *p, uint8_t *buf,
-                          size_t cap);
-void mp__swim_on_piggyback(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
-                           size_t len);
-void mp__swim_housekeeping(moshpit_t *mp, uint64_t now);
-uint64_t mp__swim_wakeup(const moshpit_t *mp);
-void mp__swim_close(moshpit_t *mp);
+size_t mp__engine_swim_piggyback(moshpit_t *mp, const mp_peer_t *p,
+                                 uint8_t *buf, size_t cap);
+void mp__engine_swim_on_piggyback(moshpit_t *mp, mp_peer_t *p,
+                                  const uint8_t *buf, size_t len);
+void mp__engine_swim_housekeeping(moshpit_t *mp, uint64_t now);
+uint64_t mp__engine_swim_wakeup(const moshpit_t *mp);
+void mp__engine_swim_close(moshpit_t *mp);
 /* Checks the live sessions against membership's verdicts, once a second:
  * probes the peers it doubts, and ends the sessions that only the TCP
  * connections still keep up (see engine_swim.c). */
-void mp__swim_check_sessions(moshpit_t *mp, uint64_t now);
+void mp__engine_swim_check_sessions(moshpit_t *mp, uint64_t now);
 /* Dials a known peer again at once (membership says it is back). */
-void mp__peer_redial(moshpit_t *mp, mp_peer_t *p, const char *addr);
+void mp__engine_peer_redial(moshpit_t *mp, mp_peer_t *p, const char *addr);
 
 /* engine_state.c: serving and downloading state */
-void mp__state_round_done(moshpit_t *mp, uint64_t gid, const float *v,
-                          size_t count);
-void mp__state_on_req(moshpit_t *mp, mp_peer_t *p, const mp_state_req_t *q);
-void mp__state_on_info(moshpit_t *mp, mp_peer_t *p, const mp_state_info_t *i);
-void mp__state_on_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
-                        size_t len, const mp_data_hdr_t *h);
-void mp__state_fetch_start(moshpit_t *mp, mp_cmd_t *c);
-void mp__state_fetch_poll(moshpit_t *mp, uint64_t now);
-uint64_t mp__state_fetch_wakeup(const moshpit_t *mp);
-void mp__state_peer_failed(moshpit_t *mp, mp_peer_t *p);
-void mp__state_teardown(moshpit_t *mp);
+void mp__engine_state_round_done(moshpit_t *mp, uint64_t gid, const float *v,
+                                 size_t count);
+void mp__engine_state_on_req(moshpit_t *mp, mp_peer_t *p,
+                             const mp_state_req_t *q);
+void mp__engine_state_on_info(moshpit_t *mp, mp_peer_t *p,
+                              const mp_state_info_t *i);
+void mp__engine_state_on_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
+                               size_t len, const mp_data_hdr_t *h);
+void mp__engine_state_fetch_start(moshpit_t *mp, mp_cmd_t *c);
+void mp__engine_state_fetch_poll(moshpit_t *mp, uint64_t now);
+uint64_t mp__engine_state_fetch_wakeup(const moshpit_t *mp);
+void mp__engine_state_peer_failed(moshpit_t *mp, mp_peer_t *p);
+void mp__engine_state_teardown(moshpit_t *mp);
 /* Sends owed state chunks while the peers' data sockets take them. */
-void mp__state_pump(moshpit_t *mp);
+void mp__engine_state_pump(moshpit_t *mp);
 
 #endif

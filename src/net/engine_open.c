@@ -23,7 +23,7 @@
 /* what a caller waits beyond the engine's own deadline for its answer */
 #define CALL_SLACK_MS 1000u
 
-void mp__log(moshpit_t *mp, int level, const char *fmt, ...) {
+void mp__engine_log(moshpit_t *mp, int level, const char *fmt, ...) {
     if (!mp__log_enabled(&mp->log, level))
         return;
     va_list ap;
@@ -113,7 +113,7 @@ static moshpit_err_t state_init(moshpit_t *mp, const moshpit_config_t *cfg) {
      * config_zero_defaults: the one defaults table) */
     mp->peers_max = mp->cfg.peers_max;
     mp->msg_rate = mp->cfg.peer_msg_rate;
-    mp->ciphers = mp__crypto_ciphers();
+    mp->ciphers = mp__session_ciphers();
     mp->rng = mp__crypto_random_u64();
     mp->join_seq = mp__crypto_random_u64() >> 16;
     moshpit_err_t e =
@@ -226,7 +226,7 @@ static void call_leave(moshpit_t *mp) {
  * MOSHPIT_EBUSY instead of waiting. A close that has begun refuses new
  * work (mp__engine_close); checked in the same critical section that sets
  * cmd_active, so no command slips past a close. The turn is released by
- * mp__complete_cmd, or by finish_locked if the engine stopped first. */
+ * mp__engine_complete_cmd, or by finish_locked if the engine stopped first. */
 static moshpit_err_t turn_take_locked(moshpit_t *mp, mp_cmd_t *c, bool wait,
                                       uint64_t wait_ms) {
     for (;;) {
@@ -405,9 +405,10 @@ void mp__engine_close(moshpit_t *mp) {
         mp_cmd_t c;
         memset(&c, 0, sizeof(c));
         c.type = MP_CMD_CLOSE;
-        /* the engine leaves by mp__close_wait_ms at the latest */
+        /* the engine leaves by mp__engine_close_wait_ms at the latest */
         (void)run_turn(mp, &c,
-                       (uint64_t)mp__close_wait_ms(&mp->cfg) + CALL_SLACK_MS);
+                       (uint64_t)mp__engine_close_wait_ms(&mp->cfg) +
+                           CALL_SLACK_MS);
         /* the engine has left its loop after answering CLOSE */
         mp_plat_thread_join(&mp->thread);
         /* every call still inside returns at once now (closing, stopped):

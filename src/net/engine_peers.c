@@ -22,21 +22,21 @@
 /* ------------------------------------------------------------------ */
 /* small helpers                                                       */
 
-uint64_t mp__now_ms(void) {
+uint64_t mp__engine_now_ms(void) {
     return mp_plat_clock_ms();
 }
 
-uint64_t mp__rng_next(moshpit_t *mp) {
+uint64_t mp__engine_rng_next(moshpit_t *mp) {
     /* only used for choosing gossip targets */
     return mp__splitmix64(&mp->rng);
 }
 
-zmq_msg_t *mp__stash_of(mp_peer_t *p) {
+zmq_msg_t *mp__engine_stash_of(mp_peer_t *p) {
     return (zmq_msg_t *)(void *)p->stash_msg;
 }
 
-void mp__update_members(moshpit_t *mp) {
-    /* a live session counts whatever SWIM says (mp__swim_member_ok) */
+void mp__engine_update_members(moshpit_t *mp) {
+    /* a live session counts whatever SWIM says (mp__engine_swim_member_ok) */
     size_t live = 1;
     for (size_t i = 0; i < mp->npeers; i++)
         if (mp->peers[i]->state == MP_PEER_LIVE)
@@ -49,26 +49,26 @@ void mp__update_members(moshpit_t *mp) {
     mp_plat_mutex_unlock(&mp->lock);
 }
 
-mp_peer_t *mp__find_peer(moshpit_t *mp, const uint8_t id[32]) {
+mp_peer_t *mp__engine_find_peer(moshpit_t *mp, const uint8_t id[32]) {
     for (size_t i = 0; i < mp->npeers; i++)
         if (memcmp(mp->peers[i]->id, id, 32) == 0)
             return mp->peers[i];
     return NULL;
 }
 
-mp_peer_t *mp__find_peer_by_tag(moshpit_t *mp, uint64_t tag) {
+mp_peer_t *mp__engine_find_peer_by_tag(moshpit_t *mp, uint64_t tag) {
     for (size_t i = 0; i < mp->npeers; i++)
         if (mp->peers[i]->my_tag == tag && mp->peers[i]->keys != NULL)
             return mp->peers[i];
     return NULL;
 }
 
-bool mp__is_self(const moshpit_t *mp, const uint8_t id[32]) {
+bool mp__engine_is_self(const moshpit_t *mp, const uint8_t id[32]) {
     return memcmp(mp->pub, id, 32) == 0;
 }
 
-bool mp__authorized(const moshpit_t *mp, const uint8_t id[32]) {
-    if (mp->auth_n == 0 || mp__is_self(mp, id))
+bool mp__engine_authorized(const moshpit_t *mp, const uint8_t id[32]) {
+    if (mp->auth_n == 0 || mp__engine_is_self(mp, id))
         return true;
     for (size_t i = 0; i < mp->auth_n; i++)
         if (memcmp(mp->auth[i], id, 32) == 0)
@@ -76,15 +76,15 @@ bool mp__authorized(const moshpit_t *mp, const uint8_t id[32]) {
     return false;
 }
 
-void mp__stash_drop(mp_peer_t *p) {
+void mp__engine_stash_drop(mp_peer_t *p) {
     if (p->stash_full) {
-        zmq_msg_close(mp__stash_of(p));
+        zmq_msg_close(mp__engine_stash_of(p));
         p->stash_full = false;
     }
 }
 
-void mp__peer_close(mp_peer_t *p) {
-    mp__stash_drop(p);
+void mp__engine_peer_close(mp_peer_t *p) {
+    mp__engine_stash_drop(p);
     if (p->ctrl != NULL)
         zmq_socket_monitor(p->ctrl, NULL, 0);
     mp__net_close(&p->mon);
@@ -113,12 +113,13 @@ static moshpit_err_t eph_fresh(moshpit_t *mp, mp_peer_t *p) {
     p->my_eph_used = false;
     p->my_eph_retire = false;
     p->tx_counter = 0;
-    mp__log(mp, MOSHPIT_LOG_DEBUG, "new ephemeral key for %.8s", p->id_txt);
+    mp__engine_log(mp, MOSHPIT_LOG_DEBUG, "new ephemeral key for %.8s",
+                   p->id_txt);
     return MOSHPIT_OK;
 }
 
-void mp__peer_free(mp_peer_t *p) {
-    mp__peer_close(p);
+void mp__engine_peer_free(mp_peer_t *p) {
+    mp__engine_peer_close(p);
     mp__crypto_secure_free(p->my_eph_sec);
     free(p);
 }
@@ -126,14 +127,15 @@ void mp__peer_free(mp_peer_t *p) {
 /* ------------------------------------------------------------------ */
 /* control messages                                                    */
 
-void mp__send_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m) {
+void mp__engine_send_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m) {
     size_t len = 0;
     if (p->ctrl == NULL)
         return;
-    moshpit_err_t e = mp__msg_encode(m, mp->msgbuf, MP_CTRL_MAX, &len);
+    moshpit_err_t e = mp__wire_msg_encode(m, mp->msgbuf, MP_CTRL_MAX, &len);
     if (e != MOSHPIT_OK) {
-        mp__log(mp, MOSHPIT_LOG_ERROR, "encode of message type %d failed: %s",
-                (int)m->type, moshpit_strerror(e));
+        mp__engine_log(mp, MOSHPIT_LOG_ERROR,
+                       "encode of message type %d failed: %s", (int)m->type,
+                       moshpit_strerror(e));
         return;
     }
     /* membership news rides on round traffic (docs/PROTOCOL.md) */
@@ -141,27 +143,28 @@ void mp__send_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m) {
     size_t pblen = 0;
     if (m->type == MP_MSG_JOIN || m->type == MP_MSG_JOIN_ACK ||
         m->type == MP_MSG_GROUP || m->type == MP_MSG_ALONE)
-        pblen = mp__swim_piggyback(mp, p, pb, sizeof(pb));
+        pblen = mp__engine_swim_piggyback(mp, p, pb, sizeof(pb));
     if (zmq_send(p->ctrl, mp->msgbuf, len,
                  ZMQ_DONTWAIT | (pblen > 0 ? ZMQ_SNDMORE : 0)) < 0 ||
         (pblen > 0 && zmq_send(p->ctrl, pb, pblen, ZMQ_DONTWAIT) < 0))
-        mp__log(mp, MOSHPIT_LOG_DEBUG, "control message to %.8s dropped: %s",
-                p->id_txt, zmq_strerror(errno));
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                       "control message to %.8s dropped: %s", p->id_txt,
+                       zmq_strerror(errno));
     else if (mp->round.cmd != NULL)
         mp->round.bytes_sent += len + pblen;
 }
 
-void mp__send_hello(moshpit_t *mp, mp_peer_t *p, bool reply) {
+void mp__engine_send_hello(moshpit_t *mp, mp_peer_t *p, bool reply) {
     mp_msg_t *m = mp->msg;
     memset(m, 0, sizeof(*m));
     m->type = MP_MSG_HELLO;
     mp_hello_t *h = &m->u.hello;
     if ((p->my_eph_sec == NULL || p->my_eph_retire) &&
         eph_fresh(mp, p) != MOSHPIT_OK) {
-        mp__log(mp, MOSHPIT_LOG_ERROR,
-                "no ephemeral key for %.8s: HELLO not "
-                "sent",
-                p->id_txt);
+        mp__engine_log(mp, MOSHPIT_LOG_ERROR,
+                       "no ephemeral key for %.8s: HELLO not "
+                       "sent",
+                       p->id_txt);
         return;
     }
     memcpy(h->swarm, mp->swarm_hash, 32);
@@ -184,11 +187,11 @@ void mp__send_hello(moshpit_t *mp, mp_peer_t *p, bool reply) {
     h->ciphers = mp->ciphers;
     snprintf(h->ctrl_addr, sizeof(h->ctrl_addr), "%s", mp->ctrl_ep);
     snprintf(h->data_addr, sizeof(h->data_addr), "%s", mp->data_ep);
-    mp__send_msg(mp, p, m);
+    mp__engine_send_msg(mp, p, m);
 }
 
-void mp__send_simple(moshpit_t *mp, mp_peer_t *p, mp_msg_type_t t,
-                     uint64_t seq) {
+void mp__engine_send_simple(moshpit_t *mp, mp_peer_t *p, mp_msg_type_t t,
+                            uint64_t seq) {
     mp_msg_t *m = mp->msg;
     memset(m, 0, sizeof(*m));
     m->type = t;
@@ -198,12 +201,12 @@ void mp__send_simple(moshpit_t *mp, mp_peer_t *p, mp_msg_type_t t,
         m->u.alone.seq = seq;
     else if (t == MP_MSG_REFUSE)
         m->u.refuse.reason = (uint32_t)seq;
-    mp__send_msg(mp, p, m);
+    mp__engine_send_msg(mp, p, m);
 }
 
 /* Sends up to MP_PEERS_MAX live peers to p (all of them but p itself when
  * only is NULL; just `only` otherwise). */
-void mp__send_peers(moshpit_t *mp, mp_peer_t *p, const mp_peer_t *only) {
+void mp__engine_send_peers(moshpit_t *mp, mp_peer_t *p, const mp_peer_t *only) {
     mp_msg_t *m = mp->msg;
     memset(m, 0, sizeof(*m));
     m->type = MP_MSG_PEERS;
@@ -213,7 +216,8 @@ void mp__send_peers(moshpit_t *mp, mp_peer_t *p, const mp_peer_t *only) {
         snprintf(ps->peers[0].addr, MP_ADDR_MAX, "%s", only->ctrl_addr);
         ps->n = 1;
     } else {
-        size_t start = mp->npeers ? (size_t)(mp__rng_next(mp) % mp->npeers) : 0;
+        size_t start =
+            mp->npeers ? (size_t)(mp__engine_rng_next(mp) % mp->npeers) : 0;
         for (size_t k = 0; k < mp->npeers && ps->n < MP_PEERS_MAX; k++) {
             mp_peer_t *q = mp->peers[(start + k) % mp->npeers];
             if (q == p || q->state != MP_PEER_LIVE)
@@ -224,7 +228,7 @@ void mp__send_peers(moshpit_t *mp, mp_peer_t *p, const mp_peer_t *only) {
         }
     }
     if (ps->n > 0)
-        mp__send_msg(mp, p, m);
+        mp__engine_send_msg(mp, p, m);
 }
 
 /* ------------------------------------------------------------------ */
@@ -238,8 +242,8 @@ static moshpit_err_t peer_connect(moshpit_t *mp, mp_peer_t *p) {
     p->ctrl = mp__net_ctrl_dealer(mp->zctx, p->ctrl_addr, p->id, mp->pub,
                                   mp->sec, mon_ep, &p->mon);
     if (p->ctrl == NULL) {
-        mp__log(mp, MOSHPIT_LOG_WARN, "cannot dial %s: %s", p->ctrl_addr,
-                zmq_strerror(errno));
+        mp__engine_log(mp, MOSHPIT_LOG_WARN, "cannot dial %s: %s", p->ctrl_addr,
+                       zmq_strerror(errno));
         return MOSHPIT_ESYS;
     }
     return MOSHPIT_OK;
@@ -248,15 +252,16 @@ static moshpit_err_t peer_connect(moshpit_t *mp, mp_peer_t *p) {
 static mp_peer_t *peer_add(moshpit_t *mp, const uint8_t id[32],
                            const char *addr) {
     if (mp->npeers >= mp->peers_max) {
-        uint64_t now = mp__now_ms();
+        uint64_t now = mp__engine_now_ms();
         if (mp->full_logged_ms == 0 || now - mp->full_logged_ms >= 1000) {
             char txt[41];
             zmq_z85_encode(txt, id, 32);
             mp->full_logged_ms = now;
-            mp__log(mp, MOSHPIT_LOG_WARN,
-                    "peer table full (%u peers, config peers_max), new peer "
-                    "%.8s ignored",
-                    mp->peers_max, txt);
+            mp__engine_log(
+                mp, MOSHPIT_LOG_WARN,
+                "peer table full (%u peers, config peers_max), new peer "
+                "%.8s ignored",
+                mp->peers_max, txt);
         }
         return NULL;
     }
@@ -277,19 +282,19 @@ static mp_peer_t *peer_add(moshpit_t *mp, const uint8_t id[32],
         p->my_tag = mp__crypto_random_u64();
     while (p->my_tag == 0);
     p->state = MP_PEER_NEW;
-    p->state_since_ms = mp__now_ms();
+    p->state_since_ms = mp__engine_now_ms();
     p->last_live_ms = p->state_since_ms;
     mp->peers[mp->npeers++] = p;
     return p;
 }
 
-void mp__peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
-                        const char *why) {
+void mp__engine_peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
+                               const char *why) {
     if (p->state == s)
         return;
     mp_peer_state_t old = p->state;
     p->state = s;
-    p->state_since_ms = mp__now_ms();
+    p->state_since_ms = mp__engine_now_ms();
     if (s == MP_PEER_LIVE) {
         p->last_live_ms = p->state_since_ms;
         p->last_rx_ms = p->state_since_ms;
@@ -298,27 +303,27 @@ void mp__peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
     }
     /* a graceful leave is news, not a problem */
     bool calm = s == MP_PEER_LIVE || strcmp(why, "left") == 0;
-    mp__log(mp, calm ? MOSHPIT_LOG_INFO : MOSHPIT_LOG_WARN,
-            "peer %.8s: %s (%s)", p->id_txt,
-            s == MP_PEER_LIVE   ? "live"
-            : s == MP_PEER_DEAD ? "dead"
-            : s == MP_PEER_NEW  ? "new"
-                                : "refused",
-            why);
+    mp__engine_log(mp, calm ? MOSHPIT_LOG_INFO : MOSHPIT_LOG_WARN,
+                   "peer %.8s: %s (%s)", p->id_txt,
+                   s == MP_PEER_LIVE   ? "live"
+                   : s == MP_PEER_DEAD ? "dead"
+                   : s == MP_PEER_NEW  ? "new"
+                                       : "refused",
+                   why);
     if (s == MP_PEER_DEAD || s == MP_PEER_REFUSED) {
         p->my_eph_retire = true; /* the next session gets fresh keys */
         if (old == MP_PEER_LIVE || old == MP_PEER_NEW) {
-            mp__round_peer_failed(mp, p);
-            mp__state_peer_failed(mp, p);
+            mp__engine_round_peer_failed(mp, p);
+            mp__engine_state_peer_failed(mp, p);
         }
         if (mp->rnd != NULL)
             mp__rnd_forget(mp->rnd, p->id);
-        mp__peer_close(p);
+        mp__engine_peer_close(p);
     }
-    mp__update_members(mp);
+    mp__engine_update_members(mp);
 }
 
-void mp__expire_certs(moshpit_t *mp) {
+void mp__engine_expire_certs(moshpit_t *mp) {
     if (mp__crypto_is_zero(mp->cfg.authority_key, 32))
         return;
     uint64_t t = mp_plat_wallclock_s();
@@ -326,22 +331,24 @@ void mp__expire_certs(moshpit_t *mp) {
         mp_peer_t *p = mp->peers[i];
         if (p->state == MP_PEER_LIVE &&
             t > p->cert_not_after + MOSHPIT_CERT_SKEW_S) {
-            mp__log(mp, MOSHPIT_LOG_WARN,
-                    "certificate of live peer %.8s expired, session ended",
-                    p->id_txt);
-            mp__peer_set_state(mp, p, MP_PEER_REFUSED, "expired");
-            p->refused_ms = mp__now_ms();
+            mp__engine_log(
+                mp, MOSHPIT_LOG_WARN,
+                "certificate of live peer %.8s expired, session ended",
+                p->id_txt);
+            mp__engine_peer_set_state(mp, p, MP_PEER_REFUSED, "expired");
+            p->refused_ms = mp__engine_now_ms();
         }
     }
 }
 
 /* Learned of a peer (bootstrap or gossip): dial it and say hello. */
-void mp__peer_learn(moshpit_t *mp, const uint8_t id[32], const char *addr) {
-    if (mp__is_self(mp, id) || !mp__authorized(mp, id) ||
+void mp__engine_peer_learn(moshpit_t *mp, const uint8_t id[32],
+                           const char *addr) {
+    if (mp__engine_is_self(mp, id) || !mp__engine_authorized(mp, id) ||
         !mp__endpoint_addr_ok(addr))
         return;
-    mp_peer_t *p = mp__find_peer(mp, id);
-    uint64_t now = mp__now_ms();
+    mp_peer_t *p = mp__engine_find_peer(mp, id);
+    uint64_t now = mp__engine_now_ms();
     if (p == NULL) {
         p = peer_add(mp, id, addr);
         if (p == NULL)
@@ -356,40 +363,42 @@ void mp__peer_learn(moshpit_t *mp, const uint8_t id[32], const char *addr) {
         return;
     }
     if (peer_connect(mp, p) == MOSHPIT_OK) {
-        mp__send_hello(mp, p, false);
+        mp__engine_send_hello(mp, p, false);
         p->hello_tries = 1;
         p->next_hello_ms = now + HELLO_RETRY_MS;
     }
 }
 
-void mp__peer_redial(moshpit_t *mp, mp_peer_t *p, const char *addr) {
+void mp__engine_peer_redial(moshpit_t *mp, mp_peer_t *p, const char *addr) {
     if (p->state == MP_PEER_LIVE || p->state == MP_PEER_REFUSED ||
         !mp__endpoint_addr_ok(addr))
         return;
     if (p->state == MP_PEER_NEW && p->ctrl != NULL &&
         strcmp(p->ctrl_addr, addr) == 0)
         return; /* already dialling it there */
-    mp__peer_close(p);
+    mp__engine_peer_close(p);
     snprintf(p->ctrl_addr, sizeof(p->ctrl_addr), "%s", addr);
     p->state = MP_PEER_NEW;
-    p->state_since_ms = mp__now_ms();
+    p->state_since_ms = mp__engine_now_ms();
     p->hello_tries = 0;
     if (peer_connect(mp, p) == MOSHPIT_OK) {
-        mp__send_hello(mp, p, false);
+        mp__engine_send_hello(mp, p, false);
         p->hello_tries = 1;
-        p->next_hello_ms = mp__now_ms() + HELLO_RETRY_MS;
+        p->next_hello_ms = mp__engine_now_ms() + HELLO_RETRY_MS;
     }
 }
 
-void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
-                  const mp_hello_t *h) {
+void mp__engine_on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
+                         const mp_hello_t *h) {
     if (memcmp(h->swarm, mp->swarm_hash, 32) != 0) {
-        mp__log(mp, MOSHPIT_LOG_WARN, "HELLO from another swarm, refused");
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "HELLO from another swarm, refused");
         if (p != NULL && p->state != MP_PEER_REFUSED)
-            mp__peer_set_state(mp, p, MP_PEER_REFUSED, "different swarm");
+            mp__engine_peer_set_state(mp, p, MP_PEER_REFUSED,
+                                      "different swarm");
         return;
     }
-    uint64_t now = mp__now_ms();
+    uint64_t now = mp__engine_now_ms();
     if (p != NULL && p->state == MP_PEER_REFUSED && p->refused_ms != 0 &&
         now - p->refused_ms < REFUSE_HOLD_MS)
         return; /* refused a moment ago: a hammering peer costs no checks */
@@ -421,8 +430,9 @@ void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
     if (why != NULL) {
         char txt[41];
         zmq_z85_encode(txt, id, 32);
-        mp__log(mp, MOSHPIT_LOG_WARN,
-                "peer %.8s failed %s admission (%s), refused", txt, mode, why);
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "peer %.8s failed %s admission (%s), refused", txt, mode,
+                       why);
         /* a refused stranger gets a table entry only while the table is
          * less than 3/4 full: identities cycled by a refused peer cannot
          * take the last quarter from peers that pass admission */
@@ -432,25 +442,28 @@ void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
             /* remember the refusal, then tell it once if we can dial it
              * (in this order: the state change closes the old sockets, and
              * the new one must live long enough to deliver the REFUSE) */
-            mp__peer_set_state(mp, p, MP_PEER_REFUSED, why);
+            mp__engine_peer_set_state(mp, p, MP_PEER_REFUSED, why);
             p->refused_ms = now;
             if (p->ctrl == NULL && mp__endpoint_addr_ok(h->ctrl_addr)) {
                 snprintf(p->ctrl_addr, sizeof(p->ctrl_addr), "%s",
                          h->ctrl_addr);
                 if (peer_connect(mp, p) == MOSHPIT_OK)
-                    mp__send_simple(mp, p, MP_MSG_REFUSE, MOSHPIT_EPEERAUTH);
+                    mp__engine_send_simple(mp, p, MP_MSG_REFUSE,
+                                           MOSHPIT_EPEERAUTH);
             }
         }
         return;
     }
     if (!mp__endpoint_addr_ok(h->ctrl_addr) ||
         !mp__endpoint_addr_ok(h->data_addr)) {
-        mp__log(mp, MOSHPIT_LOG_WARN, "HELLO with unusable addresses dropped");
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "HELLO with unusable addresses dropped");
         return;
     }
-    uint32_t cipher = mp__crypto_pick_cipher(mp->ciphers, h->ciphers);
+    uint32_t cipher = mp__session_pick_cipher(mp->ciphers, h->ciphers);
     if (cipher == 0 || h->tag == 0) {
-        mp__log(mp, MOSHPIT_LOG_WARN, "HELLO with no common cipher dropped");
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "HELLO with no common cipher dropped");
         return;
     }
     if (p == NULL) {
@@ -469,7 +482,7 @@ void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
     bool was_live = p->state == MP_PEER_LIVE;
     if (rekey && was_live) {
         /* its session ended (a restart, or it lost the connection) */
-        mp__peer_set_state(mp, p, MP_PEER_DEAD, "new session");
+        mp__engine_peer_set_state(mp, p, MP_PEER_DEAD, "new session");
         p->state = MP_PEER_NEW;
         was_live = false;
         /* whether our key goes with the old session is decided below */
@@ -477,7 +490,7 @@ void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
     }
     if (strcmp(p->ctrl_addr, h->ctrl_addr) != 0 && p->ctrl != NULL &&
         !was_live) {
-        mp__peer_close(p);
+        mp__engine_peer_close(p);
     }
     snprintf(p->ctrl_addr, sizeof(p->ctrl_addr), "%s", h->ctrl_addr);
     if (peer_connect(mp, p) != MOSHPIT_OK)
@@ -494,8 +507,8 @@ void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
         if ((p->my_eph_sec == NULL || p->my_eph_retire ||
              (p->my_eph_used && !answered)) &&
             eph_fresh(mp, p) != MOSHPIT_OK) {
-            mp__log(mp, MOSHPIT_LOG_ERROR, "no ephemeral key for %.8s",
-                    p->id_txt);
+            mp__engine_log(mp, MOSHPIT_LOG_ERROR, "no ephemeral key for %.8s",
+                           p->id_txt);
             return;
         }
         answered = mp__crypto_equal32(h->seen, p->my_eph);
@@ -510,8 +523,8 @@ void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
                               .my_ciphers = mp->ciphers,
                               .their_ciphers = h->ciphers};
         if (mp__session_keys_new(&hs, &p->keys) != MOSHPIT_OK) {
-            mp__log(mp, MOSHPIT_LOG_WARN, "session keys for %.8s failed",
-                    p->id_txt);
+            mp__engine_log(mp, MOSHPIT_LOG_WARN, "session keys for %.8s failed",
+                           p->id_txt);
             return;
         }
         p->my_eph_used = true;
@@ -519,11 +532,12 @@ void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
         p->rx_counter = 0;
         uint64_t txid, rxid;
         mp__session_keys_ids(p->keys, &txid, &rxid);
-        mp__log(mp, MOSHPIT_LOG_DEBUG,
-                "session keys with %.8s: tx %016llx rx %016llx, tx counter "
-                "from %llu",
-                p->id_txt, (unsigned long long)txid, (unsigned long long)rxid,
-                (unsigned long long)p->tx_counter + 1);
+        mp__engine_log(
+            mp, MOSHPIT_LOG_DEBUG,
+            "session keys with %.8s: tx %016llx rx %016llx, tx counter "
+            "from %llu",
+            p->id_txt, (unsigned long long)txid, (unsigned long long)rxid,
+            (unsigned long long)p->tx_counter + 1);
     }
     p->their_tag = h->tag;
     p->cert_not_after = cert_end;
@@ -532,23 +546,24 @@ void mp__on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
     p->ciphers = h->ciphers;
     if (p->data == NULL || strcmp(p->data_addr, h->data_addr) != 0) {
         mp__net_close(&p->data);
-        mp__stash_drop(p);
+        mp__engine_stash_drop(p);
         snprintf(p->data_addr, sizeof(p->data_addr), "%s", h->data_addr);
         p->data = mp__net_data_dealer(mp->zctx, p->data_addr);
         if (p->data == NULL) {
-            mp__log(mp, MOSHPIT_LOG_WARN, "cannot dial data %s", p->data_addr);
+            mp__engine_log(mp, MOSHPIT_LOG_WARN, "cannot dial data %s",
+                           p->data_addr);
             return;
         }
     }
     p->hello_recv = true;
     /* answer a HELLO, and tell them our key when they did not key with it */
     if (!h->reply || !answered)
-        mp__send_hello(mp, p, true);
+        mp__engine_send_hello(mp, p, true);
     if (!was_live) {
-        mp__peer_set_state(mp, p, MP_PEER_LIVE, "session established");
+        mp__engine_peer_set_state(mp, p, MP_PEER_LIVE, "session established");
         /* membership (SWIM) tells the newcomer and the others about each
          * other: a join costs the bootstrap peer one member list */
-        mp__swim_peer_live(mp, p);
+        mp__engine_swim_peer_live(mp, p);
     }
 }
 

@@ -16,7 +16,7 @@
 
 /* rounds                                                              */
 
-void mp__complete_cmd(moshpit_t *mp, mp_cmd_t *c, moshpit_err_t e) {
+void mp__engine_complete_cmd(moshpit_t *mp, mp_cmd_t *c, moshpit_err_t e) {
     mp_plat_mutex_lock(&mp->lock);
     c->result = e;
     c->done = true;
@@ -28,13 +28,13 @@ void mp__complete_cmd(moshpit_t *mp, mp_cmd_t *c, moshpit_err_t e) {
     mp_plat_mutex_unlock(&mp->lock);
 }
 
-bool mp__recent_gid(const moshpit_t *mp, uint64_t gid) {
+bool mp__engine_recent_gid(const moshpit_t *mp, uint64_t gid) {
     return mp__rnd_recent_gid(mp->rnd, gid);
 }
 
 /* Removes held frame i keeping the others in arrival order (their nonces
  * must be processed in increasing order). */
-void mp__early_free_at(moshpit_t *mp, size_t i) {
+void mp__engine_early_free_at(moshpit_t *mp, size_t i) {
     zmq_msg_close((zmq_msg_t *)mp->early[i].msg);
     free(mp->early[i].msg);
     mp->early_bytes -= mp->early[i].bytes;
@@ -45,7 +45,7 @@ void mp__early_free_at(moshpit_t *mp, size_t i) {
     mp->nearly--;
 }
 
-bool mp__owed_settled(const moshpit_t *mp) {
+bool mp__engine_owed_settled(const moshpit_t *mp) {
     for (uint32_t i = 0; i < mp->owed_n; i++) {
         const mp_peer_t *p = mp->owed[i];
         if (p->state == MP_PEER_LIVE && p->done_gid != mp->owed_gid)
@@ -68,16 +68,17 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
     r->n = n;
     r->self = self;
     r->gid = gid;
-    mp__log(mp, MOSHPIT_LOG_DEBUG, "round %016llx: group of %u, index %u",
-            (unsigned long long)gid, n, self);
+    mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                   "round %016llx: group of %u, index %u",
+                   (unsigned long long)gid, n, self);
     for (uint32_t i = 0; i < n; i++) {
-        mp_peer_t *p = i == self ? NULL : mp__find_peer(mp, m[i].id);
+        mp_peer_t *p = i == self ? NULL : mp__engine_find_peer(mp, m[i].id);
         r->members[i] = p;
         if (i != self && (p == NULL || p->state != MP_PEER_LIVE ||
                           p->keys == NULL || p->data == NULL)) {
-            mp__log(mp, MOSHPIT_LOG_WARN,
-                    "round %016llx: member %u has no session with us",
-                    (unsigned long long)gid, i);
+            mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                           "round %016llx: member %u has no session with us",
+                           (unsigned long long)gid, i);
             r->members[i] = NULL;
             mp__rnd_member_failed(mp->rnd, now, i);
         }
@@ -91,12 +92,12 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
         const uint8_t *buf = zmq_msg_data(zm);
         size_t len = zmq_msg_size(zm);
         mp_data_hdr_t h;
-        if (mp__data_hdr_decode(buf, len, &h) == MOSHPIT_OK) {
-            mp_peer_t *p = mp__find_peer_by_tag(mp, h.tag);
+        if (mp__wire_data_hdr_decode(buf, len, &h) == MOSHPIT_OK) {
+            mp_peer_t *p = mp__engine_find_peer_by_tag(mp, h.tag);
             if (p != NULL)
-                mp__process_frame(mp, p, buf, len, &h);
+                mp__engine_process_frame(mp, p, buf, len, &h);
         }
-        mp__early_free_at(mp, i);
+        mp__engine_early_free_at(mp, i);
     }
 }
 
@@ -106,19 +107,20 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
 static void drain(moshpit_t *mp) {
     mp_rnd_out_t o;
     while (mp__rnd_next_out(mp->rnd, &o)) {
-        uint64_t now = mp__now_ms();
+        uint64_t now = mp__engine_now_ms();
         if (o.kind == MP_RND_OUT_FORMED) {
             group_formed(mp, now);
             continue;
         }
         if (o.kind == MP_RND_OUT_OWN_NO_SLOT) {
-            mp__log(mp, MOSHPIT_LOG_WARN,
-                    "matchmaker: all %u group keys busy, own JOIN answered "
-                    "ALONE",
-                    MP_MM_KEYS);
+            mp__engine_log(
+                mp, MOSHPIT_LOG_WARN,
+                "matchmaker: all %u group keys busy, own JOIN answered "
+                "ALONE",
+                MP_MM_KEYS);
             continue;
         }
-        mp_peer_t *p = mp__find_peer(mp, o.to);
+        mp_peer_t *p = mp__engine_find_peer(mp, o.to);
         if (p == NULL || p->state != MP_PEER_LIVE) {
             mp__rnd_send_failed(mp->rnd, now, &o);
             continue;
@@ -126,15 +128,15 @@ static void drain(moshpit_t *mp) {
         if (o.msg == MP_RND_DONE && o.alive && o.group_id == mp->owed_gid &&
             mp->owed_n < MP_GROUP_MAX)
             mp->owed[mp->owed_n++] = p;
-        mp__rnd_out_msg(&o, mp->msg);
-        mp__send_msg(mp, p, mp->msg);
+        mp__round_msg_from_out(&o, mp->msg);
+        mp__engine_send_msg(mp, p, mp->msg);
     }
 }
 
-void mp__round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
+void mp__engine_round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
     mp_round_t *r = &mp->round;
     mp_cmd_t *c = r->cmd;
-    uint64_t now = mp__now_ms();
+    uint64_t now = mp__engine_now_ms();
     if (r->group != NULL) {
         /* the members still alive in the round become the mates a close
          * waits for until they say DONE too (what this peer sent them may
@@ -160,45 +162,45 @@ void mp__round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
     c->info.bytes_sent = r->bytes_sent;
     c->info.bytes_received = r->bytes_received;
     if (e == MOSHPIT_OK && res.grouped)
-        mp__state_round_done(mp, res.group_id, c->values, c->count);
+        mp__engine_state_round_done(mp, res.group_id, c->values, c->count);
     for (uint32_t i = 0; i < r->n; i++)
         if (r->members[i] != NULL)
-            mp__stash_drop(r->members[i]);
+            mp__engine_stash_drop(r->members[i]);
     memset(r, 0, sizeof(*r));
     /* frames held for that round are useless now */
     for (size_t i = 0; i < mp->nearly;)
-        if (mp__recent_gid(mp, mp->early[i].round_id))
-            mp__early_free_at(mp, i);
+        if (mp__engine_recent_gid(mp, mp->early[i].round_id))
+            mp__engine_early_free_at(mp, i);
         else
             i++;
-    mp__complete_cmd(mp, c, e);
+    mp__engine_complete_cmd(mp, c, e);
 }
 
 /* Carries out the machine's outputs and ends the call if it is over
  * (alone, failed, or past its deadline). */
-void mp__round_pump(moshpit_t *mp) {
+void mp__engine_round_pump(moshpit_t *mp) {
     drain(mp);
     bool alone = true;
     moshpit_err_t e = MOSHPIT_OK;
     if (mp->round.cmd != NULL &&
-        mp__rnd_over(mp->rnd, mp__now_ms(), &alone, &e))
-        mp__round_end(mp, e, alone);
+        mp__rnd_over(mp->rnd, mp__engine_now_ms(), &alone, &e))
+        mp__engine_round_end(mp, e, alone);
 }
 
-void mp__round_peer_failed(moshpit_t *mp, mp_peer_t *p) {
+void mp__engine_round_peer_failed(moshpit_t *mp, mp_peer_t *p) {
     mp_round_t *r = &mp->round;
-    (void)mp__rnd_peer_failed(mp->rnd, mp__now_ms(), p->id);
+    (void)mp__rnd_peer_failed(mp->rnd, mp__engine_now_ms(), p->id);
     if (r->cmd != NULL && r->group != NULL)
         for (uint32_t i = 0; i < r->n; i++)
             if (r->members[i] == p)
-                mp__stash_drop(p);
+                mp__engine_stash_drop(p);
     if (r->cmd != NULL)
-        mp__round_pump(mp);
+        mp__engine_round_pump(mp);
     else
         drain(mp);
 }
 
-bool mp__round_has_member(const moshpit_t *mp, const mp_peer_t *p) {
+bool mp__engine_round_has_member(const moshpit_t *mp, const mp_peer_t *p) {
     const mp_round_t *r = &mp->round;
     if (r->cmd == NULL || r->group == NULL)
         return false;
@@ -208,16 +210,16 @@ bool mp__round_has_member(const moshpit_t *mp, const mp_peer_t *p) {
     return false;
 }
 
-void mp__start_round(moshpit_t *mp, mp_cmd_t *c) {
+void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
     mp_round_t *r = &mp->round;
-    uint64_t now = mp__now_ms();
+    uint64_t now = mp__engine_now_ms();
     memset(r, 0, sizeof(*r));
     r->cmd = c;
     /* the view: this peer and the live peers membership holds alive */
     size_t n = 1;
     for (size_t i = 0; i < mp->npeers; i++)
         n += mp->peers[i]->state == MP_PEER_LIVE &&
-             mp__swim_member_ok(mp, mp->peers[i]->id);
+             mp__engine_swim_member_ok(mp, mp->peers[i]->id);
     uint8_t key[MP_KEY_MAX];
     uint32_t key_len = mp__rnd_key(mp->rnd, n, (uint64_t)c->count, key);
     uint8_t(*ids)[32] = malloc(n * 32);
@@ -229,7 +231,7 @@ void mp__start_round(moshpit_t *mp, mp_cmd_t *c) {
         memcpy(ids[k++], mp->pub, 32);
         for (size_t i = 0; i < mp->npeers; i++)
             if (mp->peers[i]->state == MP_PEER_LIVE &&
-                mp__swim_member_ok(mp, mp->peers[i]->id))
+                mp__engine_swim_member_ok(mp, mp->peers[i]->id))
                 memcpy(ids[k++], mp->peers[i]->id, 32);
         mp__rendezvous_order(key, key_len, (const uint8_t(*)[32])ids, n, order);
         for (size_t i = 0; i < n; i++)
@@ -247,28 +249,28 @@ void mp__start_round(moshpit_t *mp, mp_cmd_t *c) {
     free(ordered);
     free(order);
     if (e != MOSHPIT_OK) {
-        mp__round_end(mp, e, true);
+        mp__engine_round_end(mp, e, true);
         return;
     }
-    mp__round_pump(mp);
+    mp__engine_round_pump(mp);
 }
 
 /* A round message from p (JOIN, JOIN_ACK, GROUP, ALONE, LEAVE) into the
  * round machine; false if m is none of these. */
-bool mp__round_on_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m) {
-    uint64_t now = mp__now_ms();
-    mp_rnd_msg_status_t st = mp__rnd_on_msg(mp->rnd, now, p->id, m);
+bool mp__engine_round_on_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m) {
+    uint64_t now = mp__engine_now_ms();
+    mp_rnd_msg_status_t st = mp__round_msg_dispatch(mp->rnd, now, p->id, m);
     switch (st) {
     case MP_RND_MSG_OTHER:
         return false;
     case MP_RND_MSG_STALE:
-        mp__log(mp, MOSHPIT_LOG_DEBUG, "stale or invalid GROUP");
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG, "stale or invalid GROUP");
         break;
     case MP_RND_MSG_BAD_KEY:
-        mp__log(mp, MOSHPIT_LOG_WARN,
-                "JOIN from %.8s with a malformed group key (%u bytes), "
-                "answered ALONE",
-                p->id_txt, m->u.join.key_len);
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "JOIN from %.8s with a malformed group key (%u bytes), "
+                       "answered ALONE",
+                       p->id_txt, m->u.join.key_len);
         break;
     case MP_RND_MSG_NO_SLOT:
     case MP_RND_MSG_REFUSED:
@@ -277,22 +279,22 @@ bool mp__round_on_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m) {
         if (mp->mm_logged_ms == 0 || now - mp->mm_logged_ms >= 1000) {
             mp->mm_logged_ms = now;
             if (st == MP_RND_MSG_NO_SLOT)
-                mp__log(mp, MOSHPIT_LOG_WARN,
-                        "matchmaker: all %u group keys busy, JOIN from "
-                        "%.8s answered ALONE",
-                        MP_MM_KEYS, p->id_txt);
+                mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                               "matchmaker: all %u group keys busy, JOIN from "
+                               "%.8s answered ALONE",
+                               MP_MM_KEYS, p->id_txt);
             else
-                mp__log(mp, MOSHPIT_LOG_WARN,
-                        "matchmaker: JOINs pending for this key at the "
-                        "limit (%u), JOIN from %.8s answered ALONE",
-                        MP_MM_PENDING_MAX, p->id_txt);
+                mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                               "matchmaker: JOINs pending for this key at the "
+                               "limit (%u), JOIN from %.8s answered ALONE",
+                               MP_MM_PENDING_MAX, p->id_txt);
         }
         break;
     default:
         break;
     }
     if (mp->round.cmd != NULL)
-        mp__round_pump(mp);
+        mp__engine_round_pump(mp);
     else
         drain(mp);
     return true;
@@ -309,24 +311,24 @@ static bool round_finished(moshpit_t *mp) {
     return true;
 }
 
-void mp__round_progress(moshpit_t *mp) {
+void mp__engine_round_progress(moshpit_t *mp) {
     mp_round_t *r = &mp->round;
-    uint64_t now = mp__now_ms();
+    uint64_t now = mp__engine_now_ms();
     /* matchmakers run whether this peer is in a call or not */
     mp__rnd_tick(mp->rnd, now);
     if (r->cmd == NULL) {
         drain(mp);
         return;
     }
-    mp__round_pump(mp);
+    mp__engine_round_pump(mp);
     if (r->cmd == NULL || r->group == NULL)
         return;
-    mp__pump_sends(mp);
+    mp__engine_pump_sends(mp);
     if (round_finished(mp))
-        mp__round_end(mp, MOSHPIT_OK, false);
+        mp__engine_round_end(mp, MOSHPIT_OK, false);
 }
 
-uint64_t mp__round_wakeup(const moshpit_t *mp) {
+uint64_t mp__engine_round_wakeup(const moshpit_t *mp) {
     return mp__rnd_next_wakeup(mp->rnd);
 }
 

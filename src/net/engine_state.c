@@ -37,15 +37,15 @@ static bool buf_fit(float **buf, size_t *cap, size_t count) {
 /* The version of a kept state is its round's group id: members of one
  * group that all got the full result hold the same bytes under the same
  * version, so a client can resume a download from any of them. */
-void mp__state_round_done(moshpit_t *mp, uint64_t gid, const float *v,
-                          size_t count) {
+void mp__engine_state_round_done(moshpit_t *mp, uint64_t gid, const float *v,
+                                 size_t count) {
     mp_state_srv_t *st = &mp->st;
     if (!mp->cfg.serve_state || count == 0)
         return;
     st->rounds++;
     if (!buf_fit(&st->latest, &st->latest_cap, count)) {
-        mp__log(mp, MOSHPIT_LOG_WARN,
-                "no memory to keep a %zu-float state to serve", count);
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "no memory to keep a %zu-float state to serve", count);
         st->latest_ver = 0;
         return;
     }
@@ -119,7 +119,7 @@ static void send_info(moshpit_t *mp, mp_peer_t *p, uint64_t seq, bool busy) {
         m->u.state_info.count = st->serve_n;
         memcpy(m->u.state_info.digest, st->digest, 32);
     }
-    mp__send_msg(mp, p, m);
+    mp__engine_send_msg(mp, p, m);
 }
 
 /* Seals chunk c of the served state for p and queues it: 1 sent, 0 the
@@ -141,7 +141,7 @@ static int send_chunk(moshpit_t *mp, mp_peer_t *p, uint32_t c) {
                        .counter = p->tx_counter + 1,
                        .round_id = st->serve_ver,
                        .part = c};
-    mp__data_hdr_encode(&h, buf);
+    mp__wire_data_hdr_encode(&h, buf);
     if (mp__session_seal(p->keys, h.counter, buf, MP_DATA_HDR_BYTES,
                          (const uint8_t *)(st->serve + off), plen,
                          buf + MP_DATA_HDR_BYTES,
@@ -158,9 +158,10 @@ static int send_chunk(moshpit_t *mp, mp_peer_t *p, uint32_t c) {
     return 1;
 }
 
-void mp__state_on_req(moshpit_t *mp, mp_peer_t *p, const mp_state_req_t *q) {
+void mp__engine_state_on_req(moshpit_t *mp, mp_peer_t *p,
+                             const mp_state_req_t *q) {
     mp_state_srv_t *st = &mp->st;
-    uint64_t now = mp__now_ms();
+    uint64_t now = mp__engine_now_ms();
     if (!mp->cfg.serve_state) {
         send_info(mp, p, q->seq, true);
         return;
@@ -173,14 +174,14 @@ void mp__state_on_req(moshpit_t *mp, mp_peer_t *p, const mp_state_req_t *q) {
                       now - st->clients[i].last_ms < STATE_ACTIVE_MS &&
                       memcmp(st->clients[i].id, p->id, 32) == 0;
     if (!client_admit(mp, p->id, now)) {
-        mp__log(mp, MOSHPIT_LOG_WARN,
-                "state request from %.8s refused: %u downloads already",
-                p->id_txt, mp->cfg.state_clients_max);
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "state request from %.8s refused: %u downloads already",
+                       p->id_txt, mp->cfg.state_clients_max);
         send_info(mp, p, q->seq, true);
         return;
     }
     if (!was_active)
-        mp__log(mp, MOSHPIT_LOG_DEBUG, "state: serving %.8s", p->id_txt);
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG, "state: serving %.8s", p->id_txt);
     if (q->version == 0 || q->version != st->serve_ver) {
         send_info(mp, p, q->seq, false);
         return;
@@ -202,10 +203,10 @@ void mp__state_on_req(moshpit_t *mp, mp_peer_t *p, const mp_state_req_t *q) {
         p->st_next = q->first;
         p->st_end = end;
     }
-    mp__state_pump(mp);
+    mp__engine_state_pump(mp);
 }
 
-void mp__state_pump(moshpit_t *mp) {
+void mp__engine_state_pump(moshpit_t *mp) {
     mp_state_srv_t *st = &mp->st;
     for (size_t i = 0; i < mp->npeers; i++) {
         mp_peer_t *p = mp->peers[i];
@@ -230,8 +231,8 @@ void mp__state_pump(moshpit_t *mp) {
             }
             p->st_next++;
             if (p->st_next == 32)
-                mp__log(mp, MOSHPIT_LOG_DEBUG, "state: 32 chunks sent to %.8s",
-                        p->id_txt);
+                mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                               "state: 32 chunks sent to %.8s", p->id_txt);
         }
     }
 }
@@ -248,15 +249,15 @@ static void fetch_end(moshpit_t *mp, moshpit_err_t e) {
     mp__fetch_free(mp->fetch);
     mp->fetch = NULL;
     mp->fetch_cmd = NULL;
-    mp__complete_cmd(mp, c, e);
+    mp__engine_complete_cmd(mp, c, e);
 }
 
 static void fetch_pump(moshpit_t *mp) {
     mp_fetch_send_t s;
     while (mp->fetch != NULL && mp__fetch_next_send(mp->fetch, &s)) {
-        mp_peer_t *p = mp__find_peer(mp, s.to);
+        mp_peer_t *p = mp__engine_find_peer(mp, s.to);
         if (p == NULL || p->state != MP_PEER_LIVE) {
-            mp__fetch_on_server_failed(mp->fetch, mp__now_ms(), s.to);
+            mp__fetch_on_server_failed(mp->fetch, mp__engine_now_ms(), s.to);
             continue;
         }
         mp_msg_t *m = mp->msg;
@@ -268,7 +269,7 @@ static void fetch_pump(moshpit_t *mp) {
             m->u.state_req.first = s.first;
             m->u.state_req.n = s.n;
         }
-        mp__send_msg(mp, p, m);
+        mp__engine_send_msg(mp, p, m);
     }
 }
 
@@ -281,11 +282,11 @@ static void fetch_progress(moshpit_t *mp) {
             uint8_t d[32];
             mp__crypto_state_digest(mp->fetch_cmd->values, mp->fetch_cmd->count,
                                     d);
-            mp__fetch_verified(mp->fetch, mp__now_ms(), d);
+            mp__fetch_verified(mp->fetch, mp__engine_now_ms(), d);
             if (mp__fetch_state(mp->fetch) == MP_FETCH_RUNNING)
-                mp__log(mp, MOSHPIT_LOG_WARN,
-                        "downloaded state does not match its digest; "
-                        "trying another server");
+                mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                               "downloaded state does not match its digest; "
+                               "trying another server");
             continue;
         }
         case MP_FETCH_DONE:
@@ -313,7 +314,7 @@ static size_t servers(moshpit_t *mp, uint8_t (*ids)[32], size_t cap,
             memcpy(ids[n++], p->id, 32);
     }
     for (size_t i = n; i > 1; i--) {
-        size_t j = (size_t)(mp__rng_next(mp) % i);
+        size_t j = (size_t)(mp__engine_rng_next(mp) % i);
         uint8_t t[32];
         memcpy(t, ids[i - 1], 32);
         memcpy(ids[i - 1], ids[j], 32);
@@ -358,33 +359,34 @@ static void fetch_try_begin(moshpit_t *mp, uint64_t now) {
     fetch_progress(mp);
 }
 
-void mp__state_fetch_start(moshpit_t *mp, mp_cmd_t *c) {
+void mp__engine_state_fetch_start(moshpit_t *mp, mp_cmd_t *c) {
     if (mp->fetch_cmd != NULL) { /* cannot happen: calls are serialized */
-        mp__complete_cmd(mp, c, MOSHPIT_EINVAL);
+        mp__engine_complete_cmd(mp, c, MOSHPIT_EINVAL);
         return;
     }
     mp->fetch_cmd = c;
-    fetch_try_begin(mp, mp__now_ms());
+    fetch_try_begin(mp, mp__engine_now_ms());
 }
 
-void mp__state_on_info(moshpit_t *mp, mp_peer_t *p, const mp_state_info_t *i) {
+void mp__engine_state_on_info(moshpit_t *mp, mp_peer_t *p,
+                              const mp_state_info_t *i) {
     if (mp->fetch == NULL || i->seq != mp->fetch_seq)
         return;
-    mp__fetch_on_info(mp->fetch, mp__now_ms(), p->id, i->version, i->round,
-                      i->count, i->digest);
+    mp__fetch_on_info(mp->fetch, mp__engine_now_ms(), p->id, i->version,
+                      i->round, i->count, i->digest);
     fetch_progress(mp);
 }
 
-void mp__state_on_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
-                        size_t len, const mp_data_hdr_t *h) {
+void mp__engine_state_on_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
+                               size_t len, const mp_data_hdr_t *h) {
     size_t off;
     if (mp->fetch == NULL ||
         !mp__fetch_chunk_wanted(mp->fetch, p->id, h->round_id, h->part,
                                 h->count, &off))
         return;
     if (h->counter <= p->rx_counter) {
-        mp__log(mp, MOSHPIT_LOG_WARN, "replayed state chunk from %.8s dropped",
-                p->id_txt);
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "replayed state chunk from %.8s dropped", p->id_txt);
         return;
     }
     size_t plen = (size_t)h->count * 4u;
@@ -397,24 +399,24 @@ void mp__state_on_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
             p->keys, h->counter, buf, MP_DATA_HDR_BYTES,
             buf + MP_DATA_HDR_BYTES, plen, buf + MP_DATA_HDR_BYTES + plen,
             (uint8_t *)(mp->fetch_cmd->values + off)) != MOSHPIT_OK) {
-        mp__log(mp, MOSHPIT_LOG_WARN,
-                "state chunk from %.8s failed authentication, dropped",
-                p->id_txt);
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "state chunk from %.8s failed authentication, dropped",
+                       p->id_txt);
         return;
     }
     p->rx_counter = h->counter;
-    mp__fetch_chunk_done(mp->fetch, mp__now_ms(), h->part);
+    mp__fetch_chunk_done(mp->fetch, mp__engine_now_ms(), h->part);
     fetch_progress(mp);
 }
 
-void mp__state_peer_failed(moshpit_t *mp, mp_peer_t *p) {
+void mp__engine_state_peer_failed(moshpit_t *mp, mp_peer_t *p) {
     if (mp->fetch == NULL)
         return;
-    mp__fetch_on_server_failed(mp->fetch, mp__now_ms(), p->id);
+    mp__fetch_on_server_failed(mp->fetch, mp__engine_now_ms(), p->id);
     fetch_progress(mp);
 }
 
-void mp__state_fetch_poll(moshpit_t *mp, uint64_t now) {
+void mp__engine_state_fetch_poll(moshpit_t *mp, uint64_t now) {
     mp_cmd_t *c = mp->fetch_cmd;
     if (c == NULL)
         return;
@@ -433,17 +435,17 @@ void mp__state_fetch_poll(moshpit_t *mp, uint64_t now) {
     fetch_progress(mp);
 }
 
-uint64_t mp__state_fetch_wakeup(const moshpit_t *mp) {
+uint64_t mp__engine_state_fetch_wakeup(const moshpit_t *mp) {
     if (mp->fetch_cmd == NULL)
         return UINT64_MAX;
     uint64_t w = mp->fetch_cmd->deadline_ms - ROUND_MARGIN_MS;
     if (mp->fetch == NULL)
-        return mp__now_ms() + 100 < w ? mp__now_ms() + 100 : w;
+        return mp__engine_now_ms() + 100 < w ? mp__engine_now_ms() + 100 : w;
     uint64_t t = mp__fetch_next_wakeup(mp->fetch);
     return t < w ? t : w;
 }
 
-void mp__state_teardown(moshpit_t *mp) {
+void mp__engine_state_teardown(moshpit_t *mp) {
     fetch_end(mp, MOSHPIT_ECLOSED);
     free(mp->st.serve);
     free(mp->st.latest);

@@ -6,7 +6,7 @@
  * member it learns of and counts a peer as a member while it has a live
  * session. A session ends when its TCP connection drops, or when SWIM
  * holds the peer dead and it did not answer a probe on the session within
- * SESSION_QUIET_MS (mp__swim_check_sessions). Engine thread only.
+ * SESSION_QUIET_MS (mp__engine_swim_check_sessions). Engine thread only.
  */
 #include "engine_int.h"
 
@@ -20,7 +20,7 @@
 /* How often counters of refused or dropped membership input are logged. */
 #define SWIM_STATS_LOG_MS 10000u
 
-moshpit_err_t mp__swim_setup(moshpit_t *mp) {
+moshpit_err_t mp__engine_swim_setup(moshpit_t *mp) {
     mp_swim_config_t cfg;
     mp__swim_config_default(&cfg);
     /* A peer busy sealing a large round answers probes late: be patient
@@ -40,10 +40,10 @@ moshpit_err_t mp__swim_setup(moshpit_t *mp) {
     if (mp->swim_out == NULL || mp->swim_msg == NULL || mp->swim_pb == NULL)
         return MOSHPIT_ENOMEM;
     return mp__swim_new(&cfg, mp->pub, mp->ctrl_ep, mp__crypto_random_u64(),
-                        mp__now_ms(), &mp->swim);
+                        mp__engine_now_ms(), &mp->swim);
 }
 
-void mp__swim_teardown(moshpit_t *mp) {
+void mp__engine_swim_teardown(moshpit_t *mp) {
     mp__swim_free(mp->swim);
     mp->swim = NULL;
     free(mp->swim_out);
@@ -58,16 +58,16 @@ void mp__swim_teardown(moshpit_t *mp) {
     }
 }
 
-bool mp__swim_member_ok(const moshpit_t *mp, const uint8_t id[32]) {
+bool mp__engine_swim_member_ok(const moshpit_t *mp, const uint8_t id[32]) {
     mp_swim_member_t m;
     if (mp->swim == NULL)
         return true;
     /* a live session is first-hand evidence (a crashed peer's session
      * ends when its TCP connections drop, a frozen one's by
-     * mp__swim_check_sessions); SWIM's verdict counts for members we have no
-     * session with. A loaded machine answers probes late, and a false
+     * mp__engine_swim_check_sessions); SWIM's verdict counts for members we
+     * have no session with. A loaded machine answers probes late, and a false
      * "dead" must not cost a working session its rounds. */
-    const mp_peer_t *p = mp__find_peer((moshpit_t *)mp, id);
+    const mp_peer_t *p = mp__engine_find_peer((moshpit_t *)mp, id);
     if (p != NULL && p->state == MP_PEER_LIVE)
         return true;
     if (!mp__swim_lookup(mp->swim, id, &m))
@@ -79,16 +79,17 @@ bool mp__swim_member_ok(const moshpit_t *mp, const uint8_t id[32]) {
  * session dials it and waits (one message) until the session is up. */
 static void swim_send(moshpit_t *mp, const mp_swim_out_t *o) {
     size_t len = 0;
-    if (mp__swim_msg_encode(&o->msg, mp->msgbuf, MP_CTRL_MAX, &len) !=
+    if (mp__wire_swim_msg_encode(&o->msg, mp->msgbuf, MP_CTRL_MAX, &len) !=
         MOSHPIT_OK) {
-        mp__log(mp, MOSHPIT_LOG_ERROR, "membership message encode failed");
+        mp__engine_log(mp, MOSHPIT_LOG_ERROR,
+                       "membership message encode failed");
         return;
     }
-    mp_peer_t *p = mp__find_peer(mp, o->to);
+    mp_peer_t *p = mp__engine_find_peer(mp, o->to);
     if (p != NULL && p->state == MP_PEER_LIVE && p->ctrl != NULL) {
         if (zmq_send(p->ctrl, mp->msgbuf, len, ZMQ_DONTWAIT) < 0)
-            mp__log(mp, MOSHPIT_LOG_DEBUG, "membership message to %.8s lost",
-                    p->id_txt);
+            mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                           "membership message to %.8s lost", p->id_txt);
         return;
     }
     /* copied before dialling: the HELLO that dialling sends is encoded
@@ -102,10 +103,11 @@ static void swim_send(moshpit_t *mp, const mp_swim_out_t *o) {
                            ? m.addr
                            : (p != NULL ? p->ctrl_addr : "");
     if (p == NULL)
-        mp__peer_learn(mp, o->to, addr);
+        mp__engine_peer_learn(mp, o->to, addr);
     else if (p->state == MP_PEER_DEAD)
-        mp__peer_redial(mp, p, addr); /* e.g. we were frozen: reconnect */
-    p = mp__find_peer(mp, o->to);
+        mp__engine_peer_redial(mp, p,
+                               addr); /* e.g. we were frozen: reconnect */
+    p = mp__engine_find_peer(mp, o->to);
     if (p == NULL || p->state == MP_PEER_REFUSED) {
         free(copy);
         return;
@@ -118,7 +120,7 @@ static void swim_send(moshpit_t *mp, const mp_swim_out_t *o) {
 static void check_session(moshpit_t *mp, mp_peer_t *p, uint64_t now);
 
 static void swim_event(moshpit_t *mp, const mp_swim_event_t *ev) {
-    mp_peer_t *p = mp__find_peer(mp, ev->id);
+    mp_peer_t *p = mp__engine_find_peer(mp, ev->id);
     mp_swim_member_t m;
     bool known = mp__swim_lookup(mp->swim, ev->id, &m);
     switch (ev->type) {
@@ -129,14 +131,15 @@ static void swim_event(moshpit_t *mp, const mp_swim_event_t *ev) {
             m.state == MP_SWIM_LEFT || m.addr[0] == '\0')
             break;
         if (ev->type == MP_SWIM_EV_JOINED || p == NULL)
-            mp__peer_learn(mp, ev->id, m.addr);
+            mp__engine_peer_learn(mp, ev->id, m.addr);
         else
-            mp__peer_redial(mp, p, m.addr); /* back, or moved */
+            mp__engine_peer_redial(mp, p, m.addr); /* back, or moved */
         break;
     case MP_SWIM_EV_SUSPECT:
         if (p != NULL) {
-            mp__log(mp, MOSHPIT_LOG_INFO, "peer %.8s: suspect", p->id_txt);
-            check_session(mp, p, mp__now_ms());
+            mp__engine_log(mp, MOSHPIT_LOG_INFO, "peer %.8s: suspect",
+                           p->id_txt);
+            check_session(mp, p, mp__engine_now_ms());
         }
         break;
     case MP_SWIM_EV_DEAD:
@@ -146,7 +149,7 @@ static void swim_event(moshpit_t *mp, const mp_swim_event_t *ev) {
         if (ev->type == MP_SWIM_EV_DEAD && p->state == MP_PEER_LIVE) {
             /* a session it still talks on is first-hand, the verdict is
              * not (check_session) */
-            check_session(mp, p, mp__now_ms());
+            check_session(mp, p, mp__engine_now_ms());
             break;
         }
         if (ev->type == MP_SWIM_EV_DEAD && p->state == MP_PEER_NEW &&
@@ -156,21 +159,23 @@ static void swim_event(moshpit_t *mp, const mp_swim_event_t *ev) {
                       too slow to answer probes while it sets up sessions,
                       and dropping the dial would cost both sides
                       DEAD_RETRY_MS before the next one */
-        mp__peer_set_state(mp, p, MP_PEER_DEAD,
-                           ev->type == MP_SWIM_EV_LEFT ? "left"
-                                                       : "declared dead");
+        mp__engine_peer_set_state(
+            mp, p, MP_PEER_DEAD,
+            ev->type == MP_SWIM_EV_LEFT ? "left" : "declared dead");
         break;
     case MP_SWIM_EV_REFUTED:
-        mp__log(mp, MOSHPIT_LOG_INFO,
-                "membership: suspected by others, refuted (incarnation %u)",
-                ev->inc);
+        mp__engine_log(
+            mp, MOSHPIT_LOG_INFO,
+            "membership: suspected by others, refuted (incarnation %u)",
+            ev->inc);
         break;
     case MP_SWIM_EV_SYNCED:
-        mp__log(mp, MOSHPIT_LOG_DEBUG, "membership: member list received");
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                       "membership: member list received");
         break;
     case MP_SWIM_EV_SYNC_FAILED:
-        mp__log(mp, MOSHPIT_LOG_WARN,
-                "membership: bootstrap peer silent, trying another");
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "membership: bootstrap peer silent, trying another");
         mp->swim_joined = false;
         break;
     default:
@@ -186,7 +191,7 @@ static void swim_maybe_join(moshpit_t *mp) {
         mp_peer_t *p = mp->peers[i];
         if (p->state != MP_PEER_LIVE || !p->bootstrap)
             continue;
-        if (mp__swim_join(mp->swim, mp__now_ms(), p->id, p->ctrl_addr) ==
+        if (mp__swim_join(mp->swim, mp__engine_now_ms(), p->id, p->ctrl_addr) ==
             MOSHPIT_OK) {
             mp->swim_joined = true;
             return;
@@ -205,7 +210,7 @@ static void swim_log_stats(moshpit_t *mp, uint64_t now) {
     if (bad == mp->swim_bad_logged)
         return;
     mp->swim_bad_logged = bad;
-    mp__log(
+    mp__engine_log(
         mp, MOSHPIT_LOG_WARN,
         "membership input refused or dropped so far: %llu new members "
         "(table full), %llu invalid updates, %llu third-party death "
@@ -217,7 +222,7 @@ static void swim_log_stats(moshpit_t *mp, uint64_t now) {
         (unsigned long long)s.queue_dropped, (unsigned long long)s.out_dropped);
 }
 
-void mp__swim_pump(moshpit_t *mp) {
+void mp__engine_swim_pump(moshpit_t *mp) {
     if (mp->swim == NULL)
         return;
     swim_maybe_join(mp);
@@ -235,65 +240,67 @@ void mp__swim_pump(moshpit_t *mp) {
         if (!any)
             break;
     }
-    mp__update_members(mp);
+    mp__engine_update_members(mp);
 }
 
-bool mp__swim_on_ctrl(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
-                      size_t len) {
+bool mp__engine_swim_on_ctrl(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
+                             size_t len) {
     if (mp->swim == NULL ||
-        mp__swim_msg_decode(buf, len, mp->swim_msg) != MOSHPIT_OK)
+        mp__wire_swim_msg_decode(buf, len, mp->swim_msg) != MOSHPIT_OK)
         return false;
     if (p != NULL && p->state == MP_PEER_LIVE) {
         mp_swim_stats_t before, after;
         mp__swim_get_stats(mp->swim, &before);
-        mp__swim_on_message(mp->swim, mp__now_ms(), p->id, mp->swim_msg);
+        mp__swim_on_message(mp->swim, mp__engine_now_ms(), p->id, mp->swim_msg);
         mp__swim_get_stats(mp->swim, &after);
         /* claims the sender cannot make by itself: logged now, not only
          * in the periodic counters. A rumour of a death or a leave is
          * also how honest gossip spreads one: news, not a warning. */
         if (after.downgraded > before.downgraded)
-            mp__log(mp, MOSHPIT_LOG_INFO,
-                    "membership: %.8s claims another member is dead or "
-                    "left; only taken as suspicion",
-                    p->id_txt);
+            mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                           "membership: %.8s claims another member is dead or "
+                           "left; only taken as suspicion",
+                           p->id_txt);
         if (after.rejected > before.rejected)
-            mp__log(mp, MOSHPIT_LOG_WARN,
-                    "membership: invalid update from %.8s ignored", p->id_txt);
-        mp__swim_pump(mp);
+            mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                           "membership: invalid update from %.8s ignored",
+                           p->id_txt);
+        mp__engine_swim_pump(mp);
     }
     /* from a peer without a session (not admitted yet): ignored */
     return true;
 }
 
-size_t mp__swim_piggyback(moshpit_t *mp, const mp_peer_t *p, uint8_t *buf,
-                          size_t cap) {
+size_t mp__engine_swim_piggyback(moshpit_t *mp, const mp_peer_t *p,
+                                 uint8_t *buf, size_t cap) {
     if (mp->swim == NULL || mp->swim_pb == NULL || p->state != MP_PEER_LIVE)
         return 0;
     size_t n = mp__swim_take_updates(mp->swim, p->id, MP_PB_UPDATE_BYTES,
                                      mp->swim_pb, MP_SWIM_PB_MAX);
     size_t len = 0;
     if (n == 0 ||
-        mp__swim_block_encode(mp__swim_self_inc(mp->swim), mp->swim_pb, n, buf,
-                              cap, &len) != MOSHPIT_OK)
+        mp__wire_swim_block_encode(mp__swim_self_inc(mp->swim), mp->swim_pb, n,
+                                   buf, cap, &len) != MOSHPIT_OK)
         return 0;
     return len;
 }
 
-void mp__swim_on_piggyback(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
-                           size_t len) {
+void mp__engine_swim_on_piggyback(moshpit_t *mp, mp_peer_t *p,
+                                  const uint8_t *buf, size_t len) {
     uint64_t t = 0;
     if (p == NULL || p->state != MP_PEER_LIVE || mp->swim == NULL)
         return; /* only members' gossip counts */
     if (len > MP_PB_FRAME_MAX ||
-        mp__swim_wire_peek_type(buf, len, &t) != MOSHPIT_OK ||
-        t != MP_SWIM_MSG_GOSSIP || !mp__swim_on_ctrl(mp, p, buf, len))
-        mp__log(mp, MOSHPIT_LOG_WARN,
-                "second frame from %.8s is not a membership update block "
-                "(%zu bytes), dropped",
-                p->id_txt, len);
+        mp__wire_swim_peek_type(buf, len, &t) != MOSHPIT_OK ||
+        t != MP_SWIM_MSG_GOSSIP || !mp__engine_swim_on_ctrl(mp, p, buf, len))
+        mp__engine_log(
+            mp, MOSHPIT_LOG_WARN,
+            "second frame from %.8s is not a membership update block "
+            "(%zu bytes), dropped",
+            p->id_txt, len);
 }
 
-void mp__swim_peer_live(moshpit_t *mp, mp_peer_t *p) {
+void mp__engine_swim_peer_live(moshpit_t *mp, mp_peer_t *p) {
     if (mp->swim == NULL)
         return;
     mp__swim_addr_verified(mp->swim, p->id, p->ctrl_addr);
@@ -301,7 +308,7 @@ void mp__swim_peer_live(moshpit_t *mp, mp_peer_t *p) {
      * thawed or restarted peer): probe it now, so that both sides hear of
      * each other's verdict and refute, instead of holding each other dead
      * while nobody probes across (the session would then end again) */
-    check_session(mp, p, mp__now_ms());
+    check_session(mp, p, mp__engine_now_ms());
     if (p->swim_pending != NULL) {
         if (p->ctrl != NULL)
             (void)zmq_send(p->ctrl, p->swim_pending, p->swim_pending_len,
@@ -309,20 +316,20 @@ void mp__swim_peer_live(moshpit_t *mp, mp_peer_t *p) {
         free(p->swim_pending);
         p->swim_pending = NULL;
     }
-    mp__swim_pump(mp);
+    mp__engine_swim_pump(mp);
 }
 
-void mp__swim_housekeeping(moshpit_t *mp, uint64_t now) {
+void mp__engine_swim_housekeeping(moshpit_t *mp, uint64_t now) {
     if (mp->swim == NULL)
         return;
     if (mp__swim_next_wakeup(mp->swim) <= now) {
         mp__swim_tick(mp->swim, now);
-        mp__swim_pump(mp);
+        mp__engine_swim_pump(mp);
     }
     swim_log_stats(mp, now);
 }
 
-uint64_t mp__swim_wakeup(const moshpit_t *mp) {
+uint64_t mp__engine_swim_wakeup(const moshpit_t *mp) {
     return mp->swim != NULL ? mp__swim_next_wakeup(mp->swim) : UINT64_MAX;
 }
 
@@ -354,31 +361,31 @@ static void check_session(moshpit_t *mp, mp_peer_t *p, uint64_t now) {
         return;
     }
     if (m.state != MP_SWIM_DEAD || answered || !waited ||
-        mp__round_has_member(mp, p))
+        mp__engine_round_has_member(mp, p))
         return;
-    mp__peer_set_state(mp, p, MP_PEER_DEAD,
-                       "declared dead by membership, no answer on our "
-                       "session");
+    mp__engine_peer_set_state(mp, p, MP_PEER_DEAD,
+                              "declared dead by membership, no answer on our "
+                              "session");
 }
 
-void mp__swim_check_sessions(moshpit_t *mp, uint64_t now) {
+void mp__engine_swim_check_sessions(moshpit_t *mp, uint64_t now) {
     if (mp->swim == NULL)
         return;
     for (size_t i = 0; i < mp->npeers; i++)
         check_session(mp, mp->peers[i], now);
-    mp__swim_pump(mp);
+    mp__engine_swim_pump(mp);
 }
 
-void mp__swim_close(moshpit_t *mp) {
+void mp__engine_swim_close(moshpit_t *mp) {
     if (mp->swim == NULL)
         return;
-    mp__swim_leave(mp->swim, mp__now_ms());
+    mp__swim_leave(mp->swim, mp__engine_now_ms());
     while (mp__swim_poll_send(mp->swim, mp->swim_out)) {
-        mp_peer_t *p = mp__find_peer(mp, mp->swim_out->to);
+        mp_peer_t *p = mp__engine_find_peer(mp, mp->swim_out->to);
         size_t len = 0;
         if (p != NULL && p->state == MP_PEER_LIVE && p->ctrl != NULL &&
-            mp__swim_msg_encode(&mp->swim_out->msg, mp->msgbuf, MP_CTRL_MAX,
-                                &len) == MOSHPIT_OK)
+            mp__wire_swim_msg_encode(&mp->swim_out->msg, mp->msgbuf,
+                                     MP_CTRL_MAX, &len) == MOSHPIT_OK)
             (void)zmq_send(p->ctrl, mp->msgbuf, len, ZMQ_DONTWAIT);
     }
 }

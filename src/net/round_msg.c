@@ -7,9 +7,9 @@
 
 #include <string.h>
 
-mp_rnd_msg_status_t mp__rnd_on_msg(mp_rnd_t *rm, uint64_t now,
-                                   const uint8_t from[MP_ID_BYTES],
-                                   const mp_msg_t *m) {
+mp_rnd_msg_status_t mp__round_msg_dispatch(mp_rnd_t *rm, uint64_t now,
+                                           const uint8_t from[MP_ID_BYTES],
+                                           const mp_msg_t *m) {
     switch (m->type) {
     case MP_MSG_JOIN: {
         const mp_join_t *j = &m->u.join;
@@ -53,7 +53,7 @@ mp_rnd_msg_status_t mp__rnd_on_msg(mp_rnd_t *rm, uint64_t now,
     }
 }
 
-void mp__rnd_out_msg(const mp_rnd_out_t *o, mp_msg_t *m) {
+void mp__round_msg_from_out(const mp_rnd_out_t *o, mp_msg_t *m) {
     switch (o->msg) {
     case MP_RND_JOIN:
         m->type = MP_MSG_JOIN;

@@ -11,7 +11,7 @@
 #include "core/round.h"
 #include "wire/wire.h"
 
-/* What mp__rnd_on_msg made of a message. */
+/* What mp__round_msg_dispatch made of a message. */
 typedef enum {
     MP_RND_MSG_OTHER = 0, /* not a round message: the caller's */
     MP_RND_MSG_OK,        /* handled */
@@ -24,11 +24,11 @@ typedef enum {
 /* Dispatches m (JOIN, JOIN_ACK, GROUP, ALONE, LEAVE) from peer `from` to
  * the machine; anything else is left to the caller (MP_RND_MSG_OTHER).
  * Pull the machine's outputs afterwards. */
-mp_rnd_msg_status_t mp__rnd_on_msg(mp_rnd_t *rm, uint64_t now_ms,
-                                   const uint8_t from[MP_ID_BYTES],
-                                   const mp_msg_t *m);
+mp_rnd_msg_status_t mp__round_msg_dispatch(mp_rnd_t *rm, uint64_t now_ms,
+                                           const uint8_t from[MP_ID_BYTES],
+                                           const mp_msg_t *m);
 
 /* The wire message of a MP_RND_OUT_SEND output (m is overwritten). */
-void mp__rnd_out_msg(const mp_rnd_out_t *o, mp_msg_t *m);
+void mp__round_msg_from_out(const mp_rnd_out_t *o, mp_msg_t *m);
 
 #endif

@@ -325,8 +325,8 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
     }
 }
 
-moshpit_err_t mp__msg_encode(const mp_msg_t *msg, uint8_t *buf, size_t cap,
-                             size_t *len) {
+moshpit_err_t mp__wire_msg_encode(const mp_msg_t *msg, uint8_t *buf, size_t cap,
+                                  size_t *len) {
     if (len != NULL)
         *len = 0;
     if (msg == NULL || len == NULL || (buf == NULL && cap > 0))
@@ -722,7 +722,8 @@ static int decode_map(const msgpack_object *root, mp_msg_t *msg) {
     }
 }
 
-moshpit_err_t mp__msg_decode(const uint8_t *buf, size_t len, mp_msg_t *msg) {
+moshpit_err_t mp__wire_msg_decode(const uint8_t *buf, size_t len,
+                                  mp_msg_t *msg) {
     if (msg == NULL || (buf == NULL && len > 0))
         return MOSHPIT_EINVAL;
     memset(msg, 0, sizeof *msg);
@@ -756,8 +757,8 @@ moshpit_err_t mp__msg_decode(const uint8_t *buf, size_t len, mp_msg_t *msg) {
 
 _Static_assert(sizeof(double) == sizeof(uint64_t), "IEEE-754 binary64");
 
-void mp__data_hdr_encode(const mp_data_hdr_t *h,
-                         uint8_t out[MP_DATA_HDR_BYTES]) {
+void mp__wire_data_hdr_encode(const mp_data_hdr_t *h,
+                              uint8_t out[MP_DATA_HDR_BYTES]) {
     uint64_t wbits;
     memcpy(&wbits, &h->wsum, sizeof wbits);
     mp__store_le(out + 0, DATA_HDR_VERSION, 1);
@@ -773,8 +774,8 @@ void mp__data_hdr_encode(const mp_data_hdr_t *h,
     mp__store_le(out + 40, wbits, 8);
 }
 
-moshpit_err_t mp__data_hdr_decode(const uint8_t *buf, size_t len,
-                                  mp_data_hdr_t *h) {
+moshpit_err_t mp__wire_data_hdr_decode(const uint8_t *buf, size_t len,
+                                       mp_data_hdr_t *h) {
     if (h == NULL || (buf == NULL && len > 0))
         return MOSHPIT_EINVAL;
     memset(h, 0, sizeof *h);

@@ -138,12 +138,13 @@ typedef struct mp_msg {
 
 /* Encodes msg into buf (cap bytes); *len receives the size. Errors: EINVAL
  * (invalid msg fields, e.g. n out of range), ENOMEM (cap too small). */
-moshpit_err_t mp__msg_encode(const mp_msg_t *msg, uint8_t *buf, size_t cap,
-                             size_t *len);
+moshpit_err_t mp__wire_msg_encode(const mp_msg_t *msg, uint8_t *buf, size_t cap,
+                                  size_t *len);
 
 /* Decodes exactly one message occupying all of buf[0..len). Errors: EPROTO
  * for anything malformed (see above), ENOMEM. msg is fully overwritten. */
-moshpit_err_t mp__msg_decode(const uint8_t *buf, size_t len, mp_msg_t *msg);
+moshpit_err_t mp__wire_msg_decode(const uint8_t *buf, size_t len,
+                                  mp_msg_t *msg);
 
 /* Structural pre-scan shared by the msgpack decoders: 0 if buf[0..len) is
  * exactly one well-formed msgpack object, every count and length backed by
@@ -191,13 +192,13 @@ typedef struct mp_data_hdr {
     double wsum;
 } mp_data_hdr_t;
 
-void mp__data_hdr_encode(const mp_data_hdr_t *h,
-                         uint8_t out[MP_DATA_HDR_BYTES]);
+void mp__wire_data_hdr_encode(const mp_data_hdr_t *h,
+                              uint8_t out[MP_DATA_HDR_BYTES]);
 /* Checks version, kind, codec (known, 0 for a state chunk), reserved,
  * count <= MP_DATA_MAX_COUNT, that len == header + mp__codec_bytes(codec,
  * count) + tag, and that wsum is finite and >= 0.
  * Errors: EPROTO. */
-moshpit_err_t mp__data_hdr_decode(const uint8_t *buf, size_t len,
-                                  mp_data_hdr_t *h);
+moshpit_err_t mp__wire_data_hdr_decode(const uint8_t *buf, size_t len,
+                                       mp_data_hdr_t *h);
 
 #endif

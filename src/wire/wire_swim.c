@@ -166,8 +166,8 @@ static moshpit_err_t finish(const mp_wire_buf_t *w, size_t *len) {
     return MOSHPIT_OK;
 }
 
-moshpit_err_t mp__swim_msg_encode(const mp_swim_msg_t *msg, uint8_t *buf,
-                                  size_t cap, size_t *len) {
+moshpit_err_t mp__wire_swim_msg_encode(const mp_swim_msg_t *msg, uint8_t *buf,
+                                       size_t cap, size_t *len) {
     if (len != NULL)
         *len = 0;
     if (msg == NULL || len == NULL || (buf == NULL && cap > 0))
@@ -182,9 +182,10 @@ moshpit_err_t mp__swim_msg_encode(const mp_swim_msg_t *msg, uint8_t *buf,
     return finish(&w, len);
 }
 
-moshpit_err_t mp__swim_block_encode(uint32_t inc,
-                                    const mp_swim_update_t *updates, size_t n,
-                                    uint8_t *buf, size_t cap, size_t *len) {
+moshpit_err_t mp__wire_swim_block_encode(uint32_t inc,
+                                         const mp_swim_update_t *updates,
+                                         size_t n, uint8_t *buf, size_t cap,
+                                         size_t *len) {
     if (len != NULL)
         *len = 0;
     if (len == NULL || (buf == NULL && cap > 0) || (updates == NULL && n > 0))
@@ -325,8 +326,8 @@ static moshpit_err_t unpack(const uint8_t *buf, size_t len,
     return MOSHPIT_OK;
 }
 
-moshpit_err_t mp__swim_msg_decode(const uint8_t *buf, size_t len,
-                                  mp_swim_msg_t *msg) {
+moshpit_err_t mp__wire_swim_msg_decode(const uint8_t *buf, size_t len,
+                                       mp_swim_msg_t *msg) {
     if (msg == NULL || (buf == NULL && len > 0))
         return MOSHPIT_EINVAL;
     memset(msg, 0, sizeof *msg);
@@ -341,7 +342,7 @@ moshpit_err_t mp__swim_msg_decode(const uint8_t *buf, size_t len,
     return err;
 }
 
-moshpit_err_t mp__swim_wire_peek_type(const uint8_t *buf, size_t len,
+moshpit_err_t mp__wire_swim_peek_type(const uint8_t *buf, size_t len,
                                       uint64_t *type) {
     if (type == NULL || (buf == NULL && len > 0))
         return MOSHPIT_EINVAL;

@@ -34,27 +34,28 @@
  * above MP_SWIM_PB_MAX / MP_SWIM_PAGE_MAX, an unterminated or too long
  * address, a state above LEFT, PING_REQ without target, result larger than
  * MP_SWIM_MSG_MAX), ENOMEM (cap too small). */
-moshpit_err_t mp__swim_msg_encode(const mp_swim_msg_t *msg, uint8_t *buf,
-                                  size_t cap, size_t *len);
+moshpit_err_t mp__wire_swim_msg_encode(const mp_swim_msg_t *msg, uint8_t *buf,
+                                       size_t cap, size_t *len);
 
 /* Decodes exactly one SWIM message occupying all of buf[0..len). msg is
  * fully overwritten (zeroed on error). Errors: EINVAL (NULL msg), EPROTO
  * (anything malformed, including control messages of other types),
  * ENOMEM. */
-moshpit_err_t mp__swim_msg_decode(const uint8_t *buf, size_t len,
-                                  mp_swim_msg_t *msg);
+moshpit_err_t mp__wire_swim_msg_decode(const uint8_t *buf, size_t len,
+                                       mp_swim_msg_t *msg);
 
 /* Encodes a GOSSIP block (the piggyback block) straight from a list of
  * updates, without building an mp_swim_msg_t. Same errors as
- * mp__swim_msg_encode. */
-moshpit_err_t mp__swim_block_encode(uint32_t inc,
-                                    const mp_swim_update_t *updates, size_t n,
-                                    uint8_t *buf, size_t cap, size_t *len);
+ * mp__wire_swim_msg_encode. */
+moshpit_err_t mp__wire_swim_block_encode(uint32_t inc,
+                                         const mp_swim_update_t *updates,
+                                         size_t n, uint8_t *buf, size_t cap,
+                                         size_t *len);
 
 /* The "t" of a well-formed control message (any type, wire.h or SWIM), so
  * a driver can pick the decoder. Errors: EPROTO (not a well-formed map with
  * a uint "t"), ENOMEM. */
-moshpit_err_t mp__swim_wire_peek_type(const uint8_t *buf, size_t len,
+moshpit_err_t mp__wire_swim_peek_type(const uint8_t *buf, size_t len,
                                       uint64_t *type);
 
 #endif

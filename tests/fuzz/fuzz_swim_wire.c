@@ -77,7 +77,7 @@ static void exercise(const mp_swim_msg_t *m, const uint8_t *data, size_t size) {
         mp__swim_tick(sw, now_ms + (uint64_t)i * 300u);
         size_t len;
         while (mp__swim_poll_send(sw, &out))
-            if (mp__swim_msg_encode(&out.msg, enc3, sizeof enc3, &len) !=
+            if (mp__wire_swim_msg_encode(&out.msg, enc3, sizeof enc3, &len) !=
                 MOSHPIT_OK)
                 fail("machine: produced a message that does not encode");
         mp_swim_event_t ev;
@@ -92,7 +92,7 @@ static void exercise(const mp_swim_msg_t *m, const uint8_t *data, size_t size) {
 /* Returns 1 if data decoded as a SWIM message. */
 static int run_one(const uint8_t *data, size_t size) {
     size_t len1, len2;
-    moshpit_err_t e = mp__swim_msg_decode(data, size, &m1);
+    moshpit_err_t e = mp__wire_swim_msg_decode(data, size, &m1);
     if (e == MOSHPIT_ENOMEM)
         return 0;
     if (e != MOSHPIT_OK) {
@@ -102,15 +102,15 @@ static int run_one(const uint8_t *data, size_t size) {
             fail("decode: failed decode left data behind");
         return 0;
     }
-    if (mp__swim_msg_encode(&m1, enc1, sizeof enc1, &len1) != MOSHPIT_OK) {
+    if (mp__wire_swim_msg_encode(&m1, enc1, sizeof enc1, &len1) != MOSHPIT_OK) {
         fail("decoded message does not encode");
         return 1;
     }
-    if (mp__swim_msg_decode(enc1, len1, &m2) != MOSHPIT_OK) {
+    if (mp__wire_swim_msg_decode(enc1, len1, &m2) != MOSHPIT_OK) {
         fail("re-encoded message does not decode");
         return 1;
     }
-    if (mp__swim_msg_encode(&m2, enc2, sizeof enc2, &len2) != MOSHPIT_OK ||
+    if (mp__wire_swim_msg_encode(&m2, enc2, sizeof enc2, &len2) != MOSHPIT_OK ||
         len1 != len2 || memcmp(enc1, enc2, len1) != 0)
         fail("encoding is not canonical");
     exercise(&m1, data, size);

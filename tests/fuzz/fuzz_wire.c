@@ -37,7 +37,7 @@ static uint8_t enc1[MP_CTRL_MAX], enc2[MP_CTRL_MAX];
 /* Returns 1 if data decoded as a control message. */
 static int check_ctrl(const uint8_t *data, size_t size) {
     size_t len1, len2;
-    moshpit_err_t e = mp__msg_decode(data, size, &m1);
+    moshpit_err_t e = mp__wire_msg_decode(data, size, &m1);
     if (e == MOSHPIT_ENOMEM)
         return 0;
     if (e != MOSHPIT_OK) {
@@ -47,17 +47,17 @@ static int check_ctrl(const uint8_t *data, size_t size) {
             fail("control decode: failed decode left data behind");
         return 0;
     }
-    if (mp__msg_encode(&m1, enc1, sizeof enc1, &len1) != MOSHPIT_OK) {
+    if (mp__wire_msg_encode(&m1, enc1, sizeof enc1, &len1) != MOSHPIT_OK) {
         fail("control: decoded message does not encode");
         return 1;
     }
-    if (mp__msg_decode(enc1, len1, &m2) != MOSHPIT_OK) {
+    if (mp__wire_msg_decode(enc1, len1, &m2) != MOSHPIT_OK) {
         fail("control: re-encoded message does not decode");
         return 1;
     }
     if (!msg_equal(&m1, &m2))
         fail("control: round trip changed the message");
-    if (mp__msg_encode(&m2, enc2, sizeof enc2, &len2) != MOSHPIT_OK ||
+    if (mp__wire_msg_encode(&m2, enc2, sizeof enc2, &len2) != MOSHPIT_OK ||
         len1 != len2 || memcmp(enc1, enc2, len1) != 0)
         fail("control: encoding is not canonical");
     return 1;
@@ -99,7 +99,7 @@ static void check_body(uint32_t codec, const uint8_t *body, uint32_t count) {
 static int check_hdr_one(const uint8_t *data, size_t size) {
     mp_data_hdr_t h, h2;
     uint8_t out[MP_DATA_HDR_BYTES];
-    moshpit_err_t e = mp__data_hdr_decode(data, size, &h);
+    moshpit_err_t e = mp__wire_data_hdr_decode(data, size, &h);
     if (e != MOSHPIT_OK) {
         if (e != MOSHPIT_EPROTO)
             fail("data header: unexpected error code");
@@ -112,10 +112,10 @@ static int check_hdr_one(const uint8_t *data, size_t size) {
         fail("data header: accepted a length that does not match count");
     if (h.codec != MOSHPIT_COMPRESS_NONE)
         check_body(h.codec, data + MP_DATA_HDR_BYTES, h.count);
-    mp__data_hdr_encode(&h, out);
+    mp__wire_data_hdr_encode(&h, out);
     if (memcmp(out, data, sizeof out) != 0)
         fail("data header: re-encoding differs from the input");
-    if (mp__data_hdr_decode(out, MP_DATA_HDR_BYTES, &h2) == MOSHPIT_OK &&
+    if (mp__wire_data_hdr_decode(out, MP_DATA_HDR_BYTES, &h2) == MOSHPIT_OK &&
         h.count != 0)
         fail("data header: header alone accepted for count > 0");
     return 1;

@@ -127,7 +127,7 @@ int hx_connect(hostile_t *h, const char *endpoint) {
     }
     hl->tag = h->my_tag;
     hl->bandwidth = 1000;
-    hl->ciphers = mp__crypto_ciphers();
+    hl->ciphers = mp__session_ciphers();
     snprintf(hl->ctrl_addr, sizeof(hl->ctrl_addr), "%s", h->ctrl_addr);
     snprintf(hl->data_addr, sizeof(hl->data_addr), "%s", h->data_addr);
     int rc = hx_send_msg(h, i, m);
@@ -149,7 +149,7 @@ static void on_router_msg(hostile_t *h, zmq_msg_t *rid, zmq_msg_t *body) {
     const uint8_t *b = zmq_msg_data(body);
     size_t len = zmq_msg_size(body);
     hx_peer_t *p = peer_by_rid(h, zmq_msg_data(rid), zmq_msg_size(rid));
-    if (mp__msg_decode(b, len, &m) == MOSHPIT_OK) {
+    if (mp__wire_msg_decode(b, len, &m) == MOSHPIT_OK) {
         if (m.type == MP_MSG_HELLO) {
             /* whose? the HELLO names the sender's control endpoint */
             for (size_t i = 0; i < h->npeers && p == NULL; i++)
@@ -182,7 +182,7 @@ static void on_router_msg(hostile_t *h, zmq_msg_t *rid, zmq_msg_t *body) {
             p->n_other++;
         return;
     }
-    if (p != NULL && mp__swim_msg_decode(b, len, &sm) == MOSHPIT_OK)
+    if (p != NULL && mp__wire_swim_msg_decode(b, len, &sm) == MOSHPIT_OK)
         p->n_swim++;
 }
 
@@ -216,9 +216,9 @@ int hx_pump(hostile_t *h, int timeout_ms) {
                 /* the second frame: piggybacked membership updates */
                 static mp_swim_msg_t sm;
                 if (k == 0 && p != NULL &&
-                    mp__swim_msg_decode(zmq_msg_data(&body),
-                                        zmq_msg_size(&body),
-                                        &sm) == MOSHPIT_OK &&
+                    mp__wire_swim_msg_decode(zmq_msg_data(&body),
+                                             zmq_msg_size(&body),
+                                             &sm) == MOSHPIT_OK &&
                     sm.type == MP_SWIM_MSG_GOSSIP)
                     p->n_pb++;
             }
@@ -248,7 +248,7 @@ int hx_send_raw(hostile_t *h, size_t i, const void *buf, size_t len) {
 
 int hx_send_msg(hostile_t *h, size_t i, const mp_msg_t *m) {
     size_t len = 0;
-    if (mp__msg_encode(m, h->buf, MP_CTRL_MAX, &len) != MOSHPIT_OK)
+    if (mp__wire_msg_encode(m, h->buf, MP_CTRL_MAX, &len) != MOSHPIT_OK)
         return -1;
     return hx_send_raw(h, i, h->buf, len);
 }
@@ -257,7 +257,7 @@ int hx_send_msg_pb(hostile_t *h, size_t i, const mp_msg_t *m, const void *pb,
                    size_t pb_len) {
     size_t len = 0;
     if (i >= h->npeers ||
-        mp__msg_encode(m, h->buf, MP_CTRL_MAX, &len) != MOSHPIT_OK)
+        mp__wire_msg_encode(m, h->buf, MP_CTRL_MAX, &len) != MOSHPIT_OK)
         return -1;
     void *s = h->peers[i].ctrl;
     return zmq_send(s, h->buf, len, ZMQ_SNDMORE) == (int)len &&
@@ -268,7 +268,7 @@ int hx_send_msg_pb(hostile_t *h, size_t i, const mp_msg_t *m, const void *pb,
 
 int hx_send_swim(hostile_t *h, size_t i, const mp_swim_msg_t *m) {
     size_t len = 0;
-    if (mp__swim_msg_encode(m, h->buf, MP_CTRL_MAX, &len) != MOSHPIT_OK)
+    if (mp__wire_swim_msg_encode(m, h->buf, MP_CTRL_MAX, &len) != MOSHPIT_OK)
         return -1;
     return hx_send_raw(h, i, h->buf, len);
 }
@@ -294,7 +294,7 @@ int hx_send_join(hostile_t *h, size_t i, const uint8_t *key, uint32_t key_len,
      * msgpack float64 (0xcb + 8 bytes big-endian) with the absurd one */
     m.u.join.weight = 1.0;
     size_t len = 0;
-    if (mp__msg_encode(&m, h->buf, MP_CTRL_MAX, &len) != MOSHPIT_OK)
+    if (mp__wire_msg_encode(&m, h->buf, MP_CTRL_MAX, &len) != MOSHPIT_OK)
         return -1;
     static const uint8_t one[9] = {0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0};
     for (size_t k = 0; k + 9 <= len; k++)
@@ -323,7 +323,7 @@ int hx_send_data(hostile_t *h, size_t i, uint64_t round_id, uint32_t count) {
                         .tag = p->tag,
                         .counter = ++p->counter,
                         .round_id = round_id};
-    mp__data_hdr_encode(&hd, b);
+    mp__wire_data_hdr_encode(&hd, b);
     if (zmq_msg_send(&zm, p->data, 0) < 0) {
         zmq_msg_close(&zm);
         return -1;

@@ -221,7 +221,8 @@ static void hammer_raw(char (*targets)[200], size_t n, const uint8_t pub[32],
                 uint8_t esec[32];
                 size_t blen = 0;
                 (void)mp__crypto_keypair(m.u.hello.eph, esec);
-                if (mp__msg_encode(&m, buf, sizeof(buf), &blen) == MOSHPIT_OK &&
+                if (mp__wire_msg_encode(&m, buf, sizeof(buf), &blen) ==
+                        MOSHPIT_OK &&
                     zmq_send(s, buf, blen, ZMQ_DONTWAIT) >= 0)
                     sent++;
             }

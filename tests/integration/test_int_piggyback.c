@@ -84,8 +84,8 @@ int main(void) {
     snprintf(u.addr, sizeof(u.addr), "%s", P.ctrl_addr);
     uint8_t block[2048];
     size_t blen = 0;
-    IT_CHECK(mp__swim_block_encode(0, &u, 1, block, sizeof(block), &blen) ==
-                 MOSHPIT_OK,
+    IT_CHECK(mp__wire_swim_block_encode(0, &u, 1, block, sizeof(block),
+                                        &blen) == MOSHPIT_OK,
              "encode block");
     mp_msg_t m;
     uint64_t seq = 1, sent = 0;
@@ -113,8 +113,8 @@ int main(void) {
     u.inc = 0;
     u.has_addr = 1;
     snprintf(u.addr, sizeof(u.addr), "%s", D.ctrl_addr);
-    IT_CHECK(mp__swim_block_encode(0, &u, 1, block, sizeof(block), &blen) ==
-                 MOSHPIT_OK,
+    IT_CHECK(mp__wire_swim_block_encode(0, &u, 1, block, sizeof(block),
+                                        &blen) == MOSHPIT_OK,
              "encode block");
     join_msg(&m, seq++);
     IT_CHECK(hx_send_msg_pb(&P, 0, &m, block, blen) == 0, "JOIN + gossip");
@@ -134,7 +134,7 @@ int main(void) {
     ping.seq = 7;
     snprintf(ping.addr, sizeof(ping.addr), "%s", P.ctrl_addr);
     size_t plen = 0;
-    IT_CHECK(mp__swim_msg_encode(&ping, block, sizeof(block), &plen) ==
+    IT_CHECK(mp__wire_swim_msg_encode(&ping, block, sizeof(block), &plen) ==
                  MOSHPIT_OK,
              "encode ping");
     join_msg(&m, seq++);

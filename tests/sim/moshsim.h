@@ -13,8 +13,8 @@
  *
  * A round: every live peer that does not miss it (fail_prob) starts one
  * average call at the round's start time plus a random jitter (0 to
- * start_jitter_ms). A call, like mp__start_round and what follows it (the
- * parts marked [machine] are core/round.c itself, shared with the engine):
+ * start_jitter_ms). A call, like mp__engine_start_round and what follows it
+ * (the parts marked [machine] are core/round.c itself, shared with the engine):
  *   - view: the live peers at round start (itself included), or what the
  *     view hook returns (a SWIM membership will plug in there);
  *   - key [machine]: mp__rnd_key (vector length, grid key for the view's
@@ -212,13 +212,13 @@ void moshsim_set_view_hook(moshsim_t *s, moshsim_view_fn fn, void *user);
  * an honest peer) but never calls, and is left out of every statistic.
  * What it sends beyond that comes from the driver below, as wire bytes
  * that the receiver decodes the way the engine does (engine.c on_ctrl,
- * engine_round.c mp__on_data_msg): mp__msg_decode, falling back to
- * mp__swim_msg_decode, then the type's handler; data frames through
- * mp__data_hdr_decode (the AEAD is not modelled: an admitted peer can
+ * engine_round.c mp__engine_on_data_msg): mp__wire_msg_decode, falling back to
+ * mp__wire_swim_msg_decode, then the type's handler; data frames through
+ * mp__wire_data_hdr_decode (the AEAD is not modelled: an admitted peer can
  * seal whatever plaintext it likes under its own session key), then the
  * round's part handler and mp__group_on_part. Every message delivered to
  * the hostile peer is handed to on_recv in its wire form (control messages
- * encoded with mp__msg_encode, parts as data frames with a zero tag), so
+ * encoded with mp__wire_msg_encode, parts as data frames with a zero tag), so
  * the driver can replay and mutate real traffic. */
 typedef struct moshsim_hostile_ops {
     /* A message for the hostile peer from peer `from` (data: a frame). */
@@ -234,7 +234,7 @@ typedef struct moshsim_wire_stats {
     uint64_t ctrl_bad;       /* rejected by both control decoders */
     uint64_t swim;           /* decoded as SWIM (no SWIM machine here) */
     uint64_t by_type[12];    /* decoded wire.h messages, by type */
-    uint64_t data_bad;       /* rejected by mp__data_hdr_decode */
+    uint64_t data_bad;       /* rejected by mp__wire_data_hdr_decode */
     uint64_t data_state;     /* kind 3 (no state client here) */
     uint64_t part_status[8]; /* mp__group_on_part results */
     uint64_t part_held;      /* held for a group not yet known */

@@ -19,7 +19,7 @@
 #define BANDWIDTH 100u  /* announced by every peer */
 #define ROUND_GAP 1000u /* ms between quiescence and the next round */
 
-/* MSG_CTRL: a control message in wire form (mp__msg_encode) sent by a
+/* MSG_CTRL: a control message in wire form (mp__wire_msg_encode) sent by a
  * peer's round machine; MSG_PART: a part of a group all-reduce (native);
  * MSG_WIRE / MSG_FRAME: control message / data frame bytes from the hostile
  * peer's driver (counted in the wire statistics) */

@@ -3,10 +3,10 @@
  * moshsim_peer.c - one simulated peer: the production round machine
  * (core/round.c, through net/round_msg.c) driven with the virtual clock,
  * as src/net/engine_round.c drives it with the real one. Control messages
- * travel in wire form (mp__msg_encode, decoded with mp__msg_decode and
- * dispatched with mp__rnd_on_msg, as engine.c on_ctrl does); what this file
- * adds is the simulator's side: the view and candidates of a call, the
- * parts of the group all-reduce as native simnet messages (parts that race
+ * travel in wire form (mp__wire_msg_encode, decoded with mp__wire_msg_decode
+ * and dispatched with mp__round_msg_dispatch, as engine.c on_ctrl does); what
+ * this file adds is the simulator's side: the view and candidates of a call,
+ * the parts of the group all-reduce as native simnet messages (parts that race
  * ahead of their GROUP held), a call's record for the statistics, and what
  * a crash notice changes. The engine's session layer (HELLO, PEERS, BYE,
  * DONE and the close that waits for it) is not modelled: DONE outputs are
@@ -70,7 +70,7 @@ static void send_ctrl(moshsim_t *s, uint32_t from, uint32_t to,
                       const mp_msg_t *m) {
     moshsim__wire_scratch(s);
     size_t len = 0;
-    if (mp__msg_encode(m, s->wbuf, MP_CTRL_MAX, &len) != MOSHPIT_OK) {
+    if (mp__wire_msg_encode(m, s->wbuf, MP_CTRL_MAX, &len) != MOSHPIT_OK) {
         fprintf(stderr, "moshsim: encode of message type %d failed\n",
                 (int)m->type);
         abort();
@@ -154,7 +154,7 @@ static void drain(moshsim_t *s, uint32_t q) {
             mp__rnd_send_failed(p->rm, simnet_now(s->net), &o);
             continue;
         }
-        mp__rnd_out_msg(&o, s->wmsg);
+        mp__round_msg_from_out(&o, s->wmsg);
         send_ctrl(s, q, to, s->wmsg);
     }
 }
@@ -242,9 +242,10 @@ static void on_ctrl(moshsim_t *s, uint32_t q, uint32_t from, const uint8_t *buf,
     mp_msg_t *m = s->wmsg;
     if (hostile)
         s->wstats.ctrl++;
-    if (mp__msg_decode(buf, len, m) != MOSHPIT_OK) {
+    if (mp__wire_msg_decode(buf, len, m) != MOSHPIT_OK) {
         /* the engine's next try: a SWIM message (no SWIM machine here) */
-        if (hostile && mp__swim_msg_decode(buf, len, s->wswim) == MOSHPIT_OK)
+        if (hostile &&
+            mp__wire_swim_msg_decode(buf, len, s->wswim) == MOSHPIT_OK)
             s->wstats.swim++;
         else if (hostile)
             s->wstats.ctrl_bad++;
@@ -256,8 +257,8 @@ static void on_ctrl(moshsim_t *s, uint32_t q, uint32_t from, const uint8_t *buf,
     /* HELLO, REFUSE, PEERS, BYE, DONE and the state messages go to the
      * engine's session, membership and state code, which the simulator
      * does not run: decoded, then dropped */
-    mp_rnd_msg_status_t st =
-        mp__rnd_on_msg(s->p[q].rm, simnet_now(s->net), s->p[from].id, m);
+    mp_rnd_msg_status_t st = mp__round_msg_dispatch(
+        s->p[q].rm, simnet_now(s->net), s->p[from].id, m);
     if (hostile && st == MP_RND_MSG_BAD_KEY)
         s->wstats.join_bad_key++;
 }

@@ -2,8 +2,8 @@
 /*
  * moshsim_wire.c - the wire scratch of the swarm, and the hostile peer's
  * data frames (moshsim.h): frames it sends are decoded by the receiver as
- * the engine decodes them (engine_data.c mp__on_data_msg:
- * mp__data_hdr_decode, state frames aside, then the round's part
+ * the engine decodes them (engine_data.c mp__engine_on_data_msg:
+ * mp__wire_data_hdr_decode, state frames aside, then the round's part
  * handler), and what it receives is handed to its driver in wire form
  * (control messages travel in wire form already; parts become data frames
  * with the real header encoder). Control messages from it are decoded and
@@ -37,7 +37,7 @@ void moshsim__wire_on_frame(moshsim_t *s, uint32_t q, uint32_t from,
                             const uint8_t *buf, size_t len) {
     s->wstats.data++;
     mp_data_hdr_t h;
-    if (mp__data_hdr_decode(buf, len, &h) != MOSHPIT_OK) {
+    if (mp__wire_data_hdr_decode(buf, len, &h) != MOSHPIT_OK) {
         s->wstats.data_bad++;
         return;
     }
@@ -91,7 +91,7 @@ void moshsim__wire_to_hostile(moshsim_t *s, const simnet_msg_t *m) {
                            .share = (uint32_t)((m->arg[0] >> 8) & 0xffffff),
                            .part = (uint32_t)(m->arg[0] >> 32),
                            .wsum = bitsd(m->arg[1])};
-        mp__data_hdr_encode(&h, f);
+        mp__wire_data_hdr_encode(&h, f);
         memcpy(f + MP_DATA_HDR_BYTES, m->data, m->len);
         memset(f + MP_DATA_HDR_BYTES + m->len, 0, MP_DATA_TAG_BYTES);
         s->hops.on_recv(s, s->huser, from, true, f, total);

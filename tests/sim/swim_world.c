@@ -116,7 +116,7 @@ static void pump(swim_world_t *w, uint32_t p) {
     while (mp__swim_poll_send(pp->sw, &w->out)) {
         size_t len = 0;
         swim_world_id(p, w->buf);
-        moshpit_err_t e = mp__swim_msg_encode(
+        moshpit_err_t e = mp__wire_swim_msg_encode(
             &w->out.msg, w->buf + MP_SWIM_ID_BYTES, MP_SWIM_MSG_MAX, &len);
         if (e != MOSHPIT_OK) {
             fprintf(stderr, "swim_world: encode failed: %d\n", (int)e);
@@ -163,8 +163,8 @@ static void on_msg(simnet_t *s, uint32_t node, const simnet_msg_t *m,
         w->recv_hook(w, p, from, (const uint8_t *)m->data + MP_SWIM_ID_BYTES,
                      m->len - MP_SWIM_ID_BYTES, w->recv_user);
     moshpit_err_t e =
-        mp__swim_msg_decode((const uint8_t *)m->data + MP_SWIM_ID_BYTES,
-                            m->len - MP_SWIM_ID_BYTES, &w->msg);
+        mp__wire_swim_msg_decode((const uint8_t *)m->data + MP_SWIM_ID_BYTES,
+                                 m->len - MP_SWIM_ID_BYTES, &w->msg);
     if (e != MOSHPIT_OK && m->type == SWIM_WORLD_RAW) {
         w->raw_bad++; /* dropped, as the engine drops it */
         return;
@@ -365,8 +365,8 @@ void swim_world_inject(swim_world_t *w, const uint8_t *from, uint32_t to,
                        const mp_swim_msg_t *msg) {
     size_t len = 0;
     memcpy(w->buf, from, MP_SWIM_ID_BYTES);
-    if (mp__swim_msg_encode(msg, w->buf + MP_SWIM_ID_BYTES, MP_SWIM_MSG_MAX,
-                            &len) != MOSHPIT_OK)
+    if (mp__wire_swim_msg_encode(msg, w->buf + MP_SWIM_ID_BYTES,
+                                 MP_SWIM_MSG_MAX, &len) != MOSHPIT_OK)
         abort();
     if (!w->p[to].started)
         return;

@@ -350,7 +350,7 @@ static world_t *run(const scen_t *sc) {
         w->bws[i] =
             sc->unequal_bw ? 1 + (uint32_t)simnet_rng_below(&rng, 100) : 50;
     }
-    mp__shares(sc->n, w->bws, sc->count, w->off, w->len);
+    mp__share_split(sc->n, w->bws, sc->count, w->off, w->len);
 
     for (uint32_t i = 0; i < sc->n; i++) {
         gnode_t *nd = &w->node[i];

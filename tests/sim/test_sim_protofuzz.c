@@ -304,7 +304,7 @@ static void emit(fz_t *f, uint32_t kind, uint32_t to, bool data, uint8_t *buf,
  * fields) is not sent: the decoder would refuse it the same way. */
 static void send_msg(fz_t *f, uint32_t kind, uint32_t to) {
     size_t len = 0;
-    if (mp__msg_encode(&f->msg, f->buf, MP_CTRL_MAX, &len) != MOSHPIT_OK) {
+    if (mp__wire_msg_encode(&f->msg, f->buf, MP_CTRL_MAX, &len) != MOSHPIT_OK) {
         f->enc_refused++;
         return;
     }
@@ -363,7 +363,8 @@ static void gen_join(fz_t *f) {
     }
     if (chance(&f->r, 0.02)) { /* the same JOIN 60..99 times at once */
         size_t len = 0;
-        if (mp__msg_encode(&f->msg, f->buf, MP_CTRL_MAX, &len) != MOSHPIT_OK)
+        if (mp__wire_msg_encode(&f->msg, f->buf, MP_CTRL_MAX, &len) !=
+            MOSHPIT_OK)
             return;
         uint32_t k = 60 + (uint32_t)rnd(&f->r, 40);
         f->sent[K_JOIN] += k;
@@ -458,9 +459,9 @@ static void gen_part(fz_t *f) {
     }
     if (self == UINT32_MAX || g->n < 2)
         return;
-    mp__bandwidth_bound(g->n, bw, bb);
+    mp__share_bandwidth_bound(g->n, bw, bb);
     size_t off[MP_GROUP_MAX], len[MP_GROUP_MAX];
-    if (mp__shares(g->n, bb, f->count, off, len) != 0)
+    if (mp__share_split(g->n, bb, f->count, off, len) != 0)
         return;
     uint32_t dest = (uint32_t)rnd(&f->r, g->n - 1);
     if (dest >= self)
@@ -479,7 +480,7 @@ static void gen_part(fz_t *f) {
         h.share = self;
         h.wsum = chance(&f->r, 0.8) ? simnet_rng01(&f->r.r) * 4 : 0;
     }
-    uint32_t np = mp__parts(len[h.share], MP_PART_ELEMS_DEFAULT);
+    uint32_t np = mp__share_parts(len[h.share], MP_PART_ELEMS_DEFAULT);
     h.part = np ? (uint32_t)rnd(&f->r, np) : 0;
     size_t rest = len[h.share] - (size_t)h.part * MP_PART_ELEMS_DEFAULT;
     h.count =
@@ -518,7 +519,7 @@ static void gen_part(fz_t *f) {
     h.counter = f->wakes;
     uint8_t *b = f->frame;
     h.codec = (uint8_t)f->codec;
-    mp__data_hdr_encode(&h, b);
+    mp__wire_data_hdr_encode(&h, b);
     float *v = f->codec ? f->plain : (float *)(void *)(b + MP_DATA_HDR_BYTES);
     uint32_t poison = (uint32_t)rnd(&f->r, 10);
     for (uint32_t i = 0; i < h.count; i++) {
@@ -676,7 +677,7 @@ static void gen_swim(fz_t *f) {
         memcpy(ids[i], moshsim_id(f->s, (uint32_t)rnd(&f->r, f->honest)), 32);
     rand_swim(&f->r, &f->swim, (const uint8_t(*)[32])ids, 4, NULL);
     size_t len = 0;
-    if (mp__swim_msg_encode(&f->swim, f->buf, MP_SWIM_MSG_MAX, &len) !=
+    if (mp__wire_swim_msg_encode(&f->swim, f->buf, MP_SWIM_MSG_MAX, &len) !=
         MOSHPIT_OK) {
         f->enc_refused++;
         return;
@@ -794,7 +795,7 @@ static void on_recv(moshsim_t *s, void *user, uint32_t from, bool data,
     if (data)
         return;
     mp_msg_t *m = &f->msg;
-    if (mp__msg_decode(buf, len, m) != MOSHPIT_OK)
+    if (mp__wire_msg_decode(buf, len, m) != MOSHPIT_OK)
         return;
     if (m->type == MP_MSG_JOIN) {
         f->joins[f->joins_pos++ % 32] = (seen_join_t){from, m->u.join.seq};
@@ -1029,8 +1030,8 @@ static void swim_run(const opts_t *o, uint64_t seed, swim_res_t *res) {
             rand_swim(&f->r, &f->msg, (const uint8_t(*)[32])ids, SW_N + 1,
                       incs);
             size_t len = 0;
-            if (mp__swim_msg_encode(&f->msg, f->buf, sizeof f->buf, &len) !=
-                MOSHPIT_OK) {
+            if (mp__wire_swim_msg_encode(&f->msg, f->buf, sizeof f->buf,
+                                         &len) != MOSHPIT_OK) {
                 res->refused++;
                 continue;
             }

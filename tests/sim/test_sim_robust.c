@@ -233,7 +233,7 @@ static world_t *run(const scen_t *sc) {
     }
     memcpy(w->bounded, w->weights, sizeof w->bounded);
     mp__agg_weight_bound(sc->n, w->bounded, sc->agg.weight_cap, w->bounded);
-    mp__shares(sc->n, w->bws, sc->count, w->off, w->len);
+    mp__share_split(sc->n, w->bws, sc->count, w->off, w->len);
 
     w->h = xcalloc(sc->count, sizeof(double));
     w->lo = xcalloc(sc->count, sizeof(float));
@@ -383,7 +383,7 @@ static measure_t check_attack(const world_t *w, const char *name) {
         for (uint32_t j = 0; j < sc->n; j++) {
             if (is_byz(sc, j) && sc->byz_behave == B_LIE)
                 continue;
-            for (uint32_t p = 0; p < mp__parts(w->len[j], sc->part_elems);
+            for (uint32_t p = 0; p < mp__share_parts(w->len[j], sc->part_elems);
                  p++) {
                 size_t s = part_start(w, j, p), m = part_size(w, j, p);
                 double out2 = 0, err2 = 0, diam2 = 0;
@@ -676,7 +676,7 @@ static void check_faults(const world_t *w, const char *name) {
                   "%s: survivor %u dropped survivor %u", name, i, k);
     }
     for (uint32_t j = 0; j < sc->n; j++) {
-        uint32_t np = mp__parts(w->len[j], pe);
+        uint32_t np = mp__share_parts(w->len[j], pe);
         for (uint32_t p = 0; p < np; p++) {
             size_t s = part_start(w, j, p), m = part_size(w, j, p);
             bool matched_by[MP_GROUP_MAX] = {false};

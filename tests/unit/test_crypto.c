@@ -37,7 +37,7 @@ static void side_new(side_t *s) {
     CHECK(mp__crypto_keypair(s->id, sec) == MOSHPIT_OK, "identity keypair");
     CHECK(mp__crypto_keypair(s->eph_pub, s->eph_sec) == MOSHPIT_OK,
           "ephemeral keypair");
-    s->ciphers = mp__crypto_ciphers();
+    s->ciphers = mp__session_ciphers();
     mp__crypto_wipe(sec, sizeof(sec));
 }
 
@@ -305,7 +305,7 @@ static void test_cipher_mismatch(void) {
     side_new(&a);
     side_new(&b);
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
-        uint32_t have = mp__crypto_ciphers();
+        uint32_t have = mp__session_ciphers();
         if (!(have & pairs[i].seal) || !(have & pairs[i].open))
             continue;
         mp_session_keys_t *ka = keys_for(pairs[i].seal, &a, &b);
@@ -356,33 +356,33 @@ static void test_session_reject(void) {
 static void test_pick_cipher(void) {
     const uint32_t A = MP_CIPHER_AESGCM, C = MP_CIPHER_CHACHA;
     const uint32_t G = MP_CIPHER_AEGIS, X = MP_CIPHER_AEGISX2;
-    CHECK(mp__crypto_pick_cipher(X | G | A | C, X | G | A | C) == X,
+    CHECK(mp__session_pick_cipher(X | G | A | C, X | G | A | C) == X,
           "all four: AEGIS-256X2 first");
-    CHECK(mp__crypto_pick_cipher(X | G | A | C, G | A | C) == G,
+    CHECK(mp__session_pick_cipher(X | G | A | C, G | A | C) == G,
           "theirs without X2: AEGIS-256");
-    CHECK(mp__crypto_pick_cipher(X | A | C, X | C) == X, "X2 without GCM");
-    CHECK(mp__crypto_pick_cipher(G | A | C, G | A | C) == G,
+    CHECK(mp__session_pick_cipher(X | A | C, X | C) == X, "X2 without GCM");
+    CHECK(mp__session_pick_cipher(G | A | C, G | A | C) == G,
           "all three: AEGIS first");
-    CHECK(mp__crypto_pick_cipher(G | A | C, A | C) == A,
+    CHECK(mp__session_pick_cipher(G | A | C, A | C) == A,
           "theirs without AEGIS: AES-GCM");
-    CHECK(mp__crypto_pick_cipher(G | C, G | A | C) == G, "AEGIS without GCM");
-    CHECK(mp__crypto_pick_cipher(A | C, A | C) == A, "both: AES first");
-    CHECK(mp__crypto_pick_cipher(A | C, C) == C, "theirs ChaCha only");
-    CHECK(mp__crypto_pick_cipher(C, A | C) == C, "mine ChaCha only");
-    CHECK(mp__crypto_pick_cipher(A, A) == A, "AES only both");
-    CHECK(mp__crypto_pick_cipher(C, C) == C, "ChaCha only both");
-    CHECK(mp__crypto_pick_cipher(A, C) == 0, "nothing in common");
-    CHECK(mp__crypto_pick_cipher(0, A | C) == 0, "mine empty");
-    CHECK(mp__crypto_pick_cipher(A | C, 0) == 0, "theirs empty");
-    CHECK(mp__crypto_pick_cipher(0xfffffff0u, 0xfffffff0u) == 0,
+    CHECK(mp__session_pick_cipher(G | C, G | A | C) == G, "AEGIS without GCM");
+    CHECK(mp__session_pick_cipher(A | C, A | C) == A, "both: AES first");
+    CHECK(mp__session_pick_cipher(A | C, C) == C, "theirs ChaCha only");
+    CHECK(mp__session_pick_cipher(C, A | C) == C, "mine ChaCha only");
+    CHECK(mp__session_pick_cipher(A, A) == A, "AES only both");
+    CHECK(mp__session_pick_cipher(C, C) == C, "ChaCha only both");
+    CHECK(mp__session_pick_cipher(A, C) == 0, "nothing in common");
+    CHECK(mp__session_pick_cipher(0, A | C) == 0, "mine empty");
+    CHECK(mp__session_pick_cipher(A | C, 0) == 0, "theirs empty");
+    CHECK(mp__session_pick_cipher(0xfffffff0u, 0xfffffff0u) == 0,
           "unknown bits only");
-    CHECK(mp__crypto_pick_cipher(0xffffffffu, C | 0x100u) == C,
+    CHECK(mp__session_pick_cipher(0xffffffffu, C | 0x100u) == C,
           "unknown bits ignored");
-    uint32_t here = mp__crypto_ciphers();
+    uint32_t here = mp__session_ciphers();
     CHECK(here & C, "ChaCha not available (0x%x)", here);
     CHECK((here & ~(X | G | A | C)) == 0, "unknown cipher bits 0x%x", here);
     uint32_t best = (here & X) ? X : (here & G) ? G : (here & A) ? A : C;
-    CHECK(mp__crypto_pick_cipher(here, here) == best, "pick with ourselves");
+    CHECK(mp__session_pick_cipher(here, here) == best, "pick with ourselves");
 }
 
 /* ---------------------------------------------------------------------- */
@@ -603,7 +603,7 @@ static void test_golden(void) {
  * called directly, itself checked against published vectors in
  * test_aegis). */
 static void test_derivation(uint32_t cipher) {
-    if (!(mp__crypto_ciphers() & cipher))
+    if (!(mp__session_ciphers() & cipher))
         return;
     if (cipher == MP_CIPHER_AESGCM && !crypto_aead_aes256gcm_is_available()) {
         /* OpenSSL's AES-GCM on ARM: libsodium 1.0.18 has none to compare */
@@ -636,30 +636,30 @@ static void test_derivation(uint32_t cipher) {
  * x86-64 with AES-NI) announces an AES cipher that wins over ChaCha:
  * AEGIS-256 where this build has the AEGIS code (x86-64, arm64), else
  * AES-256-GCM in the OpenSSL build. The CPU without AES is this one with
- * its AES features masked (mp__crypto_ciphers_for), so both cases run on
+ * its AES features masked (mp__session_ciphers_for), so both cases run on
  * any machine that has AES, emulated ARM included. */
 static void test_cpu_choice(void) {
     const uint32_t A = MP_CIPHER_AESGCM, C = MP_CIPHER_CHACHA;
     const uint32_t G = MP_CIPHER_AEGIS;
     unsigned cpu = mp__cpu_features();
-    uint32_t here = mp__crypto_ciphers();
-    uint32_t no_aes = mp__crypto_ciphers_for(
+    uint32_t here = mp__session_ciphers();
+    uint32_t no_aes = mp__session_ciphers_for(
         cpu & ~(unsigned)(MP_CPU_AES | MP_CPU_CLMUL | MP_CPU_VAES));
-    CHECK(here == mp__crypto_ciphers_for(cpu), "ciphers_for(features)");
+    CHECK(here == mp__session_ciphers_for(cpu), "ciphers_for(features)");
     CHECK(no_aes == C, "a CPU without AES announces 0x%x, not ChaCha only",
           no_aes);
-    CHECK(mp__crypto_pick_cipher(no_aes, here) == C &&
-              mp__crypto_pick_cipher(here, no_aes) == C,
+    CHECK(mp__session_pick_cipher(no_aes, here) == C &&
+              mp__session_pick_cipher(here, no_aes) == C,
           "a CPU without AES and this one do not agree on ChaCha");
-    CHECK(!(mp__crypto_ciphers_for(cpu & ~(unsigned)MP_CPU_CLMUL) & A),
+    CHECK(!(mp__session_ciphers_for(cpu & ~(unsigned)MP_CPU_CLMUL) & A),
           "AES-GCM announced without carry-less multiply");
-    uint32_t best = mp__crypto_pick_cipher(here, here);
+    uint32_t best = mp__session_pick_cipher(here, here);
     if (cpu & MP_CPU_AES) {
 #if defined(__x86_64__) || defined(__aarch64__)
         CHECK(here & G, "AES instructions (features 0x%x) but no AEGIS-256",
               cpu);
 #else
-        if (strcmp(mp__crypto_backend(), "openssl") == 0 &&
+        if (strcmp(mp__session_backend(), "openssl") == 0 &&
             (cpu & MP_CPU_CLMUL))
             CHECK(here & A, "AES and PMULL but no AES-GCM");
 #endif
@@ -670,14 +670,14 @@ static void test_cpu_choice(void) {
            "and picks %s\n",
            cpu, !!(cpu & MP_CPU_AES), !!(cpu & MP_CPU_CLMUL),
            !!(cpu & MP_CPU_VAES), cipher_name(best), (unsigned)no_aes,
-           cipher_name(mp__crypto_pick_cipher(no_aes, here)));
+           cipher_name(mp__session_pick_cipher(no_aes, here)));
 }
 
 int main(void) {
     CHECK(mp__crypto_init() == MOSHPIT_OK, "crypto init");
     CHECK(mp__crypto_init() == MOSHPIT_OK, "crypto init is not idempotent");
 
-    uint32_t have = mp__crypto_ciphers();
+    uint32_t have = mp__session_ciphers();
     if (have & MP_CIPHER_AEGISX2)
         test_session(MP_CIPHER_AEGISX2);
     else

@@ -2,8 +2,8 @@
 /*
  * test_round.c - unit tests of the round machine (core/round.c) through its
  * wire mapping (net/round_msg.c): a few machines exchange their outputs as
- * encoded control messages (mp__msg_encode / mp__msg_decode) on a virtual
- * clock, and the parts of their group all-reduce directly. Covered: a
+ * encoded control messages (mp__wire_msg_encode / mp__wire_msg_decode) on a
+ * virtual clock, and the parts of their group all-reduce directly. Covered: a
  * group of three forms, averages and ends with the same group id; a JOIN
  * with a malformed key and a JOIN beyond the matchmaker slots are answered
  * ALONE; an undeliverable JOIN falls back to the next candidate at once; a
@@ -112,17 +112,17 @@ static void drain_all(void) {
                 }
                 if (W.mute[to])
                     continue;
-                mp__rnd_out_msg(&o, &W.msg);
+                mp__round_msg_from_out(&o, &W.msg);
                 size_t len = 0;
-                CHECK(mp__msg_encode(&W.msg, W.buf, sizeof(W.buf), &len) ==
+                CHECK(mp__wire_msg_encode(&W.msg, W.buf, sizeof(W.buf), &len) ==
                           MOSHPIT_OK,
                       "encode type %d", (int)W.msg.type);
-                CHECK(mp__msg_decode(W.buf, len, &W.dec) == MOSHPIT_OK,
+                CHECK(mp__wire_msg_decode(W.buf, len, &W.dec) == MOSHPIT_OK,
                       "decode type %d", (int)W.msg.type);
                 if (W.dec.type == MP_MSG_DONE)
                     continue; /* the engine's business */
                 W.last_status =
-                    mp__rnd_on_msg(W.rm[to], W.now, W.id[q], &W.dec);
+                    mp__round_msg_dispatch(W.rm[to], W.now, W.id[q], &W.dec);
             }
         }
     }
@@ -420,11 +420,13 @@ static void test_stale_and_failed(void) {
     memcpy(m.u.group.members[0].id, W.id[0], MP_ID_BYTES);
     memcpy(m.u.group.members[1].id, W.id[3], MP_ID_BYTES);
     m.u.group.members[0].weight = m.u.group.members[1].weight = 1;
-    CHECK(mp__rnd_on_msg(W.rm[0], W.now, W.id[3], &m) == MP_RND_MSG_STALE,
+    CHECK(mp__round_msg_dispatch(W.rm[0], W.now, W.id[3], &m) ==
+              MP_RND_MSG_STALE,
           "GROUP from a stranger taken");
     CHECK(mp__rnd_group(W.rm[0]) == NULL, "group from a stranger");
     m.type = MP_MSG_DONE;
-    CHECK(mp__rnd_on_msg(W.rm[0], W.now, W.id[3], &m) == MP_RND_MSG_OTHER,
+    CHECK(mp__round_msg_dispatch(W.rm[0], W.now, W.id[3], &m) ==
+              MP_RND_MSG_OTHER,
           "DONE is not the machine's");
     start(1, view, 3, NULL, NULL);
     start(2, view, 3, NULL, NULL);

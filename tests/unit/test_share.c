@@ -2,12 +2,13 @@
 /*
  * test_share.c - tests of the partition math (core/share.c): for many random
  * (n, count, bandwidths), including counts up to 2^40 and SIZE_MAX and
- * bandwidths up to 2^32 - 1, mp__shares must match an independent oracle
+ * bandwidths up to 2^32 - 1, mp__share_split must match an independent oracle
  * built on 128-bit arithmetic (exact largest-remainder rounding, ties to the
  * lower index), cover [0, count) contiguously, stay within one element of
  * the ideal proportional size, give equal bandwidths sizes that differ by at
- * most one, and treat bandwidth 0 as 1. mp__parts is checked on its edges.
- * Deterministic; prints every failed check and returns nonzero on failure.
+ * most one, and treat bandwidth 0 as 1. mp__share_parts is checked on its
+ * edges. Deterministic; prints every failed check and returns nonzero on
+ * failure.
  */
 #include "core/share.h"
 
@@ -71,7 +72,7 @@ static void oracle(uint32_t n, const uint32_t *bw, size_t count, size_t *len) {
 static void check_layout(uint32_t n, const uint32_t *bw, size_t count,
                          const char *what) {
     static size_t off[NMAX], len[NMAX], want[NMAX];
-    CHECK(mp__shares(n, bw, count, off, len) == 0, "%s: n=%u", what, n);
+    CHECK(mp__share_split(n, bw, count, off, len) == 0, "%s: n=%u", what, n);
     oracle(n, bw, count, want);
 
     u128 total = 0;
@@ -144,7 +145,7 @@ static void test_equal(void) {
         uint32_t b = (uint32_t)rnd_below(3) == 0 ? 0 : (uint32_t)rnd();
         for (uint32_t i = 0; i < n; i++)
             bw[i] = b;
-        CHECK(mp__shares(n, bw, count, off, len) == 0, "equal");
+        CHECK(mp__share_split(n, bw, count, off, len) == 0, "equal");
         size_t lo = SIZE_MAX, hi = 0;
         for (uint32_t i = 0; i < n; i++) {
             lo = len[i] < lo ? len[i] : lo;
@@ -169,8 +170,8 @@ static void test_zero_is_one(void) {
             zero[i] = b;
             one[i] = b ? b : 1;
         }
-        CHECK(mp__shares(n, zero, count, off0, len0) == 0, "zero");
-        CHECK(mp__shares(n, one, count, off1, len1) == 0, "one");
+        CHECK(mp__share_split(n, zero, count, off0, len0) == 0, "zero");
+        CHECK(mp__share_split(n, one, count, off1, len1) == 0, "one");
         CHECK(memcmp(len0, len1, n * sizeof *len0) == 0 &&
                   memcmp(off0, off1, n * sizeof *off0) == 0,
               "zero bandwidth not treated as 1 (n=%u count=%zu)", n, count);
@@ -181,35 +182,35 @@ static void test_fixed(void) {
     size_t off[8], len[8];
     uint32_t bw[8] = {1, 1, 2};
 
-    CHECK(mp__shares(0, bw, 10, off, len) == -1, "n == 0");
-    CHECK(mp__shares(3, NULL, 10, off, len) == -1, "NULL bandwidths");
-    CHECK(mp__shares(3, bw, 10, NULL, len) == -1, "NULL off");
-    CHECK(mp__shares(3, bw, 10, off, NULL) == -1, "NULL len");
+    CHECK(mp__share_split(0, bw, 10, off, len) == -1, "n == 0");
+    CHECK(mp__share_split(3, NULL, 10, off, len) == -1, "NULL bandwidths");
+    CHECK(mp__share_split(3, bw, 10, NULL, len) == -1, "NULL off");
+    CHECK(mp__share_split(3, bw, 10, off, NULL) == -1, "NULL len");
 
     /* Ideal 0.5, 0.5, 1: the tie between 0 and 1 goes to index 0. */
-    CHECK(mp__shares(3, bw, 2, off, len) == 0, "tie");
+    CHECK(mp__share_split(3, bw, 2, off, len) == 0, "tie");
     CHECK(len[0] == 1 && len[1] == 0 && len[2] == 1, "tie: %zu %zu %zu", len[0],
           len[1], len[2]);
     CHECK(off[0] == 0 && off[1] == 1 && off[2] == 1, "tie offsets");
 
     /* 1:1:2 of 100 is exact. */
-    CHECK(mp__shares(3, bw, 100, off, len) == 0, "exact");
+    CHECK(mp__share_split(3, bw, 100, off, len) == 0, "exact");
     CHECK(len[0] == 25 && len[1] == 25 && len[2] == 50, "exact sizes");
 
     /* count 0: everything empty. */
-    CHECK(mp__shares(3, bw, 0, off, len) == 0, "empty");
+    CHECK(mp__share_split(3, bw, 0, off, len) == 0, "empty");
     CHECK(len[0] == 0 && len[1] == 0 && len[2] == 0 && off[2] == 0, "empty");
 
     /* n == 1 takes everything, whatever its bandwidth. */
     uint32_t z = 0;
-    CHECK(mp__shares(1, &z, SIZE_MAX, off, len) == 0 && len[0] == SIZE_MAX &&
-              off[0] == 0,
+    CHECK(mp__share_split(1, &z, SIZE_MAX, off, len) == 0 &&
+              len[0] == SIZE_MAX && off[0] == 0,
           "n == 1");
 
     /* Largest remainders, not lowest index: 10 over 3:3:4 -> 3, 3, 4;
      * 11 over 3:3:4 -> ideal 3.3, 3.3, 4.4 -> remainders .3 .3 .4 -> 3,3,5 */
     uint32_t b2[3] = {3, 3, 4};
-    CHECK(mp__shares(3, b2, 11, off, len) == 0, "lr");
+    CHECK(mp__share_split(3, b2, 11, off, len) == 0, "lr");
     CHECK(len[0] == 3 && len[1] == 3 && len[2] == 5, "lr: %zu %zu %zu", len[0],
           len[1], len[2]);
 
@@ -233,27 +234,29 @@ static void test_fixed(void) {
 }
 
 static void test_parts(void) {
-    CHECK(mp__parts(0, 100) == 0, "empty share");
-    CHECK(mp__parts(0, 0) == 0, "empty share, default parts");
-    CHECK(mp__parts(1, 1) == 1, "1/1");
-    CHECK(mp__parts(99, 100) == 1, "99/100");
-    CHECK(mp__parts(100, 100) == 1, "100/100");
-    CHECK(mp__parts(101, 100) == 2, "101/100");
-    CHECK(mp__parts(MP_PART_ELEMS_DEFAULT, 0) == 1, "0 = default");
-    CHECK(mp__parts(MP_PART_ELEMS_DEFAULT + 1, 0) == 2, "0 = default, +1");
-    CHECK(mp__parts(1000, 1) == 1000, "part of one element");
+    CHECK(mp__share_parts(0, 100) == 0, "empty share");
+    CHECK(mp__share_parts(0, 0) == 0, "empty share, default parts");
+    CHECK(mp__share_parts(1, 1) == 1, "1/1");
+    CHECK(mp__share_parts(99, 100) == 1, "99/100");
+    CHECK(mp__share_parts(100, 100) == 1, "100/100");
+    CHECK(mp__share_parts(101, 100) == 2, "101/100");
+    CHECK(mp__share_parts(MP_PART_ELEMS_DEFAULT, 0) == 1, "0 = default");
+    CHECK(mp__share_parts(MP_PART_ELEMS_DEFAULT + 1, 0) == 2,
+          "0 = default, +1");
+    CHECK(mp__share_parts(1000, 1) == 1000, "part of one element");
 #if SIZE_MAX > UINT32_MAX /* lengths a 32-bit size_t cannot hold */
-    CHECK(mp__parts((size_t)UINT32_MAX * 1000 + 1, UINT32_MAX) == 1001,
+    CHECK(mp__share_parts((size_t)UINT32_MAX * 1000 + 1, UINT32_MAX) == 1001,
           "huge len, max part");
-    CHECK(mp__parts((size_t)UINT32_MAX + 1, 1) == UINT32_MAX,
+    CHECK(mp__share_parts((size_t)UINT32_MAX + 1, 1) == UINT32_MAX,
           "saturates at UINT32_MAX");
 #endif
-    CHECK(mp__parts(SIZE_MAX, 1) == UINT32_MAX, "saturates at UINT32_MAX");
+    CHECK(mp__share_parts(SIZE_MAX, 1) == UINT32_MAX,
+          "saturates at UINT32_MAX");
     for (int i = 0; i < 10000; i++) {
         size_t len = (size_t)rnd_below((uint64_t)1 << 36);
         uint32_t pe = 1 + (uint32_t)rnd_below(1u << 20);
         uint64_t want = len / pe + (len % pe != 0);
-        CHECK(mp__parts(len, pe) == want, "ceil(%zu / %u)", len, pe);
+        CHECK(mp__share_parts(len, pe) == want, "ceil(%zu / %u)", len, pe);
         /* The parts cover the share exactly: all full but the last. */
         if (want > 0)
             CHECK((want - 1) * pe < len && len <= want * pe, "cover");
@@ -265,20 +268,20 @@ static void test_parts(void) {
 static void test_bandwidth_bound(void) {
     uint32_t in[MP_GROUP_MAX], out[MP_GROUP_MAX];
     uint32_t one[3] = {1000, 1000, UINT32_MAX};
-    mp__bandwidth_bound(3, one, out);
+    mp__share_bandwidth_bound(3, one, out);
     CHECK(out[0] == 1000 && out[1] == 1000 && out[2] == 1000 * MP_BW_SPREAD,
           "absurd claim capped: %u", out[2]);
     uint32_t strag[4] = {100, 100, 5, 100};
-    mp__bandwidth_bound(4, strag, out);
+    mp__share_bandwidth_bound(4, strag, out);
     CHECK(out[0] == 100 && out[2] == 5, "a slow member keeps its figure");
     uint32_t zero[2] = {0, 0};
-    mp__bandwidth_bound(2, zero, out);
+    mp__share_bandwidth_bound(2, zero, out);
     CHECK(out[0] == 1 && out[1] == 1, "zero is one");
     for (int t = 0; t < 2000; t++) {
         uint32_t n = 1 + (uint32_t)rnd_below(MP_GROUP_MAX);
         for (uint32_t i = 0; i < n; i++)
             in[i] = rnd() & 1 ? (uint32_t)rnd() : (uint32_t)rnd_below(2000);
-        mp__bandwidth_bound(n, in, out);
+        mp__share_bandwidth_bound(n, in, out);
         /* lower median: the smallest v with at least (n+1)/2 values <= v */
         uint64_t med = UINT64_MAX;
         for (uint32_t i = 0; i < n; i++) {

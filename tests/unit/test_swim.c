@@ -81,7 +81,7 @@ static void pump(net_t *t, int i) {
     while (mp__swim_poll_send(t->sw[i], &out_msg)) {
         size_t len = 0;
         moshpit_err_t e =
-            mp__swim_msg_encode(&out_msg.msg, enc, sizeof enc, &len);
+            mp__wire_swim_msg_encode(&out_msg.msg, enc, sizeof enc, &len);
         CHECK(e == MOSHPIT_OK, "node %d: encode type %d -> %d", i,
               (int)out_msg.msg.type, (int)e);
         if (e != MOSHPIT_OK)
@@ -163,7 +163,7 @@ static void deliver(net_t *t, const pkt_t *p) {
         t->dropped++;
         return;
     }
-    moshpit_err_t e = mp__swim_msg_decode(p->buf, p->len, &dec_msg);
+    moshpit_err_t e = mp__wire_swim_msg_decode(p->buf, p->len, &dec_msg);
     CHECK(e == MOSHPIT_OK, "decode -> %d", (int)e);
     if (e != MOSHPIT_OK)
         return;
@@ -872,10 +872,10 @@ static void test_piggyback(void) {
             v.has_addr = (uint8_t)with;
             if (!with)
                 v.addr[0] = '\0';
-            CHECK(mp__swim_block_encode(0, NULL, 0, b0, sizeof b0, &l0) ==
+            CHECK(mp__wire_swim_block_encode(0, NULL, 0, b0, sizeof b0, &l0) ==
                           MOSHPIT_OK &&
-                      mp__swim_block_encode(0, &v, 1, b1, sizeof b1, &l1) ==
-                          MOSHPIT_OK &&
+                      mp__wire_swim_block_encode(0, &v, 1, b1, sizeof b1,
+                                                 &l1) == MOSHPIT_OK &&
                       l1 - l0 == mp__swim_update_bytes(&v),
                   "update %d size %zu vs %zu", i, l1 - l0,
                   mp__swim_update_bytes(&v));
@@ -906,7 +906,8 @@ static void test_piggyback(void) {
     mp__swim_absorb(sw, 0, other, u, 1);
     size_t n = mp__swim_take_updates(sw, NULL, 1024, out, MP_SWIM_PB_MAX);
     CHECK(n == 1, "one fresh update: %zu", n);
-    CHECK(mp__swim_block_encode(7, out, n, b1, sizeof b1, &l1) == MOSHPIT_OK &&
+    CHECK(mp__wire_swim_block_encode(7, out, n, b1, sizeof b1, &l1) ==
+                  MOSHPIT_OK &&
               l1 <= mp__swim_update_bytes(&out[0]) + MP_SWIM_BLOCK_OVERHEAD,
           "block of %zu bytes", l1);
     mp__swim_free(sw);
@@ -1517,7 +1518,7 @@ static void test_random_input(void) {
         size_t len;
         while (mp__swim_poll_send(sw, &out_msg))
             encode_failures +=
-                mp__swim_msg_encode(&out_msg.msg, enc, sizeof enc, &len) !=
+                mp__wire_swim_msg_encode(&out_msg.msg, enc, sizeof enc, &len) !=
                 MOSHPIT_OK;
         mp_swim_event_t ev;
         while (mp__swim_poll_event(sw, &ev))

@@ -180,28 +180,29 @@ static const struct {
 
 static void roundtrip(const char *what, const mp_swim_msg_t *m) {
     size_t len = 0;
-    moshpit_err_t e = mp__swim_msg_encode(m, enc_buf, sizeof enc_buf, &len);
+    moshpit_err_t e =
+        mp__wire_swim_msg_encode(m, enc_buf, sizeof enc_buf, &len);
     CHECK(e == MOSHPIT_OK, "%s: encode -> %d", what, (int)e);
     if (e != MOSHPIT_OK)
         return;
-    e = mp__swim_msg_decode(enc_buf, len, &dm);
+    e = mp__wire_swim_msg_decode(enc_buf, len, &dm);
     CHECK(e == MOSHPIT_OK, "%s: decode -> %d", what, (int)e);
     CHECK(e != MOSHPIT_OK || msg_equal(m, &dm), "%s: round trip differs", what);
     int trunc_ok = 1, cap_ok = 1;
     for (size_t k = 0; k < len; k++)
-        if (mp__swim_msg_decode(enc_buf, k, &dm2) != MOSHPIT_EPROTO)
+        if (mp__wire_swim_msg_decode(enc_buf, k, &dm2) != MOSHPIT_EPROTO)
             trunc_ok = 0;
     CHECK(trunc_ok, "%s: a truncation decoded", what);
     static uint8_t small[MP_SWIM_MSG_MAX];
     for (size_t cap = 0; cap < len; cap++) {
         size_t l2 = 99;
-        if (mp__swim_msg_encode(m, small, cap, &l2) != MOSHPIT_ENOMEM ||
+        if (mp__wire_swim_msg_encode(m, small, cap, &l2) != MOSHPIT_ENOMEM ||
             l2 != 0)
             cap_ok = 0;
     }
     CHECK(cap_ok, "%s: a too small cap did not give ENOMEM", what);
     uint64_t t = 0;
-    CHECK(mp__swim_wire_peek_type(enc_buf, len, &t) == MOSHPIT_OK &&
+    CHECK(mp__wire_swim_peek_type(enc_buf, len, &t) == MOSHPIT_OK &&
               t == (uint64_t)m->type,
           "%s: peek type %llu", what, (unsigned long long)t);
 }
@@ -261,9 +262,9 @@ static void test_roundtrips(void) {
     m.cursor = 5;
     m.has_target = 0;
     size_t len;
-    CHECK(mp__swim_msg_encode(&m, enc_buf, sizeof enc_buf, &len) ==
+    CHECK(mp__wire_swim_msg_encode(&m, enc_buf, sizeof enc_buf, &len) ==
                   MOSHPIT_OK &&
-              mp__swim_msg_decode(enc_buf, len, &dm) == MOSHPIT_OK &&
+              mp__wire_swim_msg_decode(enc_buf, len, &dm) == MOSHPIT_OK &&
               dm.cursor == 0,
           "PING does not carry cur");
     /* The block encoder gives the same bytes as a GOSSIP message. */
@@ -271,10 +272,10 @@ static void test_roundtrips(void) {
     m.type = MP_SWIM_MSG_GOSSIP;
     static uint8_t b2[MP_SWIM_MSG_MAX];
     size_t l2;
-    CHECK(mp__swim_msg_encode(&m, enc_buf, sizeof enc_buf, &len) ==
+    CHECK(mp__wire_swim_msg_encode(&m, enc_buf, sizeof enc_buf, &len) ==
                   MOSHPIT_OK &&
-              mp__swim_block_encode(m.inc, m.updates, m.n_updates, b2,
-                                    sizeof b2, &l2) == MOSHPIT_OK &&
+              mp__wire_swim_block_encode(m.inc, m.updates, m.n_updates, b2,
+                                         sizeof b2, &l2) == MOSHPIT_OK &&
               len == l2 && memcmp(enc_buf, b2, len) == 0,
           "block encoder differs from GOSSIP");
     /* Block overhead bound: a full block at the largest incarnation. */
@@ -285,8 +286,8 @@ static void test_roundtrips(void) {
         upd(&m.updates[i], (uint8_t)i, MP_SWIM_SUSPECT, 5, NULL);
         sum += mp__swim_update_bytes(&m.updates[i]);
     }
-    CHECK(mp__swim_block_encode(m.inc, m.updates, m.n_updates, b2, sizeof b2,
-                                &l2) == MOSHPIT_OK &&
+    CHECK(mp__wire_swim_block_encode(m.inc, m.updates, m.n_updates, b2,
+                                     sizeof b2, &l2) == MOSHPIT_OK &&
               l2 <= sum + MP_SWIM_BLOCK_OVERHEAD &&
               l2 == sum + MP_SWIM_BLOCK_OVERHEAD,
           "block overhead %zu", l2 - sum);
@@ -306,7 +307,7 @@ static void test_vectors(void) {
         long n = test_read_hex(path, want, sizeof want);
         fixed[i].make(&m);
         size_t len = 0;
-        CHECK(mp__swim_msg_encode(&m, enc_buf, sizeof enc_buf, &len) ==
+        CHECK(mp__wire_swim_msg_encode(&m, enc_buf, sizeof enc_buf, &len) ==
                   MOSHPIT_OK,
               "%s: encode", fixed[i].name);
         to_hex(enc_buf, len, hex);
@@ -315,7 +316,7 @@ static void test_vectors(void) {
               fixed[i].name, path, hex);
         if (n <= 0)
             continue;
-        CHECK(mp__swim_msg_decode(want, (size_t)n, &dm) == MOSHPIT_OK &&
+        CHECK(mp__wire_swim_msg_decode(want, (size_t)n, &dm) == MOSHPIT_OK &&
                   msg_equal(&m, &dm),
               "%s: decoding %s does not give the message", fixed[i].name, path);
     }
@@ -333,7 +334,7 @@ static void test_vectors(void) {
         };
     msg_ping(&m);
     size_t len = 0;
-    CHECK(mp__swim_msg_encode(&m, enc_buf, sizeof enc_buf, &len) ==
+    CHECK(mp__wire_swim_msg_encode(&m, enc_buf, sizeof enc_buf, &len) ==
                   MOSHPIT_OK &&
               len == sizeof ping && memcmp(enc_buf, ping, len) == 0,
           "PING bytes differ from the hand-written ones");
@@ -545,7 +546,7 @@ static void spec_build(const spec_t *s, bb_t *out, size_t skip, size_t repl,
 static bb_t bb;
 
 static moshpit_err_t dec(const bb_t *b) {
-    return mp__swim_msg_decode(b->b, b->n, &dm);
+    return mp__wire_swim_msg_decode(b->b, b->n, &dm);
 }
 
 static void test_fields(void) {
@@ -817,32 +818,34 @@ static void test_raw(void) {
     static const uint8_t gossip[] = {0x84, 0xa1, 'v',  0x01, 0xa1,
                                      't',  0x15, 0xa3, 'i',  'n',
                                      'c',  0x00, 0xa1, 'g',  0x90};
-    CHECK(mp__swim_msg_decode(gossip, sizeof gossip, &dm) == MOSHPIT_OK &&
+    CHECK(mp__wire_swim_msg_decode(gossip, sizeof gossip, &dm) == MOSHPIT_OK &&
               dm.type == MP_SWIM_MSG_GOSSIP && dm.n_updates == 0,
           "minimal GOSSIP");
-    CHECK(mp__swim_msg_decode(gossip, 0, &dm) == MOSHPIT_EPROTO, "empty");
-    CHECK(mp__swim_msg_decode(NULL, 0, &dm) == MOSHPIT_EPROTO, "NULL empty");
-    CHECK(mp__swim_msg_decode(gossip, sizeof gossip, NULL) == MOSHPIT_EINVAL,
+    CHECK(mp__wire_swim_msg_decode(gossip, 0, &dm) == MOSHPIT_EPROTO, "empty");
+    CHECK(mp__wire_swim_msg_decode(NULL, 0, &dm) == MOSHPIT_EPROTO,
+          "NULL empty");
+    CHECK(mp__wire_swim_msg_decode(gossip, sizeof gossip, NULL) ==
+              MOSHPIT_EINVAL,
           "NULL msg");
     /* A wire.h control message (BYE) is not a SWIM message, but its type
      * can be peeked. */
     static const uint8_t bye[] = {0x82, 0xa1, 'v', 0x01, 0xa1, 't', 0x08};
     uint64_t t = 0;
-    CHECK(mp__swim_msg_decode(bye, sizeof bye, &dm) == MOSHPIT_EPROTO,
+    CHECK(mp__wire_swim_msg_decode(bye, sizeof bye, &dm) == MOSHPIT_EPROTO,
           "BYE is not SWIM");
-    CHECK(mp__swim_wire_peek_type(bye, sizeof bye, &t) == MOSHPIT_OK && t == 8,
+    CHECK(mp__wire_swim_peek_type(bye, sizeof bye, &t) == MOSHPIT_OK && t == 8,
           "peek BYE");
     static const uint8_t not_map[] = {0x92, 0x01, 0x02},
                          int_key[] = {0x81, 0x01, 0x02},
                          no_t[] = {0x81, 0xa1, 'v', 0x01};
-    CHECK(mp__swim_wire_peek_type(not_map, 3, &t) == MOSHPIT_EPROTO && t == 0,
+    CHECK(mp__wire_swim_peek_type(not_map, 3, &t) == MOSHPIT_EPROTO && t == 0,
           "peek non-map");
-    CHECK(mp__swim_wire_peek_type(int_key, 3, &t) == MOSHPIT_EPROTO,
+    CHECK(mp__wire_swim_peek_type(int_key, 3, &t) == MOSHPIT_EPROTO,
           "peek integer key");
-    CHECK(mp__swim_wire_peek_type(no_t, 4, &t) == MOSHPIT_EPROTO, "peek no t");
-    CHECK(mp__swim_wire_peek_type(gossip, 5, &t) == MOSHPIT_EPROTO,
+    CHECK(mp__wire_swim_peek_type(no_t, 4, &t) == MOSHPIT_EPROTO, "peek no t");
+    CHECK(mp__wire_swim_peek_type(gossip, 5, &t) == MOSHPIT_EPROTO,
           "peek truncated");
-    CHECK(mp__swim_wire_peek_type(gossip, sizeof gossip, NULL) ==
+    CHECK(mp__wire_swim_peek_type(gossip, sizeof gossip, NULL) ==
               MOSHPIT_EINVAL,
           "peek NULL out");
     /* Nesting beyond 16 levels in an unknown key. */
@@ -868,7 +871,7 @@ static void test_raw(void) {
     }
     /* A failed decode leaves the message zeroed. */
     msg_sync(&dm);
-    CHECK(mp__swim_msg_decode(bye, sizeof bye, &dm) == MOSHPIT_EPROTO &&
+    CHECK(mp__wire_swim_msg_decode(bye, sizeof bye, &dm) == MOSHPIT_EPROTO &&
               dm.type == 0 && dm.n_entries == 0 && dm.cursor == 0,
           "failed decode clears msg");
 }
@@ -895,7 +898,7 @@ static void test_encode_rejects(void) {
 #define REJECT(setup, what)                                                    \
     do {                                                                       \
         setup;                                                                 \
-        moshpit_err_t e_ = mp__swim_msg_encode(&m, b, cap, &len);              \
+        moshpit_err_t e_ = mp__wire_swim_msg_encode(&m, b, cap, &len);         \
         CHECK(e_ == MOSHPIT_EINVAL && len == 0, "encode %s -> %d", what,       \
               (int)e_);                                                        \
     } while (0)
@@ -927,17 +930,20 @@ static void test_encode_rejects(void) {
     b = enc_buf;
 #undef REJECT
     msg_gossip(&m);
-    CHECK(mp__swim_msg_encode(NULL, b, cap, &len) == MOSHPIT_EINVAL,
+    CHECK(mp__wire_swim_msg_encode(NULL, b, cap, &len) == MOSHPIT_EINVAL,
           "NULL msg");
-    CHECK(mp__swim_msg_encode(&m, b, cap, NULL) == MOSHPIT_EINVAL, "NULL len");
-    CHECK(mp__swim_msg_encode(&m, NULL, 0, &len) == MOSHPIT_ENOMEM,
+    CHECK(mp__wire_swim_msg_encode(&m, b, cap, NULL) == MOSHPIT_EINVAL,
+          "NULL len");
+    CHECK(mp__wire_swim_msg_encode(&m, NULL, 0, &len) == MOSHPIT_ENOMEM,
           "NULL buffer, cap 0");
-    CHECK(mp__swim_block_encode(0, NULL, 1, b, cap, &len) == MOSHPIT_EINVAL,
+    CHECK(mp__wire_swim_block_encode(0, NULL, 1, b, cap, &len) ==
+              MOSHPIT_EINVAL,
           "block NULL updates");
-    CHECK(mp__swim_block_encode(0, m.updates, MP_SWIM_PB_MAX + 1, b, cap,
-                                &len) == MOSHPIT_EINVAL,
+    CHECK(mp__wire_swim_block_encode(0, m.updates, MP_SWIM_PB_MAX + 1, b, cap,
+                                     &len) == MOSHPIT_EINVAL,
           "block too many");
-    CHECK(mp__swim_block_encode(0, m.updates, 1, b, 3, &len) == MOSHPIT_ENOMEM,
+    CHECK(mp__wire_swim_block_encode(0, m.updates, 1, b, 3, &len) ==
+              MOSHPIT_ENOMEM,
           "block small cap");
 }
 

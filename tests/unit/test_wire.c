@@ -214,7 +214,7 @@ static uint8_t enc_buf[MP_CTRL_MAX];
  * of the output fails to decode, decodes, and compares. */
 static void roundtrip(const char *what, const mp_msg_t *m) {
     size_t len = 0;
-    moshpit_err_t e = mp__msg_encode(m, enc_buf, sizeof enc_buf, &len);
+    moshpit_err_t e = mp__wire_msg_encode(m, enc_buf, sizeof enc_buf, &len);
     CHECK(e == MOSHPIT_OK, "%s: encode -> %d", what, (int)e);
     if (e != MOSHPIT_OK)
         return;
@@ -223,13 +223,13 @@ static void roundtrip(const char *what, const mp_msg_t *m) {
     mp_msg_t *d = malloc(sizeof *d);
     if (d == NULL)
         abort();
-    e = mp__msg_decode(enc_buf, len, d);
+    e = mp__wire_msg_decode(enc_buf, len, d);
     CHECK(e == MOSHPIT_OK, "%s: decode -> %d", what, (int)e);
     CHECK(e != MOSHPIT_OK || msg_equal(m, d), "%s: round trip differs", what);
 
     int trunc_ok = 1, cap_ok = 1;
     for (size_t k = 0; k < len; k++) {
-        if (mp__msg_decode(enc_buf, k, d) != MOSHPIT_EPROTO)
+        if (mp__wire_msg_decode(enc_buf, k, d) != MOSHPIT_EPROTO)
             trunc_ok = 0;
     }
     CHECK(trunc_ok, "%s: a truncation decoded or gave a wrong error", what);
@@ -237,7 +237,8 @@ static void roundtrip(const char *what, const mp_msg_t *m) {
     static uint8_t small[MP_CTRL_MAX];
     for (size_t cap = 0; cap < len; cap++) {
         size_t l2 = 99;
-        if (mp__msg_encode(m, small, cap, &l2) != MOSHPIT_ENOMEM || l2 != 0)
+        if (mp__wire_msg_encode(m, small, cap, &l2) != MOSHPIT_ENOMEM ||
+            l2 != 0)
             cap_ok = 0;
     }
     CHECK(cap_ok, "%s: a too small cap did not give ENOMEM", what);
@@ -353,9 +354,9 @@ static void test_roundtrips(void) {
     mp_msg_t *d = calloc(1, sizeof *d);
     if (d == NULL)
         abort();
-    CHECK(mp__msg_encode(m, enc_buf, sizeof enc_buf, &len) == MOSHPIT_OK,
+    CHECK(mp__wire_msg_encode(m, enc_buf, sizeof enc_buf, &len) == MOSHPIT_OK,
           "group with seq");
-    CHECK(mp__msg_decode(enc_buf, len, d) == MOSHPIT_OK &&
+    CHECK(mp__wire_msg_decode(enc_buf, len, d) == MOSHPIT_OK &&
               d->u.group.members[0].seq == 0,
           "member seq must decode as 0");
     free(d);
@@ -378,14 +379,15 @@ static void test_vectors(void) {
         CHECK(n > 0, "cannot read %s", path);
         fixed[i].make(&m);
         size_t len = 0;
-        CHECK(mp__msg_encode(&m, enc_buf, sizeof enc_buf, &len) == MOSHPIT_OK,
+        CHECK(mp__wire_msg_encode(&m, enc_buf, sizeof enc_buf, &len) ==
+                  MOSHPIT_OK,
               "%s: encode", fixed[i].name);
         to_hex(enc_buf, len, hex);
         CHECK(n > 0 && (size_t)n == len && memcmp(want, enc_buf, len) == 0,
               "%s: encoding differs from %s, got %s", fixed[i].name, path, hex);
         if (n <= 0)
             continue;
-        CHECK(mp__msg_decode(want, (size_t)n, &d) == MOSHPIT_OK &&
+        CHECK(mp__wire_msg_decode(want, (size_t)n, &d) == MOSHPIT_OK &&
                   msg_equal(&m, &d),
               "%s: decoding %s does not give the message", fixed[i].name, path);
     }
@@ -395,7 +397,7 @@ static void test_vectors(void) {
     snprintf(path, sizeof path, "%s/wire_data_hdr.hex", MP_VECTORS_DIR);
     long n = test_read_hex(path, want, sizeof want);
     hdr_fixed(&h);
-    mp__data_hdr_encode(&h, out);
+    mp__wire_data_hdr_encode(&h, out);
     to_hex(out, sizeof out, hex);
     CHECK(n == MP_DATA_HDR_BYTES && memcmp(want, out, sizeof out) == 0,
           "data header differs from %s, got %s", path, hex);
@@ -405,7 +407,7 @@ static void test_vectors(void) {
     if (frame == NULL)
         abort();
     memcpy(frame, want, MP_DATA_HDR_BYTES);
-    CHECK(mp__data_hdr_decode(frame, flen, &hd) == MOSHPIT_OK &&
+    CHECK(mp__wire_data_hdr_decode(frame, flen, &hd) == MOSHPIT_OK &&
               hd.kind == h.kind && hd.count == h.count && hd.tag == h.tag &&
               hd.counter == h.counter && hd.round_id == h.round_id &&
               hd.share == h.share && hd.part == h.part &&
@@ -675,7 +677,7 @@ static void spec_build(const spec_t *s, bb_t *out, size_t skip, size_t repl,
 #define NONE ((size_t)-1)
 
 static moshpit_err_t dec(const bb_t *bb, mp_msg_t *m) {
-    return mp__msg_decode(bb->b, bb->n, m);
+    return mp__wire_msg_decode(bb->b, bb->n, m);
 }
 
 static bb_t bb;
@@ -1084,19 +1086,22 @@ static void test_counts(void) {
 
 static void test_raw(void) {
     static const uint8_t bye[] = {0x82, 0xa1, 'v', 0x02, 0xa1, 't', 0x08};
-    CHECK(mp__msg_decode(bye, sizeof bye, &dm) == MOSHPIT_OK &&
+    CHECK(mp__wire_msg_decode(bye, sizeof bye, &dm) == MOSHPIT_OK &&
               dm.type == MP_MSG_BYE,
           "minimal BYE");
-    CHECK(mp__msg_decode(bye, 0, &dm) == MOSHPIT_EPROTO, "empty input");
-    CHECK(mp__msg_decode(NULL, 0, &dm) == MOSHPIT_EPROTO, "NULL empty input");
-    CHECK(mp__msg_decode(bye, sizeof bye, NULL) == MOSHPIT_EINVAL, "NULL msg");
+    CHECK(mp__wire_msg_decode(bye, 0, &dm) == MOSHPIT_EPROTO, "empty input");
+    CHECK(mp__wire_msg_decode(NULL, 0, &dm) == MOSHPIT_EPROTO,
+          "NULL empty input");
+    CHECK(mp__wire_msg_decode(bye, sizeof bye, NULL) == MOSHPIT_EINVAL,
+          "NULL msg");
 
     /* Not a map. */
     static const uint8_t not_map[][8] = {
         {0xc0}, {0x01}, {0x92, 0x01, 0x08}, {0xa1, 'v'}, {0xc4, 0x00}};
     static const size_t not_map_n[] = {1, 1, 3, 2, 2};
     for (size_t i = 0; i < 5; i++)
-        CHECK(mp__msg_decode(not_map[i], not_map_n[i], &dm) == MOSHPIT_EPROTO,
+        CHECK(mp__wire_msg_decode(not_map[i], not_map_n[i], &dm) ==
+                  MOSHPIT_EPROTO,
               "not a map %zu", i);
 
     /* Non-string key, the reserved byte 0xc1, absurd map counts. */
@@ -1110,14 +1115,14 @@ static void test_raw(void) {
                          ext_4g[] = {0x83, 0xa1, 'v',  0x01, 0xa1,
                                      't',  0x08, 0xa1, 'z',  0xc9,
                                      0xff, 0xff, 0xff, 0xff, 0x01};
-    CHECK(mp__msg_decode(int_key, sizeof int_key, &dm) == MOSHPIT_EPROTO,
+    CHECK(mp__wire_msg_decode(int_key, sizeof int_key, &dm) == MOSHPIT_EPROTO,
           "integer key");
-    CHECK(mp__msg_decode(c1, sizeof c1, &dm) == MOSHPIT_EPROTO, "0xc1");
-    CHECK(mp__msg_decode(map_4g, sizeof map_4g, &dm) == MOSHPIT_EPROTO,
+    CHECK(mp__wire_msg_decode(c1, sizeof c1, &dm) == MOSHPIT_EPROTO, "0xc1");
+    CHECK(mp__wire_msg_decode(map_4g, sizeof map_4g, &dm) == MOSHPIT_EPROTO,
           "map32 of 2^32-1");
-    CHECK(mp__msg_decode(map_16, sizeof map_16, &dm) == MOSHPIT_EPROTO,
+    CHECK(mp__wire_msg_decode(map_16, sizeof map_16, &dm) == MOSHPIT_EPROTO,
           "map16 of 65535");
-    CHECK(mp__msg_decode(ext_4g, sizeof ext_4g, &dm) == MOSHPIT_EPROTO,
+    CHECK(mp__wire_msg_decode(ext_4g, sizeof ext_4g, &dm) == MOSHPIT_EPROTO,
           "ext claiming 4 GB");
 
     /* Nesting: an unknown key may hold a few levels, not many. */
@@ -1149,7 +1154,7 @@ static void test_raw(void) {
 
     /* A failed decode leaves the message zeroed. */
     msg_hello(&dm);
-    CHECK(mp__msg_decode(c1, sizeof c1, &dm) == MOSHPIT_EPROTO &&
+    CHECK(mp__wire_msg_decode(c1, sizeof c1, &dm) == MOSHPIT_EPROTO &&
               dm.type == 0 && dm.u.hello.tag == 0,
           "failed decode clears msg");
 }
@@ -1163,7 +1168,7 @@ static void test_encode_rejects(void) {
 #define REJECT(setup, what)                                                    \
     do {                                                                       \
         setup;                                                                 \
-        moshpit_err_t e_ = mp__msg_encode(&m, b, cap, &len);                   \
+        moshpit_err_t e_ = mp__wire_msg_encode(&m, b, cap, &len);              \
         CHECK(e_ == MOSHPIT_EINVAL && len == 0, "encode %s -> %d", what,       \
               (int)e_);                                                        \
     } while (0)
@@ -1232,14 +1237,15 @@ static void test_encode_rejects(void) {
 #undef REJECT
 
     msg_bye(&m);
-    CHECK(mp__msg_encode(NULL, b, cap, &len) == MOSHPIT_EINVAL, "NULL msg");
-    CHECK(mp__msg_encode(&m, b, cap, NULL) == MOSHPIT_EINVAL, "NULL len");
-    CHECK(mp__msg_encode(&m, NULL, 0, &len) == MOSHPIT_ENOMEM,
+    CHECK(mp__wire_msg_encode(NULL, b, cap, &len) == MOSHPIT_EINVAL,
+          "NULL msg");
+    CHECK(mp__wire_msg_encode(&m, b, cap, NULL) == MOSHPIT_EINVAL, "NULL len");
+    CHECK(mp__wire_msg_encode(&m, NULL, 0, &len) == MOSHPIT_ENOMEM,
           "NULL buffer, cap 0");
     /* Negative zero is a valid (non-negative) weight. */
     msg_join(&m);
     m.u.join.weight = -0.0;
-    CHECK(mp__msg_encode(&m, b, cap, &len) == MOSHPIT_OK, "-0.0 weight");
+    CHECK(mp__wire_msg_encode(&m, b, cap, &len) == MOSHPIT_OK, "-0.0 weight");
 }
 
 /* ------------------------------------------------------------------ */
@@ -1265,16 +1271,16 @@ static void test_data_hdr(void) {
     /* Minimal and maximal values. */
     memset(&h, 0, sizeof h);
     h.kind = MP_PART_SCATTER;
-    mp__data_hdr_encode(&h, f);
-    CHECK(mp__data_hdr_decode(f, 64, &d) == MOSHPIT_OK, "min header");
+    mp__wire_data_hdr_encode(&h, f);
+    CHECK(mp__wire_data_hdr_decode(f, 64, &d) == MOSHPIT_OK, "min header");
     hdr_equal_check(&h, &d, "min");
     h.kind = MP_PART_GATHER;
     h.count = MP_DATA_MAX_COUNT;
     h.tag = h.counter = h.round_id = UINT64_MAX;
     h.share = h.part = UINT32_MAX;
     h.wsum = MOSHPIT_WEIGHT_MAX * MP_GROUP_MAX;
-    mp__data_hdr_encode(&h, f);
-    CHECK(mp__data_hdr_decode(f, maxlen, &d) == MOSHPIT_OK, "max header");
+    mp__wire_data_hdr_encode(&h, f);
+    CHECK(mp__wire_data_hdr_decode(f, maxlen, &d) == MOSHPIT_OK, "max header");
     hdr_equal_check(&h, &d, "max");
 
     /* Exact bytes of the fixed header, written out by hand. */
@@ -1288,23 +1294,26 @@ static void test_data_hdr(void) {
     };
     uint8_t out[MP_DATA_HDR_BYTES];
     hdr_fixed(&h);
-    mp__data_hdr_encode(&h, out);
+    mp__wire_data_hdr_encode(&h, out);
     CHECK(memcmp(out, want, sizeof want) == 0, "fixed header bytes");
 
     /* Every malformed form, starting from the fixed header. */
     size_t flen = MP_DATA_HDR_BYTES + 1000 * 4 + MP_DATA_TAG_BYTES;
     memset(f, 0, maxlen);
     memcpy(f, want, sizeof want);
-    CHECK(mp__data_hdr_decode(f, flen, &d) == MOSHPIT_OK, "fixed decodes");
+    CHECK(mp__wire_data_hdr_decode(f, flen, &d) == MOSHPIT_OK, "fixed decodes");
     int short_ok = 1;
     for (size_t n = 0; n < MP_DATA_HDR_BYTES; n++)
-        if (mp__data_hdr_decode(f, n, &d) != MOSHPIT_EPROTO)
+        if (mp__wire_data_hdr_decode(f, n, &d) != MOSHPIT_EPROTO)
             short_ok = 0;
     CHECK(short_ok, "short header accepted");
-    CHECK(mp__data_hdr_decode(f, flen - 1, &d) == MOSHPIT_EPROTO, "len - 1");
-    CHECK(mp__data_hdr_decode(f, flen + 1, &d) == MOSHPIT_EPROTO, "len + 1");
-    CHECK(mp__data_hdr_decode(f, flen + 4, &d) == MOSHPIT_EPROTO, "len + 4");
-    CHECK(mp__data_hdr_decode(f, flen - MP_DATA_TAG_BYTES, &d) ==
+    CHECK(mp__wire_data_hdr_decode(f, flen - 1, &d) == MOSHPIT_EPROTO,
+          "len - 1");
+    CHECK(mp__wire_data_hdr_decode(f, flen + 1, &d) == MOSHPIT_EPROTO,
+          "len + 1");
+    CHECK(mp__wire_data_hdr_decode(f, flen + 4, &d) == MOSHPIT_EPROTO,
+          "len + 4");
+    CHECK(mp__wire_data_hdr_decode(f, flen - MP_DATA_TAG_BYTES, &d) ==
               MOSHPIT_EPROTO,
           "no tag");
 
@@ -1328,7 +1337,7 @@ static void test_data_hdr(void) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         uint8_t save = f[bad[i].off];
         f[bad[i].off] = bad[i].val;
-        CHECK(mp__data_hdr_decode(f, flen, &d) == MOSHPIT_EPROTO, "%s",
+        CHECK(mp__wire_data_hdr_decode(f, flen, &d) == MOSHPIT_EPROTO, "%s",
               bad[i].what);
         f[bad[i].off] = save;
     }
@@ -1342,19 +1351,20 @@ static void test_data_hdr(void) {
             h.kind = MP_PART_GATHER;
             h.codec = cd;
             h.count = counts[i];
-            mp__data_hdr_encode(&h, f);
+            mp__wire_data_hdr_encode(&h, f);
             size_t len = MP_DATA_HDR_BYTES + mp__codec_bytes(cd, counts[i]) +
                          MP_DATA_TAG_BYTES;
-            CHECK(mp__data_hdr_decode(f, len, &d) == MOSHPIT_OK &&
+            CHECK(mp__wire_data_hdr_decode(f, len, &d) == MOSHPIT_OK &&
                       d.codec == cd && d.count == counts[i],
                   "codec %u count %u", cd, counts[i]);
-            CHECK(mp__data_hdr_decode(f, len - 1, &d) == MOSHPIT_EPROTO &&
-                      mp__data_hdr_decode(f, len + 1, &d) == MOSHPIT_EPROTO,
-                  "codec %u count %u: length off by one accepted", cd,
-                  counts[i]);
+            CHECK(
+                mp__wire_data_hdr_decode(f, len - 1, &d) == MOSHPIT_EPROTO &&
+                    mp__wire_data_hdr_decode(f, len + 1, &d) == MOSHPIT_EPROTO,
+                "codec %u count %u: length off by one accepted", cd, counts[i]);
             h.kind = MP_PART_STATE;
-            mp__data_hdr_encode(&h, f);
-            CHECK((mp__data_hdr_decode(f, len, &d) == MOSHPIT_OK) == (cd == 0),
+            mp__wire_data_hdr_encode(&h, f);
+            CHECK((mp__wire_data_hdr_decode(f, len, &d) == MOSHPIT_OK) ==
+                      (cd == 0),
                   "state chunk with codec %u", cd);
         }
 
@@ -1365,14 +1375,15 @@ static void test_data_hdr(void) {
     f[5] = (uint8_t)(c >> 8);
     f[6] = (uint8_t)(c >> 16);
     f[7] = (uint8_t)(c >> 24);
-    CHECK(mp__data_hdr_decode(f, maxlen + 4, &d) == MOSHPIT_EPROTO,
+    CHECK(mp__wire_data_hdr_decode(f, maxlen + 4, &d) == MOSHPIT_EPROTO,
           "count too big");
     f[4] = f[5] = f[6] = f[7] = 0xff;
-    CHECK(mp__data_hdr_decode(f, flen, &d) == MOSHPIT_EPROTO, "count 2^32-1");
+    CHECK(mp__wire_data_hdr_decode(f, flen, &d) == MOSHPIT_EPROTO,
+          "count 2^32-1");
     /* count = 0 is a valid (empty) part. */
     memset(f + 4, 0, 4);
-    CHECK(mp__data_hdr_decode(f, MP_DATA_HDR_BYTES + MP_DATA_TAG_BYTES, &d) ==
-                  MOSHPIT_OK &&
+    CHECK(mp__wire_data_hdr_decode(f, MP_DATA_HDR_BYTES + MP_DATA_TAG_BYTES,
+                                   &d) == MOSHPIT_OK &&
               d.count == 0,
           "count 0");
 
@@ -1389,21 +1400,22 @@ static void test_data_hdr(void) {
     for (size_t i = 0; i < sizeof bad_w / sizeof bad_w[0]; i++) {
         hdr_fixed(&h);
         h.wsum = bad_w[i];
-        mp__data_hdr_encode(&h, f);
-        CHECK(mp__data_hdr_decode(f, flen, &d) == MOSHPIT_EPROTO,
+        mp__wire_data_hdr_encode(&h, f);
+        CHECK(mp__wire_data_hdr_decode(f, flen, &d) == MOSHPIT_EPROTO,
               "wsum case %zu", i);
     }
     hdr_fixed(&h);
     h.wsum = -0.0;
-    mp__data_hdr_encode(&h, f);
-    CHECK(mp__data_hdr_decode(f, flen, &d) == MOSHPIT_OK, "wsum -0.0");
+    mp__wire_data_hdr_encode(&h, f);
+    CHECK(mp__wire_data_hdr_decode(f, flen, &d) == MOSHPIT_OK, "wsum -0.0");
 
     /* A failed decode leaves the header zeroed. */
     f[0] = 9;
     d.count = 5;
-    CHECK(mp__data_hdr_decode(f, flen, &d) == MOSHPIT_EPROTO && d.count == 0,
+    CHECK(mp__wire_data_hdr_decode(f, flen, &d) == MOSHPIT_EPROTO &&
+              d.count == 0,
           "failed header decode clears h");
-    CHECK(mp__data_hdr_decode(f, flen, NULL) == MOSHPIT_EINVAL, "NULL h");
+    CHECK(mp__wire_data_hdr_decode(f, flen, NULL) == MOSHPIT_EINVAL, "NULL h");
     free(f);
 }
 
