@@ -215,7 +215,9 @@ static void mm_mark(mp_mm_t *mm, bool all, uint32_t phase, size_t limit,
         mm_entry_t *e = &mm->pending[i];
         bool own = all || e->m.phase == phase;
         bool extra = false;
-        bool ahead = phase != UINT32_MAX && e->m.phase == phase + 1u;
+        /* phases wrap (a false 2^32 - 1 from one peer must not pin the
+         * swarm's clock), so 0 is one ahead of 2^32 - 1 */
+        bool ahead = e->m.phase == phase + 1u;
         if (!own && others && !ahead) {
             extra = true;
             for (size_t c = 0; c < nc; c++) {

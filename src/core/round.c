@@ -719,7 +719,7 @@ void mp__rnd_end(mp_rnd_t *rm, uint64_t now, moshpit_err_t e, bool alone,
      * (core/matchmaker.c) is in step again for the next round */
     if (res->grouped) {
         uint32_t ph = rm->group_phase > rm->phase ? rm->group_phase : rm->phase;
-        rm->phase = ph == UINT32_MAX ? ph : ph + 1;
+        rm->phase = ph + 1u; /* wraps: a phase is only an ordering hint */
     }
     call_clear(rm);
 }

@@ -1051,6 +1051,22 @@ static void test_mm_phases(void) {
     CHECK(mp__mm_pending(mm) == 0, "pending %zu", mp__mm_pending(mm));
     mp__mm_free(mm);
 
+    /* phases wrap: a caller at phase 0 is one ahead of callers at
+     * 2^32 - 1 (where one peer's false phase can put its group mates) and
+     * waits for its own round, as at any other phase; the group's phase
+     * is the largest, and its members' next one wraps to 0 */
+    mm = mm_make(4, 2, 28);
+    for (uint8_t b = 1; b <= 4; b++)
+        CHECK(mm_join_phase(mm, b, b, UINT32_MAX), "join %u", b);
+    CHECK(mm_join_phase(mm, 5, 11, 0), "join a round ahead of 2^32 - 1");
+    CHECK(mp__mm_poll(mm, 5 + 250, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){1, 2, 3, 4}, 4),
+          "phase 2^32 - 1 not one full group (n %u)", (unsigned)o.n);
+    CHECK(o.phase == UINT32_MAX, "group phase %u", (unsigned)o.phase);
+    CHECK(!mp__mm_poll(mm, 5 + 250, &o) && mp__mm_pending(mm) == 1,
+          "the caller one ahead of 2^32 - 1 did not wait");
+    mp__mm_free(mm);
+
     /* callers out of step are not kept apart: with no phase at M, phases
      * mix once the key is quiet */
     mm = mm_make(4, 2, 25);
