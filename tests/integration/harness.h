@@ -195,5 +195,11 @@ double it_dev_from_group(const float *v, size_t count, size_t i,
                          const uint64_t *gid, const uint64_t *seeds,
                          const double *weights, size_t n);
 uint64_t it_now_ms(void);
+/* Settings that are part of the group key never mix: starts four peers of
+ * `swarm` (group size 4), set(cfg, i) giving peer i its setting (peers 0
+ * and 2 one, 1 and 3 another), averages once on each and checks (IT_CHECK)
+ * that the two kinds formed two separate groups of two. */
+void it_check_settings_apart(const char *swarm,
+                             void (*set)(it_peer_cfg_t *cfg, size_t i));
 
 #endif

@@ -112,51 +112,14 @@ static void run(uint32_t codec) {
 }
 
 /* Two settings in one swarm never mix. */
+static void set_codec(it_peer_cfg_t *cfg, size_t i) {
+    cfg->compression = i % 2 ? MOSHPIT_COMPRESS_NONE : MOSHPIT_COMPRESS_INT8;
+}
+
 static void run_mixed(void) {
-    it_peer_t peers[4];
-    it_peer_cfg_t cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.swarm = "it-compress-mixed";
-    cfg.group_size = 4;
-    cfg.matchmaking_ms = 3000;
-    cfg.round_timeout_ms = 30000;
-    cfg.expect_members = 4;
-    size_t up = 0;
-    for (size_t i = 0; i < 4; i++) {
-        cfg.compression = i % 2 ? MOSHPIT_COMPRESS_NONE : MOSHPIT_COMPRESS_INT8;
-        if (i > 0)
-            snprintf(cfg.bootstrap, sizeof cfg.bootstrap, "%s",
-                     peers[0].endpoint);
-        up += it_start_nowait(&peers[i], &cfg) == 0;
-    }
-    for (size_t i = 0; i < 4; i++)
-        IT_CHECK(it_wait_ready(&peers[i], 30000) == 4, "peer %zu not ready", i);
-    IT_CHECK(up == 4, "%zu of 4 peers started", up);
-    if (up != 4)
-        return;
-    uint64_t gid[4];
-    float *v = malloc(1000 * sizeof(float));
-    for (size_t i = 0; i < 4; i++)
-        IT_CHECK(it_average_async(&peers[i], 1000, 40 + i, 1.0) == 0, "send");
-    for (size_t i = 0; i < 4; i++) {
-        it_result_t res;
-        IT_CHECK(it_collect(&peers[i], &res, v, 1000, 60000) == 0 &&
-                     res.err == MOSHPIT_OK,
-                 "peer %zu", i);
-        gid[i] = res.info.round_id;
-        IT_CHECK(res.info.group_size == 2, "peer %zu: group of %u", i,
-                 res.info.group_size);
-    }
-    IT_CHECK(gid[0] == gid[2] && gid[1] == gid[3] && gid[0] != gid[1] &&
-                 gid[0] != 0 && gid[1] != 0,
-             "groups %llx %llx %llx %llx", (unsigned long long)gid[0],
-             (unsigned long long)gid[1], (unsigned long long)gid[2],
-             (unsigned long long)gid[3]);
+    it_check_settings_apart("it-compress-mixed", set_codec);
     printf("mixed settings: INT8 peers grouped together, uncompressed peers "
            "together\n");
-    free(v);
-    for (size_t i = 0; i < 4; i++)
-        it_stop(&peers[i]);
 }
 
 int main(void) {
