@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * net.c - ZeroMQ socket helpers: control DEALERs with CURVE and a monitor,
- * data DEALERs and monitor-event decoding (see net.h).
+ * data DEALERs with one or more connections (and a monitor that reports
+ * their descriptors), a bind that sets the listener's TCP congestion
+ * control, and monitor-event decoding (see net.h).
  */
 #include "net.h"
+
+#include "platform.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -75,22 +79,148 @@ fail:;
     return NULL;
 }
 
-void *mp__net_data_dealer(void *zctx, const char *addr) {
+/* The k-th spelling of "tcp://host:port": k zeros before the port. libzmq
+ * connects a DEALER once per endpoint string (a second zmq_connect of the
+ * same string is a no-op), and parses the port as a decimal number, so
+ * these make k + 1 connections to one address. */
+static int stream_addr(char *out, size_t cap, const char *addr, uint32_t k) {
+    const char *colon = strrchr(addr, ':');
+    if (colon == NULL ||
+        (size_t)(colon - addr) + 1 + k + strlen(colon + 1) >= cap)
+        return -1;
+    size_t head = (size_t)(colon - addr) + 1;
+    memcpy(out, addr, head);
+    memset(out + head, '0', k);
+    snprintf(out + head + k, cap - head - k, "%s", colon + 1);
+    return 0;
+}
+
+void *mp__net_data_dealer(void *zctx, const char *addr, uint32_t streams,
+                          const char *mon_ep, void **mon) {
+    if (mon != NULL)
+        *mon = NULL;
+    if (streams < 1)
+        streams = 1;
     void *s = zmq_socket(zctx, ZMQ_DEALER);
     if (s == NULL)
         return NULL;
     int64_t maxmsg = 4096; /* handshake commands pass through it */
-    if (set_int(s, ZMQ_LINGER, 0) != 0 || set_int(s, ZMQ_SNDHWM, 4) != 0 ||
+    /* the high-water mark is per connection: about 4 frames queued per
+     * destination whatever the number of streams */
+    int hwm = streams >= 4 ? 1 : (int)(4 / streams);
+    if (set_int(s, ZMQ_LINGER, 0) != 0 || set_int(s, ZMQ_SNDHWM, hwm) != 0 ||
         set_int(s, ZMQ_RECONNECT_IVL, 100) ||
         set_int(s, ZMQ_RECONNECT_IVL_MAX, 2000) ||
-        zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg)) != 0 ||
-        zmq_connect(s, addr) != 0) {
-        int e = errno;
-        mp__net_close(&s);
-        errno = e;
-        return NULL;
+        zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg)) != 0)
+        goto fail;
+    /* the monitor first, so that no connection's CONNECTED is missed */
+    if (mon_ep != NULL && mon != NULL) {
+        if (zmq_socket_monitor(s, mon_ep, ZMQ_EVENT_CONNECTED) != 0)
+            goto fail;
+        *mon = zmq_socket(zctx, ZMQ_PAIR);
+        if (*mon == NULL)
+            goto fail;
+        set_int(*mon, ZMQ_LINGER, 0);
+        if (zmq_connect(*mon, mon_ep) != 0)
+            goto fail;
+    }
+    for (uint32_t k = 0; k < streams; k++) {
+        char ep[300];
+        if (stream_addr(ep, sizeof(ep), addr, k) != 0) {
+            errno = EINVAL;
+            goto fail;
+        }
+        if (zmq_connect(s, ep) != 0)
+            goto fail;
     }
     return s;
+fail:;
+    int e = errno;
+    if (mon != NULL && *mon != NULL) {
+        mp__net_close(mon);
+        zmq_socket_monitor(s, NULL, 0);
+    }
+    mp__net_close(&s);
+    errno = e;
+    return NULL;
+}
+
+/* Reads one monitor event: its id and value (the descriptor, for the
+ * connection events). Returns -1 if none. */
+static int read_event_raw(void *mon, uint16_t *id, uint32_t *value) {
+    zmq_msg_t a, b;
+    zmq_msg_init(&a);
+    if (zmq_msg_recv(&a, mon, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&a);
+        return -1;
+    }
+    *id = 0;
+    *value = 0;
+    if (zmq_msg_size(&a) >= 6) {
+        memcpy(id, zmq_msg_data(&a), 2);
+        memcpy(value, (const uint8_t *)zmq_msg_data(&a) + 2, 4);
+    } else if (zmq_msg_size(&a) >= 2) {
+        memcpy(id, zmq_msg_data(&a), 2);
+    }
+    int more = zmq_msg_more(&a);
+    zmq_msg_close(&a);
+    while (more) { /* the endpoint frame */
+        zmq_msg_init(&b);
+        if (zmq_msg_recv(&b, mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&b);
+            break;
+        }
+        more = zmq_msg_more(&b);
+        zmq_msg_close(&b);
+    }
+    return 0;
+}
+
+int mp__net_read_connected(void *mon, int *fd) {
+    uint16_t id;
+    uint32_t v;
+    if (read_event_raw(mon, &id, &v) != 0)
+        return -1;
+    *fd = id == ZMQ_EVENT_CONNECTED ? (int)v : -1;
+    return 0;
+}
+
+int mp__net_bind_cc(void *zctx, void *sock, const char *ep, const char *cc,
+                    const char *mon_ep, int *cc_err) {
+    *cc_err = 0;
+    if (cc == NULL || cc[0] == '\0')
+        return zmq_bind(sock, ep);
+    /* the listener's descriptor arrives in the LISTENING event, which
+     * zmq_bind sends from this thread before it returns; connections
+     * accepted from it inherit an algorithm set on it */
+    void *mon = NULL;
+    if (zmq_socket_monitor(sock, mon_ep, ZMQ_EVENT_LISTENING) != 0)
+        return -1;
+    mon = zmq_socket(zctx, ZMQ_PAIR);
+    if (mon == NULL || set_int(mon, ZMQ_LINGER, 0) != 0 ||
+        set_int(mon, ZMQ_RCVTIMEO, 1000) != 0 ||
+        zmq_connect(mon, mon_ep) != 0) {
+        int e = errno;
+        mp__net_close(&mon);
+        zmq_socket_monitor(sock, NULL, 0);
+        errno = e;
+        return -1;
+    }
+    int rc = zmq_bind(sock, ep);
+    int e = errno;
+    if (rc == 0) {
+        zmq_pollitem_t it = {mon, 0, ZMQ_POLLIN, 0};
+        uint16_t id = 0;
+        uint32_t v = 0;
+        *cc_err = EAGAIN;
+        if (zmq_poll(&it, 1, 1000) > 0 && read_event_raw(mon, &id, &v) == 0 &&
+            id == ZMQ_EVENT_LISTENING)
+            *cc_err = mp_plat_tcp_cc_set((int)v, cc);
+    }
+    zmq_socket_monitor(sock, NULL, 0);
+    mp__net_close(&mon);
+    errno = e;
+    return rc;
 }
 
 int mp__net_read_event(void *mon, mp_net_event_t *ev) {
