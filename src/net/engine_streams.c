@@ -107,10 +107,10 @@ void mp__engine_data_close(mp_peer_t *p) {
 
 /* A CONNECTED event's descriptor belongs to ZeroMQ's I/O thread: if that
  * connection broke before this reads the event, the number may already
- * name another descriptor of this process. Setting the algorithm then
- * fails on anything but a TCP socket, and on another TCP socket (another
- * data or control connection) it only gives that connection the
- * algorithm of the data plane. */
+ * name another descriptor of this process. mp__net_read_connected gives
+ * it only while it is connected to the event's address; what remains (a
+ * new connection to the same address between the check and the call)
+ * would give that connection the data plane's algorithm. */
 void mp__engine_data_on_monitor(moshpit_t *mp, mp_peer_t *p) {
     int fd;
     while (p->dmon != NULL && mp__net_read_connected(p->dmon, &fd) == 0) {

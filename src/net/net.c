@@ -9,10 +9,14 @@
 
 #include "platform.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <zmq.h>
 
 static int set_int(void *s, int opt, int v) {
@@ -146,8 +150,10 @@ fail:;
 }
 
 /* Reads one monitor event: its id and value (the descriptor, for the
- * connection events). Returns -1 if none. */
-static int read_event_raw(void *mon, uint16_t *id, uint32_t *value) {
+ * connection events), and with ep its endpoint text (cap bytes, NUL
+ * terminated). Returns -1 if none. */
+static int read_event_ep(void *mon, uint16_t *id, uint32_t *value, char *ep,
+                         size_t cap) {
     zmq_msg_t a, b;
     zmq_msg_init(&a);
     if (zmq_msg_recv(&a, mon, ZMQ_DONTWAIT) < 0) {
@@ -164,11 +170,18 @@ static int read_event_raw(void *mon, uint16_t *id, uint32_t *value) {
     }
     int more = zmq_msg_more(&a);
     zmq_msg_close(&a);
+    if (ep != NULL && cap > 0)
+        ep[0] = '\0';
     while (more) { /* the endpoint frame */
         zmq_msg_init(&b);
         if (zmq_msg_recv(&b, mon, ZMQ_DONTWAIT) < 0) {
             zmq_msg_close(&b);
             break;
+        }
+        if (ep != NULL && cap > 0) {
+            size_t n = zmq_msg_size(&b) < cap - 1 ? zmq_msg_size(&b) : cap - 1;
+            memcpy(ep, zmq_msg_data(&b), n);
+            ep[n] = '\0';
         }
         more = zmq_msg_more(&b);
         zmq_msg_close(&b);
@@ -176,12 +189,63 @@ static int read_event_raw(void *mon, uint16_t *id, uint32_t *value) {
     return 0;
 }
 
+static int read_event_raw(void *mon, uint16_t *id, uint32_t *value) {
+    return read_event_ep(mon, id, value, NULL, 0);
+}
+
+/* Whether TCP socket fd is connected to the port of endpoint ep
+ * ("tcp://host:port", the port maybe with leading zeros), and to its host
+ * when that is a numeric address. */
+static bool fd_matches(int fd, const char *ep) {
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof(sa);
+    memset(&sa, 0, sizeof(sa));
+    if (getpeername(fd, (struct sockaddr *)&sa, &len) != 0)
+        return false;
+    const char *colon = strrchr(ep, ':');
+    if (colon == NULL)
+        return false;
+    unsigned long port = strtoul(colon + 1, NULL, 10);
+    const char *host = strncmp(ep, "tcp://", 6) == 0 ? ep + 6 : ep;
+    char h[64];
+    size_t hl = (size_t)(colon - host);
+    if (hl >= sizeof(h))
+        return false;
+    memcpy(h, host, hl);
+    h[hl] = '\0';
+    if (sa.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&sa;
+        struct in_addr want;
+        if (inet_pton(AF_INET, h, &want) == 1 &&
+            want.s_addr != a->sin_addr.s_addr)
+            return false;
+        return ntohs(a->sin_port) == port;
+    }
+    if (sa.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&sa;
+        struct in6_addr want;
+        if (hl >= 2 && h[0] == '[') {
+            memmove(h, h + 1, hl - 2);
+            h[hl - 2] = '\0';
+        }
+        if (inet_pton(AF_INET6, h, &want) == 1 &&
+            memcmp(&want, &a->sin6_addr, sizeof(want)) != 0)
+            return false;
+        return ntohs(a->sin6_port) == port;
+    }
+    return false;
+}
+
 int mp__net_read_connected(void *mon, int *fd) {
     uint16_t id;
     uint32_t v;
-    if (read_event_raw(mon, &id, &v) != 0)
+    char ep[300];
+    if (read_event_ep(mon, &id, &v, ep, sizeof(ep)) != 0)
         return -1;
-    *fd = id == ZMQ_EVENT_CONNECTED ? (int)v : -1;
+    /* the descriptor may have been closed and its number taken by another
+     * socket since the event was sent: only a connection to the event's
+     * own address counts */
+    *fd = id == ZMQ_EVENT_CONNECTED && fd_matches((int)v, ep) ? (int)v : -1;
     return 0;
 }
 

@@ -30,7 +30,9 @@ void *mp__net_data_dealer(void *zctx, const char *addr, uint32_t streams,
 /* Reads one event of a data DEALER's monitor: *fd is the descriptor of a
  * new connection, -1 for other events. Returns -1 if none waits. The
  * descriptor belongs to ZeroMQ's I/O thread, which may have closed it
- * (and the number been reused) by the time this is read. */
+ * (and the number been reused) by the time this is read: it is given only
+ * if it is connected to the event's address (port, and host when
+ * numeric), else -1. */
 int mp__net_read_connected(void *mon, int *fd);
 /* zmq_bind(sock, ep); with cc (not NULL or ""), TCP congestion control cc
  * is set on the listening socket, so every connection accepted from it
