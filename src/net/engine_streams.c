@@ -62,9 +62,13 @@ moshpit_err_t mp__engine_streams_setup(moshpit_t *mp, const char *bind_ep) {
     /* at most 8 data frames (2 MiB of 256 KiB parts) queued per sender,
      * then TCP pushes back: memory bounded by parts and members, not by
      * the vector (docs/DESIGN.md, "What a peer needs"); the high-water
-     * mark counts per connection, and a sender with as many streams as
-     * this peer gets 8 frames in all */
-    int rcvhwm = mp->streams >= 8 ? 1 : (int)(8 / mp->streams);
+     * mark counts per connection, and each connection also holds the
+     * frame it is reading, so a sender with as many connections as this
+     * peer has 8 + 1 frames here on one, 8 on 2 or 4, 2 per connection
+     * beyond */
+    int rcvhwm = mp->streams == 1   ? 8
+                 : mp->streams >= 8 ? 1
+                                    : (int)(8 / mp->streams) - 1;
     if (zmq_setsockopt(mp->data, ZMQ_RCVHWM, &rcvhwm, sizeof(rcvhwm)) != 0)
         return MOSHPIT_ESYS;
     char mon_ep[64];
