@@ -66,9 +66,9 @@ moshpit_err_t mp__engine_streams_setup(moshpit_t *mp, const char *bind_ep) {
      * frame it is reading, so a sender with as many connections as this
      * peer has 8 + 1 frames here on one, 8 on 2 or 4, 2 per connection
      * beyond */
-    int rcvhwm = mp->streams == 1   ? 8
-                 : mp->streams >= 8 ? 1
-                                    : (int)(8 / mp->streams) - 1;
+    int rcvhwm = mp->streams == 1 ? 8 : (int)(8 / mp->streams) - 1;
+    if (rcvhwm < 1)
+        rcvhwm = 1; /* 0 would mean no limit */
     if (zmq_setsockopt(mp->data, ZMQ_RCVHWM, &rcvhwm, sizeof(rcvhwm)) != 0)
         return MOSHPIT_ESYS;
     char mon_ep[64];

@@ -112,7 +112,9 @@ void *mp__net_data_dealer(void *zctx, const char *addr, uint32_t streams,
     /* the high-water mark is per connection, and each connection also
      * holds the frame it is writing: 4 + 1 frames per destination on one
      * connection, about as many on up to 2, 2 per connection beyond */
-    int hwm = streams == 1 ? 4 : streams >= 4 ? 1 : (int)(4 / streams) - 1;
+    int hwm = streams == 1 ? 4 : (int)(4 / streams) - 1;
+    if (hwm < 1)
+        hwm = 1; /* 0 would mean no limit */
     if (set_int(s, ZMQ_LINGER, 0) != 0 || set_int(s, ZMQ_SNDHWM, hwm) != 0 ||
         set_int(s, ZMQ_RECONNECT_IVL, 100) ||
         set_int(s, ZMQ_RECONNECT_IVL_MAX, 2000) ||
