@@ -33,7 +33,9 @@ moshpit_err_t mp__engine_streams_setup(moshpit_t *mp, const char *bind_ep) {
         snprintf(mp->cc_system, sizeof(mp->cc_system), "unknown");
     if (strcmp(want, "default") != 0) {
         int e = mp_plat_tcp_cc_probe(want);
-        if (e == 0) {
+        if (e == 0 && strcmp(want, mp->cc_system) == 0) {
+            /* new sockets get it anyway: no monitors, no system calls */
+        } else if (e == 0) {
             snprintf(mp->cc, sizeof(mp->cc), "%s", want);
         } else if (automatic) {
             mp__engine_log(mp, MOSHPIT_LOG_INFO,
