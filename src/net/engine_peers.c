@@ -180,6 +180,7 @@ void mp__engine_send_hello(moshpit_t *mp, mp_peer_t *p, bool reply) {
     h->tag = p->my_tag;
     h->bandwidth = mp->cfg.bandwidth_mbps;
     h->serves_state = mp->cfg.serve_state != 0;
+    h->reorder_ok = 1; /* a receive window: several data streams welcome */
     if (!mp__crypto_is_zero(mp->cfg.cert, sizeof(h->cert))) {
         memcpy(h->cert, mp->cfg.cert, sizeof(h->cert));
         h->has_cert = 1;
@@ -548,7 +549,7 @@ void mp__engine_on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
         mp__engine_data_close(p);
         mp__engine_stash_drop(p);
         snprintf(p->data_addr, sizeof(p->data_addr), "%s", h->data_addr);
-        if (!mp__engine_data_dial(mp, p)) {
+        if (!mp__engine_data_dial(mp, p, h->reorder_ok != 0)) {
             mp__engine_log(mp, MOSHPIT_LOG_WARN, "cannot dial data %s",
                            p->data_addr);
             return;

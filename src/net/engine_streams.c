@@ -93,13 +93,16 @@ moshpit_err_t mp__engine_streams_setup(moshpit_t *mp, const char *bind_ep) {
     return MOSHPIT_OK;
 }
 
-bool mp__engine_data_dial(moshpit_t *mp, mp_peer_t *p) {
+bool mp__engine_data_dial(moshpit_t *mp, mp_peer_t *p, bool reorder_ok) {
     char mon_ep[64];
     bool set_cc = mp->cc[0] != '\0';
     if (set_cc)
         snprintf(mon_ep, sizeof(mon_ep), "inproc://moshpit-dmon-%u",
                  ++mp->mon_seq);
-    p->data = mp__net_data_dealer(mp->zctx, p->data_addr, mp->streams,
+    /* a peer of an older version drops frames that overtake others as
+     * replays: one connection to it */
+    p->data = mp__net_data_dealer(mp->zctx, p->data_addr,
+                                  reorder_ok ? mp->streams : 1,
                                   set_cc ? mon_ep : NULL, &p->dmon);
     return p->data != NULL;
 }
