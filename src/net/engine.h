@@ -27,6 +27,7 @@
 #include "core/rendezvous.h"
 #include "core/round.h"
 #include "crypto/crypto.h"
+#include "crypto/replay.h"
 #include "crypto/session.h"
 #include "engine_api.h"
 #include "moshpit.h"
@@ -66,6 +67,8 @@ typedef struct mp_peer {
     void *ctrl; /* DEALER, CURVE client, to their control ROUTER */
     void *data; /* DEALER to their data ROUTER */
     void *mon;  /* PAIR reading ctrl's monitor events */
+    void *dmon; /* PAIR reading data's CONNECTED events (only when this
+                   peer sets the data connections' congestion control) */
     bool hello_recv;
     /* session key agreement (docs/PROTOCOL.md, "Session setup"): our
      * ephemeral X25519 key for this peer, made fresh for every session;
@@ -89,7 +92,8 @@ typedef struct mp_peer {
     uint32_t st_next, st_end;
     bool st_blocked; /* its data socket was full */
     mp_session_keys_t *keys;
-    uint64_t tx_counter, rx_counter;
+    uint64_t tx_counter;
+    mp_replay_t rx_window; /* counters of its data frames taken */
     uint64_t state_since_ms;
     uint64_t refused_ms;     /* when we last refused its HELLO (0: never) */
     uint64_t cert_not_after; /* its certificate's end (certificate mode) */
@@ -166,6 +170,12 @@ struct moshpit {
     uint8_t *swarm_secret; /* secure memory, 32, or NULL (open swarm) */
     uint8_t swarm_hash[32];
     uint32_t ciphers;
+    /* data connections (engine_streams.c): the congestion control set on
+     * them ("": none set, they keep the system's), the system's, and how
+     * many connections carry the parts to each peer */
+    char cc[MP_PLAT_CC_NAME_MAX];
+    char cc_system[MP_PLAT_CC_NAME_MAX];
+    uint32_t streams;
 
     /* sockets (engine thread after start) */
     void *zctx;

@@ -90,6 +90,18 @@ void mp__engine_stash_drop(mp_peer_t *p);
 void mp__engine_update_members(moshpit_t *mp);
 zmq_msg_t *mp__engine_stash_of(mp_peer_t *p);
 
+/* engine_streams.c: the data connections. mp__engine_streams_setup
+ * decides their congestion control and count from the config (EINVAL, logged,
+ * for an algorithm this process cannot use) and binds the data ROUTER
+ * with it; mp__engine_data_dial opens p's data DEALER to p->data_addr
+ * (over the configured number of connections if p takes frames out of
+ * order, its HELLO's "rw", else one), mp__engine_data_close closes it;
+ * mp__engine_data_on_monitor sets the algorithm on p's new data connections. */
+moshpit_err_t mp__engine_streams_setup(moshpit_t *mp, const char *bind_ep);
+bool mp__engine_data_dial(moshpit_t *mp, mp_peer_t *p, bool reorder_ok);
+void mp__engine_data_close(mp_peer_t *p);
+void mp__engine_data_on_monitor(moshpit_t *mp, mp_peer_t *p);
+
 /* engine_swim.c: membership */
 moshpit_err_t mp__engine_swim_setup(moshpit_t *mp);
 void mp__engine_swim_teardown(moshpit_t *mp);

@@ -62,6 +62,7 @@ enum {
     K_CT,
     K_SE,
     K_PH,
+    K_RW,
     K_COUNT
 };
 
@@ -73,7 +74,7 @@ static const char *const key_names[K_COUNT] = {
     [K_KEY] = "key", [K_GID] = "gid",     [K_M] = "m",     [K_SS] = "ss",
     [K_VER] = "ver", [K_FIRST] = "first", [K_N] = "n",     [K_RND] = "rnd",
     [K_CNT] = "cnt", [K_DIG] = "dig",     [K_CT] = "ct",   [K_SE] = "se",
-    [K_PH] = "ph",
+    [K_PH] = "ph",   [K_RW] = "rw",
 };
 
 /* ------------------------------------------------------------------ */
@@ -134,7 +135,7 @@ static moshpit_err_t check_msg(const mp_msg_t *msg) {
             (!h->has_cert && !mp__all_zero(h->cert, sizeof h->cert)))
             return MOSHPIT_EINVAL;
         if (!str_ok(h->ctrl_addr) || !str_ok(h->data_addr) ||
-            h->serves_state > 1)
+            h->serves_state > 1 || h->reorder_ok > 1)
             return MOSHPIT_EINVAL;
         return MOSHPIT_OK;
     }
@@ -187,7 +188,7 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
     switch (msg->type) {
     case MP_MSG_HELLO:
         entries = 11u + msg->u.hello.has_proof + msg->u.hello.serves_state +
-                  msg->u.hello.has_cert;
+                  msg->u.hello.has_cert + msg->u.hello.reorder_ok;
         break;
     case MP_MSG_STATE_REQ:
         entries = 6;
@@ -244,6 +245,10 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         if (h->has_cert) {
             put_key(pk, K_CT);
             mp__pack_bin(pk, h->cert, sizeof h->cert);
+        }
+        if (h->reorder_ok) {
+            put_key(pk, K_RW);
+            msgpack_pack_true(pk);
         }
         break;
     }
@@ -558,6 +563,8 @@ static int decode_hello(const msgpack_object *const *val, mp_hello_t *h) {
         h->has_proof = 1;
     }
     if (val[K_SS] && get_bool(val[K_SS], &h->serves_state) != 0)
+        return -1;
+    if (val[K_RW] && get_bool(val[K_RW], &h->reorder_ok) != 0)
         return -1;
     if (val[K_CT]) {
         /* a certificate has one fixed size; anything else is malformed */
