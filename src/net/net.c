@@ -75,15 +75,19 @@ fail:;
     return NULL;
 }
 
-void *mp__net_data_dealer(void *zctx, const char *addr) {
+void *mp__net_data_dealer(void *zctx, const char *addr, const uint8_t *rid,
+                          size_t rid_len, int64_t in_max) {
     void *s = zmq_socket(zctx, ZMQ_DEALER);
     if (s == NULL)
         return NULL;
-    int64_t maxmsg = 4096; /* handshake commands pass through it */
+    /* handshake commands pass through it, and data frames when the other
+     * side answers on it */
+    int64_t maxmsg = in_max > 4096 ? in_max : 4096;
     if (set_int(s, ZMQ_LINGER, 0) != 0 || set_int(s, ZMQ_SNDHWM, 4) != 0 ||
-        set_int(s, ZMQ_RECONNECT_IVL, 100) ||
+        set_int(s, ZMQ_RCVHWM, 8) != 0 || set_int(s, ZMQ_RECONNECT_IVL, 100) ||
         set_int(s, ZMQ_RECONNECT_IVL_MAX, 2000) ||
         zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg)) != 0 ||
+        zmq_setsockopt(s, ZMQ_ROUTING_ID, rid, rid_len) != 0 ||
         zmq_connect(s, addr) != 0) {
         int e = errno;
         mp__net_close(&s);

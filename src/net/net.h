@@ -20,8 +20,13 @@ void *mp__net_ctrl_dealer(void *zctx, const char *addr,
                           const uint8_t server_pub[32],
                           const uint8_t my_pub[32], const uint8_t my_sec[32],
                           const char *mon_ep, void **mon);
-/* Creates a data DEALER dialing addr (sealed frames only). */
-void *mp__net_data_dealer(void *zctx, const char *addr);
+/* Creates a data DEALER dialing addr (sealed frames only), with the
+ * routing id rid (rid_len bytes, first byte nonzero) on the other side's
+ * ROUTER. in_max: the largest message it takes in (the other side answers
+ * an outbound-only peer on it), at most 8 waiting; 0: only handshake
+ * commands come in. */
+void *mp__net_data_dealer(void *zctx, const char *addr, const uint8_t *rid,
+                          size_t rid_len, int64_t in_max);
 /* Closes a socket if non-NULL (linger 0). */
 void mp__net_close(void **sock);
 /* Closes a socket if non-NULL, letting what is queued on it reach the
