@@ -72,8 +72,7 @@ static inline int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
         return x->seq == y->seq && same_double(x->weight, y->weight) &&
                x->bandwidth == y->bandwidth && x->window_ms == y->window_ms &&
                x->phase == y->phase && x->noshare == y->noshare &&
-               x->key_len == y->key_len &&
-               x->key_len <= MP_KEY_MAX &&
+               x->key_len == y->key_len && x->key_len <= MP_KEY_MAX &&
                memcmp(x->key, y->key, x->key_len) == 0;
     }
     case MP_MSG_JOIN_ACK:
