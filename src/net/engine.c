@@ -337,7 +337,11 @@ static void on_monitor(moshpit_t *mp, mp_peer_t *p) {
             /* our dial reached it at its advertised address */
             p->reach_ok = true;
             break;
+        case MP_NET_EV_CONNECTED:
+            p->tcp_up = true; /* a slow handshake is no unreachable peer */
+            break;
         case MP_NET_EV_DOWN:
+            p->tcp_up = false;
             if (p->state == MP_PEER_LIVE)
                 mp__engine_peer_set_state(mp, p, MP_PEER_DEAD, "disconnected");
             return; /* sockets may be gone */
@@ -346,6 +350,7 @@ static void on_monitor(moshpit_t *mp, mp_peer_t *p) {
                                       "it refused our key");
             return;
         case MP_NET_EV_PROTO_FAILED:
+            p->hs_failed = true; /* another key answers at its address */
             mp__engine_log(mp, MOSHPIT_LOG_WARN,
                            "handshake with %.8s at %s failed (wrong key?)",
                            p->id_txt, p->ctrl_addr);

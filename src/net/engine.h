@@ -86,6 +86,8 @@ typedef struct mp_peer {
     char seen_addr[MP_ADDR_MAX]; /* its host as our ROUTER saw it ("") */
     bool nr_sent;                /* we told it we could not dial it ("nr") */
     bool unreachable;            /* dead because it never answered our dial */
+    bool tcp_up;                 /* our control DEALER's TCP connection is up */
+    bool hs_failed; /* its CURVE handshake failed (another key there) */
     /* session key agreement (docs/PROTOCOL.md, "Session setup"): our
      * ephemeral X25519 key for this peer, made fresh for every session;
      * its secret stays until the session ends, so an answer to it can still

@@ -95,6 +95,12 @@ bool mp__engine_has_data(const mp_peer_t *p);
 int mp__engine_ctrl_send(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
                          size_t len, const uint8_t *pb, size_t pblen);
 int mp__engine_data_send(moshpit_t *mp, mp_peer_t *p, zmq_msg_t *zm);
+/* We dialled p's advertised address REACH_WAIT_MS ago or more and neither
+ * a TCP connection nor a CURVE handshake nor an answer came: it cannot be
+ * dialled there (a TCP connection still in its handshake is a loaded
+ * peer, not an unreachable one). Such a peer is told so and is no
+ * matchmaker candidate. */
+bool mp__engine_unreached(const mp_peer_t *p, uint64_t now);
 /* Reachability checks of the peers that dialled us (once a second). */
 void mp__engine_reach_check(moshpit_t *mp, uint64_t now);
 /* Reads p's monitor events (engine.c). */

@@ -107,6 +107,8 @@ void mp__engine_peer_close(mp_peer_t *p) {
     mp__net_close(&p->ctrl);
     mp__net_close(&p->data);
     p->reach_ok = false;
+    p->tcp_up = false;
+    p->hs_failed = false;
     p->dial_ms = 0;
     mp__session_keys_free(p->keys);
     p->keys = NULL;
@@ -570,19 +572,23 @@ static void reach_verdict(moshpit_t *mp, mp_peer_t *p, const mp_hello_t *h) {
     }
 }
 
+bool mp__engine_unreached(const mp_peer_t *p, uint64_t now) {
+    return !p->outbound && !p->reach_ok && (!p->tcp_up || p->hs_failed) &&
+           p->dial_ms != 0 && now - p->dial_ms >= REACH_WAIT_MS;
+}
+
 /* Once a second: a peer that dialled us and that we could not dial back
  * within REACH_WAIT_MS is told so on its own connection (its reachability
  * check). */
 void mp__engine_reach_check(moshpit_t *mp, uint64_t now) {
     for (size_t i = 0; i < mp->npeers; i++) {
         mp_peer_t *p = mp->peers[i];
-        if (p->outbound || p->reach_ok || p->nr_sent || p->dial_ms == 0 ||
-            p->ctrl_rid_len == 0 || now - p->dial_ms < REACH_WAIT_MS ||
-            p->state != MP_PEER_LIVE)
+        if (p->nr_sent || p->ctrl_rid_len == 0 || p->state != MP_PEER_LIVE ||
+            !mp__engine_unreached(p, now))
             continue;
         if (p->mon != NULL)
             mp__engine_read_monitor(mp, p);
-        if (p->reach_ok || p->outbound)
+        if (!mp__engine_unreached(p, now))
             continue;
         p->nr_sent = true;
         memcpy(mp->in_rid, p->ctrl_rid, p->ctrl_rid_len);

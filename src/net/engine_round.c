@@ -232,10 +232,10 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
     uint32_t *order = malloc(n * sizeof(*order));
     moshpit_err_t e = MOSHPIT_ENOMEM;
     if (ids != NULL && ordered != NULL && order != NULL) {
-        /* matchmaker candidates: members whose reachability is
-         * confirmed, so every peer orders the same set: ourselves unless
-         * outbound-only, and the live peers we reached at their advertised
-         * address (docs/DESIGN.md, "Peers behind NAT") */
+        /* matchmaker candidates: ourselves unless outbound-only, and the
+         * live peers that are not outbound-only and that we did not fail
+         * to reach at their advertised address (docs/DESIGN.md, "Peers
+         * behind NAT") */
         size_t k = 0;
         if (!mp->outbound)
             memcpy(ids[k++], mp->pub, 32);
@@ -246,7 +246,7 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
                 continue;
             if (!p->reach_ok && p->mon != NULL)
                 mp__engine_read_monitor(mp, p); /* its handshake event */
-            if (p->state == MP_PEER_LIVE && p->reach_ok)
+            if (p->state == MP_PEER_LIVE && !mp__engine_unreached(p, now))
                 memcpy(ids[k++], p->id, 32);
         }
         mp__rendezvous_order(key, key_len, (const uint8_t(*)[32])ids, k, order);

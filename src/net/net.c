@@ -50,7 +50,7 @@ void *mp__net_ctrl_dealer(void *zctx, const char *addr,
         zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg)) != 0)
         goto fail;
     if (zmq_socket_monitor(s, mon_ep,
-                           ZMQ_EVENT_DISCONNECTED |
+                           ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECTED |
                                ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
                                ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
                                ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
@@ -124,6 +124,9 @@ int mp__net_read_event(void *mon, mp_net_event_t *ev) {
         break;
     case ZMQ_EVENT_DISCONNECTED:
         *ev = MP_NET_EV_DOWN;
+        break;
+    case ZMQ_EVENT_CONNECTED:
+        *ev = MP_NET_EV_CONNECTED;
         break;
     case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
         *ev = MP_NET_EV_AUTH_FAILED;

@@ -39,10 +39,11 @@ int mp__net_z85_encode(char out[41], const uint8_t key[32]);
 /* Monitor event kinds the engine cares about. */
 typedef enum {
     MP_NET_EV_OTHER = 0,
-    MP_NET_EV_UP,          /* handshake succeeded */
-    MP_NET_EV_DOWN,        /* disconnected */
-    MP_NET_EV_AUTH_FAILED, /* the server refused our credentials */
-    MP_NET_EV_PROTO_FAILED /* handshake failed otherwise (wrong key?) */
+    MP_NET_EV_UP,           /* handshake succeeded */
+    MP_NET_EV_DOWN,         /* disconnected */
+    MP_NET_EV_AUTH_FAILED,  /* the server refused our credentials */
+    MP_NET_EV_PROTO_FAILED, /* handshake failed otherwise (wrong key?) */
+    MP_NET_EV_CONNECTED     /* TCP connection made (handshake not yet) */
 } mp_net_event_t;
 
 /* Reads one event from a monitor PAIR (non-blocking). Returns -1 if none. */
