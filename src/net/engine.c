@@ -497,6 +497,8 @@ static void housekeeping(moshpit_t *mp, uint64_t now) {
         mp__engine_expire_certs(mp);
         mp__engine_swim_check_sessions(mp, now);
         mp__engine_reach_check(mp, now);
+        if (mp->outbound) /* dials that failed by now count (view) */
+            mp__engine_update_members(mp);
         /* a monitor's descriptor (polled in place of the socket, below)
          * does not always fire for an event that arrives while earlier
          * commands are pending: read every monitor once a second, so no

@@ -35,13 +35,23 @@ zmq_msg_t *mp__engine_stash_of(mp_peer_t *p) {
     return (zmq_msg_t *)(void *)p->stash_msg;
 }
 
+/* An outbound-only peer also counts a member it could not dial (an
+ * outbound-only peer behind another NAT) while membership holds it alive;
+ * one it is still dialling counts once its session is up. */
+static bool counts_unreached(const mp_peer_t *p, uint64_t now) {
+    return p->state != MP_PEER_REFUSED &&
+           (p->unreachable ||
+            (p->state == MP_PEER_NEW && mp__engine_unreached(p, now)));
+}
+
 size_t mp__engine_view_count(const moshpit_t *mp) {
+    uint64_t now = mp__engine_now_ms();
     size_t n = 1;
     for (size_t i = 0; i < mp->npeers; i++) {
         const mp_peer_t *p = mp->peers[i];
         if (p->state == MP_PEER_LIVE)
             n += mp__engine_swim_member_ok(mp, p->id);
-        else if (mp->outbound && (p->unreachable || p->state == MP_PEER_NEW))
+        else if (mp->outbound && counts_unreached(p, now))
             n += mp__engine_swim_alive(mp, p->id);
     }
     return n;
@@ -50,12 +60,12 @@ size_t mp__engine_view_count(const moshpit_t *mp) {
 void mp__engine_update_members(moshpit_t *mp) {
     /* a live session counts whatever SWIM says (mp__engine_swim_member_ok);
      * an outbound-only peer also counts the members it cannot reach */
+    uint64_t now = mp__engine_now_ms();
     size_t live = 1;
     for (size_t i = 0; i < mp->npeers; i++)
         if (mp->peers[i]->state == MP_PEER_LIVE)
             live++;
-        else if (mp->outbound && (mp->peers[i]->unreachable ||
-                                  mp->peers[i]->state == MP_PEER_NEW))
+        else if (mp->outbound && counts_unreached(mp->peers[i], now))
             live += mp__engine_swim_alive(mp, mp->peers[i]->id);
     mp_plat_mutex_lock(&mp->lock);
     if (mp->members_live != live) {
