@@ -549,7 +549,11 @@ static void reach_verdict(moshpit_t *mp, mp_peer_t *p, const mp_hello_t *h) {
         long cport = 0, dport = 0;
         host_of(mp->ctrl_ep, mine, sizeof(mine));
         char oa[MP_ADDR_MAX], ep[MP_ADDR_MAX];
-        snprintf(oa, sizeof(oa), "%.100s", h->observed);
+        /* an IPv6 address goes in brackets, as in the endpoint */
+        if (strchr(h->observed, ':') != NULL)
+            snprintf(oa, sizeof(oa), "[%.100s]", h->observed);
+        else
+            snprintf(oa, sizeof(oa), "%.100s", h->observed);
         if (strcmp(mine, oa) != 0 &&
             mp__endpoint_split(mp->ctrl_ep, mine, sizeof(mine), &cport) == 0 &&
             mp__endpoint_split(mp->data_ep, mine, sizeof(mine), &dport) == 0) {
