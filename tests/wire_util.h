@@ -39,7 +39,12 @@ static inline int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
                strcmp(x->data_addr, y->data_addr) == 0 &&
                x->serves_state == y->serves_state &&
                x->reorder_ok == y->reorder_ok && x->has_cert == y->has_cert &&
-               memcmp(x->cert, y->cert, sizeof x->cert) == 0;
+               memcmp(x->cert, y->cert, sizeof x->cert) == 0 &&
+               x->outbound == y->outbound && x->drid_len == y->drid_len &&
+               x->drid_len <= MP_DRID_MAX &&
+               memcmp(x->drid, y->drid, x->drid_len) == 0 &&
+               x->not_reached == y->not_reached &&
+               strcmp(x->observed, y->observed) == 0;
     }
     case MP_MSG_STATE_REQ:
         return a->u.state_req.seq == b->u.state_req.seq &&
@@ -66,8 +71,8 @@ static inline int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
         const mp_join_t *x = &a->u.join, *y = &b->u.join;
         return x->seq == y->seq && same_double(x->weight, y->weight) &&
                x->bandwidth == y->bandwidth && x->window_ms == y->window_ms &&
-               x->phase == y->phase && x->key_len == y->key_len &&
-               x->key_len <= MP_KEY_MAX &&
+               x->phase == y->phase && x->noshare == y->noshare &&
+               x->key_len == y->key_len && x->key_len <= MP_KEY_MAX &&
                memcmp(x->key, y->key, x->key_len) == 0;
     }
     case MP_MSG_JOIN_ACK:
@@ -85,7 +90,8 @@ static inline int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
             if (memcmp(x->members[i].id, y->members[i].id, MP_ID_BYTES) ||
                 !same_double(x->members[i].weight, y->members[i].weight) ||
                 x->members[i].bandwidth != y->members[i].bandwidth ||
-                x->members[i].seq != y->members[i].seq)
+                x->members[i].seq != y->members[i].seq ||
+                x->members[i].noshare != y->members[i].noshare)
                 return 0;
         return 1;
     }

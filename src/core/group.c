@@ -12,8 +12,10 @@
  * Semantics (normative; docs/AGGREGATION.md repeats this paragraph):
  *
  * Layout. Shares come from mp__share_split(n, bandwidths, count), parts of at
- * most part_elems elements from mp__share_parts; part p of share j covers
- * [off_j + p*part_elems, min(off_j + len_j, off_j + (p+1)*part_elems)).
+ * most part_elems elements from mp__share_parts; members named in
+ * cfg.noshare (outbound-only peers) get an empty share and the others split
+ * the vector among themselves (unless it names every member); part p of share j
+ * covers [off_j + p*part_elems, min(off_j + len_j, off_j + (p+1)*part_elems)).
  *
  * Scatter. For every other live member d, mp__group_next_send(g, d) hands
  * out the parts of share d taken from this member's own values, in part
@@ -412,8 +414,30 @@ moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
         mp__agg_weight_bound(g->n, g->w, g->agg.weight_cap, g->w);
     uint32_t bw[MP_GROUP_MAX];
     mp__share_bandwidth_bound(g->n, cfg->bandwidths, bw);
-    if (mp__share_split(g->n, bw, g->count, g->off, g->len) != 0)
-        goto invalid;
+    uint64_t all = g->n == 64 ? UINT64_MAX : bit(g->n) - 1;
+    uint64_t ns = cfg->noshare & all;
+    if (ns == 0 || ns == all) {
+        if (mp__share_split(g->n, bw, g->count, g->off, g->len) != 0)
+            goto invalid;
+    } else {
+        /* outbound-only members reduce nothing: the shares are split among
+         * the others, and a member without a share has an empty one at the
+         * offset where the next share starts */
+        uint32_t rbw[MP_GROUP_MAX], k = 0;
+        size_t roff[MP_GROUP_MAX], rlen[MP_GROUP_MAX];
+        for (uint32_t j = 0; j < g->n; j++)
+            if (!(ns & bit(j)))
+                rbw[k++] = bw[j];
+        if (mp__share_split(k, rbw, g->count, roff, rlen) != 0)
+            goto invalid;
+        k = 0;
+        size_t o = 0;
+        for (uint32_t j = 0; j < g->n; j++) {
+            g->off[j] = o;
+            g->len[j] = ns & bit(j) ? 0 : rlen[k++];
+            o += g->len[j];
+        }
+    }
 
     size_t total = 0;
     for (uint32_t j = 0; j < g->n; j++) {

@@ -55,7 +55,9 @@ typedef struct mp_group_cfg {
     uint32_t self;              /* this member's index in the roster */
     const double *weights;      /* n weights, finite and >= 0 */
     const uint32_t *bandwidths; /* n announced bandwidths (0 treated as 1) */
-    float *values;              /* count values, averaged in place */
+    uint64_t noshare; /* members (bit i) that reduce no share: outbound-only
+                         peers; ignored when it names every member */
+    float *values;    /* count values, averaged in place */
     size_t count;
     uint32_t part_elems;      /* 0 = MP_PART_ELEMS_DEFAULT */
     uint64_t now_ms;          /* start time (driver's clock) */

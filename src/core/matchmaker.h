@@ -41,10 +41,12 @@ typedef struct mp_member {
     uint8_t id[MP_ID_BYTES];
     double weight;
     uint32_t bandwidth;
-    uint64_t seq;   /* the joiner's JOIN sequence number */
-    uint32_t phase; /* the joiner's phase (JOIN "ph"; 0 from peers that do
-                       not send it): its calls ended before this one, caught
-                       up with its groups (core/round.c) */
+    uint64_t seq;    /* the joiner's JOIN sequence number */
+    uint32_t phase;  /* the joiner's phase (JOIN "ph"; 0 from peers that do
+                        not send it): its calls ended before this one, caught
+                        up with its groups (core/round.c) */
+    uint8_t noshare; /* 1: an outbound-only member, it reduces no share
+                        (JOIN "ns", GROUP "ns") */
 } mp_member_t;
 
 /* The low 6 bits of a group id are the group's coordinate offset: member i

@@ -324,6 +324,11 @@ static void poll_mm(mp_rnd_t *rm, mp_mm_t *mm, uint64_t now) {
     }
 }
 
+void mp__rnd_set_noshare(mp_rnd_t *rm, bool noshare) {
+    if (rm != NULL)
+        rm->cfg.noshare = noshare;
+}
+
 void mp__rnd_forget(mp_rnd_t *rm, const uint8_t id[MP_ID_BYTES]) {
     for (uint32_t i = 0; i < MP_RND_MM_KEYS; i++)
         if (rm->mms[i].mm != NULL)
@@ -359,6 +364,7 @@ mp_rnd_join_status_t mp__rnd_on_join(mp_rnd_t *rm, uint64_t now,
     m.bandwidth = j->bandwidth;
     m.seq = j->seq;
     m.phase = j->phase;
+    m.noshare = j->noshare ? 1 : 0;
     if (mm == NULL || !mp__mm_on_join(mm, now, &m, j->window_ms)) {
         push_simple(rm, MP_RND_ALONE, from, j->seq);
         return mm == NULL ? MP_RND_JOIN_NO_SLOT : MP_RND_JOIN_REFUSED;
@@ -433,6 +439,7 @@ static void local_join(mp_rnd_t *rm, uint64_t now, const mp_join_send_t *s) {
     me.bandwidth = rm->cfg.bandwidth;
     me.seq = s->seq;
     me.phase = rm->phase;
+    me.noshare = rm->cfg.noshare ? 1 : 0;
     if (mm == NULL || !mp__mm_on_join(mm, now, &me, s->window_ms)) {
         if (mm == NULL)
             push(rm, MP_RND_OUT_OWN_NO_SLOT, 0, NULL);
@@ -451,9 +458,12 @@ static void start_group(mp_rnd_t *rm, uint64_t now) {
     rm->self = self;
     rm->gid = gid;
     memcpy(rm->roster, m, n * sizeof(*m));
+    uint64_t noshare = 0;
     for (uint32_t i = 0; i < n; i++) {
         rm->weights[i] = m[i].weight;
         rm->bws[i] = m[i].bandwidth;
+        if (m[i].noshare)
+            noshare |= (uint64_t)1 << i;
     }
     mp_group_cfg_t gc = {
         .round_id = gid,
@@ -461,6 +471,7 @@ static void start_group(mp_rnd_t *rm, uint64_t now) {
         .self = self,
         .weights = rm->weights,
         .bandwidths = rm->bws,
+        .noshare = noshare,
         .values = rm->values,
         .count = rm->count,
         .part_elems = MP_PART_ELEMS_DEFAULT,
@@ -506,6 +517,7 @@ static void pump(mp_rnd_t *rm, uint64_t now) {
         o->window_ms = s.window_ms;
         o->key_len = rm->key_len;
         o->phase = rm->phase;
+        o->noshare = rm->cfg.noshare;
     }
     switch (mp__joiner_state(rm->joiner)) {
     case MP_JOIN_GROUP:

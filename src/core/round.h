@@ -62,6 +62,7 @@ typedef struct mp_rnd_cfg {
     uint32_t group_size, min_group_size;
     uint32_t matchmaking_ms, round_timeout_ms, peer_timeout_ms;
     uint32_t bandwidth;    /* announced in JOINs (Mbit/s) */
+    bool noshare;          /* outbound-only: JOINs say "ns" (no share) */
     mp_agg_t agg;          /* the groups' rule (its key suffix included) */
     const mp_grid_t *grid; /* this peer's grid key, copied (mp__rnd_grid) */
     uint64_t seed;         /* seeds the matchmakers' group ids */
@@ -96,6 +97,7 @@ typedef struct mp_rnd_out {
     double weight;
     uint32_t bandwidth, window_ms, key_len;
     uint32_t phase; /* JOIN: this peer's phase; GROUP: the members' largest */
+    bool noshare;   /* JOIN: this peer reduces no share */
     const uint8_t *key;
     /* GROUP: the roster (seqs zeroed), valid until the next call into the
      * machine */
@@ -117,6 +119,7 @@ typedef struct mp_rnd_join {
     double weight;
     uint32_t bandwidth, window_ms, key_len;
     uint32_t phase; /* the joiner's calls ended before (0 if not sent) */
+    bool noshare;   /* the joiner is outbound-only (JOIN "ns") */
     const uint8_t *key;
 } mp_rnd_join_t;
 
@@ -199,6 +202,9 @@ uint64_t mp__rnd_next_wakeup(const mp_rnd_t *rm); /* UINT64_MAX: none */
  * matchmaker asked, the group drops it if it is a member). Returns true if
  * the call was affected. */
 void mp__rnd_forget(mp_rnd_t *rm, const uint8_t id[MP_ID_BYTES]);
+/* This peer turned outbound-only (or back): its next JOINs say "ns" and it
+ * reduces no share in groups (docs/DESIGN.md, "Peers behind NAT"). */
+void mp__rnd_set_noshare(mp_rnd_t *rm, bool noshare);
 bool mp__rnd_peer_failed(mp_rnd_t *rm, uint64_t now_ms,
                          const uint8_t id[MP_ID_BYTES]);
 /* Roster member i cannot be reached (no session): the group drops it. */

@@ -68,6 +68,12 @@ static void drain(void *sock, zmq_msg_t *m) {
     }
 }
 
+/* One control message from the peer with identity id (p: its entry, if
+ * any), body and an optional piggybacked frame; mp->in_* say where it came
+ * from. */
+static void ctrl_msg(moshpit_t *mp, const uint8_t id[32], mp_peer_t *p,
+                     zmq_msg_t *body, zmq_msg_t *pb, bool has_pb);
+
 static void on_ctrl(moshpit_t *mp) {
     zmq_msg_t rid, body, pb;
     zmq_msg_init(&rid);
@@ -96,31 +102,89 @@ static void on_ctrl(moshpit_t *mp) {
                        "control message without identity");
         goto out;
     }
+    /* the connection it came on, and its source, for answers to a peer
+     * nobody can dial (docs/DESIGN.md, "Peers behind NAT") */
+    size_t rl = zmq_msg_size(&rid);
+    mp->in_len = rl > 0 && rl <= sizeof(mp->in_rid) ? rl : 0;
+    memcpy(mp->in_rid, zmq_msg_data(&rid), mp->in_len);
+    const char *pa = zmq_msg_gets(&body, "Peer-Address");
+    snprintf(mp->in_addr, sizeof(mp->in_addr), "%s", pa != NULL ? pa : "");
+    mp->in_dealer = false;
     mp_peer_t *p = mp__engine_find_peer(mp, id);
+    if (p != NULL && mp->in_len > 0) {
+        memcpy(p->ctrl_rid, mp->in_rid, mp->in_len);
+        p->ctrl_rid_len = (uint8_t)mp->in_len;
+    }
+    ctrl_msg(mp, id, p, &body, &pb, has_pb);
+    mp->in_len = 0;
+out:
+    zmq_msg_close(&rid);
+    zmq_msg_close(&body);
+    zmq_msg_close(&pb);
+}
+
+/* A control message on our DEALER to p: p answered on the connection we
+ * opened (we are outbound-only, or it tells us it cannot dial us). CURVE
+ * authenticated p as the server we dialled. */
+static void on_ctrl_dealer(moshpit_t *mp, mp_peer_t *p) {
+    zmq_msg_t body, pb;
+    zmq_msg_init(&body);
+    zmq_msg_init(&pb);
+    bool has_pb = false;
+    void *s = p->ctrl;
+    if (zmq_msg_recv(&body, s, ZMQ_DONTWAIT) < 0)
+        goto out;
+    if (zmq_msg_more(&body)) {
+        if (zmq_msg_recv(&pb, s, ZMQ_DONTWAIT) < 0)
+            goto out;
+        has_pb = true;
+        if (zmq_msg_more(&pb)) {
+            drain(s, &pb);
+            mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                           "control message of more than two frames dropped");
+            goto out;
+        }
+    }
+    uint8_t id[32];
+    memcpy(id, p->id, 32);
+    mp->in_len = 0;
+    mp->in_addr[0] = '\0';
+    mp->in_dealer = true;
+    p->reach_ok = true;
+    ctrl_msg(mp, id, p, &body, &pb, has_pb);
+    mp->in_dealer = false;
+out:
+    zmq_msg_close(&body);
+    zmq_msg_close(&pb);
+}
+
+static void ctrl_msg(moshpit_t *mp, const uint8_t id[32], mp_peer_t *p,
+                     zmq_msg_t *body, zmq_msg_t *pb, bool has_pb) {
+    char uid[41];
+    zmq_z85_encode(uid, id, 32);
     uint64_t now = mp__engine_now_ms();
     if (p != NULL)
         p->last_rx_ms = now; /* not frozen (mp__engine_swim_check_sessions) */
     if (p != NULL && !msg_allowed(mp, p, now))
         goto out;
-    if (zmq_msg_size(&body) > MP_CTRL_MAX) {
+    if (zmq_msg_size(body) > MP_CTRL_MAX) {
         mp__engine_log(
             mp, MOSHPIT_LOG_WARN,
             "control message from %.8s too large (%zu bytes, the limit "
             "is %u), dropped",
-            uid, zmq_msg_size(&body), MP_CTRL_MAX);
+            uid, zmq_msg_size(body), MP_CTRL_MAX);
         goto out;
     }
     if (mp->round.cmd != NULL)
-        mp->round.bytes_received += zmq_msg_size(&body) + zmq_msg_size(&pb);
+        mp->round.bytes_received += zmq_msg_size(body) + zmq_msg_size(pb);
     if (has_pb)
-        mp__engine_swim_on_piggyback(mp, p, zmq_msg_data(&pb),
-                                     zmq_msg_size(&pb));
+        mp__engine_swim_on_piggyback(mp, p, zmq_msg_data(pb), zmq_msg_size(pb));
     mp_msg_t *m = mp->msg;
     moshpit_err_t e =
-        mp__wire_msg_decode(zmq_msg_data(&body), zmq_msg_size(&body), m);
+        mp__wire_msg_decode(zmq_msg_data(body), zmq_msg_size(body), m);
     if (e != MOSHPIT_OK) {
-        if (!mp__engine_swim_on_ctrl(mp, p, zmq_msg_data(&body),
-                                     zmq_msg_size(&body)))
+        if (!mp__engine_swim_on_ctrl(mp, p, zmq_msg_data(body),
+                                     zmq_msg_size(body)))
             mp__engine_log(mp, MOSHPIT_LOG_WARN,
                            "malformed control message from %.8s dropped", uid);
         goto out;
@@ -172,10 +236,7 @@ static void on_ctrl(moshpit_t *mp) {
     default:
         break;
     }
-out:
-    zmq_msg_close(&rid);
-    zmq_msg_close(&body);
-    zmq_msg_close(&pb);
+out:;
 }
 
 static void on_data(moshpit_t *mp) {
@@ -194,6 +255,23 @@ static void on_data(moshpit_t *mp) {
         }
     }
     zmq_msg_close(&rid);
+    zmq_msg_close(&body);
+}
+
+/* A data frame on our data DEALER to p (we are outbound-only: p answers
+ * on our connection). The frame names its session by its tag. */
+static void on_data_dealer(moshpit_t *mp, mp_peer_t *p) {
+    zmq_msg_t body;
+    zmq_msg_init(&body);
+    if (zmq_msg_recv(&body, p->data, ZMQ_DONTWAIT) >= 0) {
+        if (zmq_msg_more(&body)) {
+            mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                           "multipart data message dropped");
+            drain(p->data, &body);
+        } else {
+            mp__engine_on_data_msg(mp, &body);
+        }
+    }
     zmq_msg_close(&body);
 }
 
@@ -255,7 +333,15 @@ static void on_monitor(moshpit_t *mp, mp_peer_t *p) {
     mp_net_event_t ev;
     while (p->mon != NULL && mp__net_read_event(p->mon, &ev) == 0) {
         switch (ev) {
+        case MP_NET_EV_UP:
+            /* our dial reached it at its advertised address */
+            p->reach_ok = true;
+            break;
+        case MP_NET_EV_CONNECTED:
+            p->tcp_up = true; /* a slow handshake is no unreachable peer */
+            break;
         case MP_NET_EV_DOWN:
+            p->tcp_up = false;
             if (p->state == MP_PEER_LIVE)
                 mp__engine_peer_set_state(mp, p, MP_PEER_DEAD, "disconnected");
             return; /* sockets may be gone */
@@ -264,6 +350,7 @@ static void on_monitor(moshpit_t *mp, mp_peer_t *p) {
                                       "it refused our key");
             return;
         case MP_NET_EV_PROTO_FAILED:
+            p->hs_failed = true; /* another key answers at its address */
             mp__engine_log(mp, MOSHPIT_LOG_WARN,
                            "handshake with %.8s at %s failed (wrong key?)",
                            p->id_txt, p->ctrl_addr);
@@ -272,6 +359,10 @@ static void on_monitor(moshpit_t *mp, mp_peer_t *p) {
             break;
         }
     }
+}
+
+void mp__engine_read_monitor(moshpit_t *mp, mp_peer_t *p) {
+    on_monitor(mp, p);
 }
 
 uint32_t mp__engine_close_wait_ms(const moshpit_config_t *cfg) {
@@ -405,6 +496,9 @@ static void housekeeping(moshpit_t *mp, uint64_t now) {
         mp->next_gossip_ms = now + GOSSIP_MS;
         mp__engine_expire_certs(mp);
         mp__engine_swim_check_sessions(mp, now);
+        mp__engine_reach_check(mp, now);
+        if (mp->outbound) /* dials that failed by now count (view) */
+            mp__engine_update_members(mp);
         /* a monitor's descriptor (polled in place of the socket, below)
          * does not always fire for an event that arrives while earlier
          * commands are pending: read every monitor once a second, so no
@@ -474,6 +568,8 @@ void mp__engine_main(void *arg) {
     mp_peer_t **item_peer = NULL;
     size_t items_cap = 0;
 
+    /* without bootstrap peers nobody is asked: a first peer is dialable */
+    mp->reach = mp->bootstrap_n == 0 ? MP_REACH_DIALABLE : MP_REACH_UNKNOWN;
     /* dial the bootstrap peers (parsed by mp__engine_open) */
     for (size_t i = 0; i < mp->bootstrap_n; i++) {
         const mp_endpoint_t *b = &mp->bootstrap[i];
@@ -493,7 +589,7 @@ void mp__engine_main(void *arg) {
         if (mp->stopping)
             break;
 
-        size_t need = 4 + 3 * mp->npeers;
+        size_t need = 4 + 5 * mp->npeers;
         if (need > items_cap) {
             size_t cap = need * 2;
             zmq_pollitem_t *ni = realloc(items, cap * sizeof(*ni));
@@ -509,6 +605,7 @@ void mp__engine_main(void *arg) {
             items_cap = cap;
         }
         mp__engine_state_pump(mp);
+        bool router_wait = false;
         size_t n = 0;
         items[n++] = (zmq_pollitem_t){mp->pipe_eng, 0, ZMQ_POLLIN, 0};
         items[n++] = (zmq_pollitem_t){mp->zap, 0, ZMQ_POLLIN, 0};
@@ -536,16 +633,35 @@ void mp__engine_main(void *arg) {
                 item_peer[n] = p;
                 items[n++] = (zmq_pollitem_t){NULL, fd, ZMQ_POLLIN, 0};
             }
-            if ((p->stash_full || p->st_blocked) && p->data != NULL) {
+            if ((p->stash_full || p->st_blocked) && p->data != NULL &&
+                !p->outbound) {
                 item_peer[n] = p;
                 items[n++] = (zmq_pollitem_t){p->data, 0, ZMQ_POLLOUT, 0};
             }
+            /* answers on the connections we opened: while the bootstrap
+             * peers have not said they can dial us, and for good when
+             * they cannot (docs/DESIGN.md, "Peers behind NAT") */
+            if (mp->reach != MP_REACH_DIALABLE && p->ctrl != NULL) {
+                item_peer[n] = p;
+                items[n++] = (zmq_pollitem_t){p->ctrl, 0, ZMQ_POLLIN, 0};
+            }
+            if (mp->outbound && p->data != NULL) {
+                item_peer[n] = p;
+                items[n++] = (zmq_pollitem_t){p->data, 0, ZMQ_POLLIN, 0};
+            }
+            /* a ROUTER cannot be polled for one connection: a frame
+             * waiting for an outbound-only peer's connection is retried
+             * after a short sleep */
+            if ((p->stash_full || p->st_blocked) && p->outbound)
+                router_wait = true;
         }
         now = mp__engine_now_ms();
         uint64_t w = next_wakeup(mp);
         long timeout = w <= now                ? 0
                        : w - now > POLL_MAX_MS ? POLL_MAX_MS
                                                : (long)(w - now);
+        if (router_wait && timeout > ROUTER_RETRY_MS)
+            timeout = ROUTER_RETRY_MS;
         int rc = zmq_poll(items, (int)n, timeout);
         if (rc < 0) {
             if (errno == ETERM)
@@ -575,6 +691,32 @@ void mp__engine_main(void *arg) {
                 !(ev & ZMQ_POLLIN))
                 break;
         }
+        /* answers on our own connections (outbound-only); handlers may
+         * close sockets: check the peer still has the socket polled */
+        for (size_t i = 4; i < n; i++) {
+            mp_peer_t *p = item_peer[i];
+            if (items[i].socket == NULL || !(items[i].revents & ZMQ_POLLIN))
+                continue;
+            for (int k = 0; k < BATCH; k++) {
+                int ev = 0;
+                size_t sz = sizeof(ev);
+                if (items[i].socket == p->ctrl)
+                    on_ctrl_dealer(mp, p);
+                else if (items[i].socket == p->data)
+                    on_data_dealer(mp, p);
+                else
+                    break;
+                if (items[i].socket != p->ctrl && items[i].socket != p->data)
+                    break;
+                if (zmq_getsockopt(items[i].socket, ZMQ_EVENTS, &ev, &sz) !=
+                        0 ||
+                    !(ev & ZMQ_POLLIN))
+                    break;
+            }
+            if (mp->stopping)
+                break;
+        }
+        mp__engine_pump_sends(mp);
         /* monitors may close sockets: check the peer still has the
          * monitor whose descriptor fired */
         for (size_t i = 4; i < n; i++) {
@@ -649,8 +791,7 @@ moshpit_err_t mp__engine_setup(moshpit_t *mp) {
      * MP_CTRL_WIRE_MAX; beyond, ZeroMQ closes the connection unread. At
      * most 256 messages wait per connection (then TCP pushes back). */
     int64_t cmax = MP_CTRL_WIRE_MAX;
-    int64_t dmax =
-        MP_DATA_HDR_BYTES + 4 * (int64_t)MP_DATA_MAX_COUNT + MP_DATA_TAG_BYTES;
+    int64_t dmax = MP_DATA_WIRE_MAX;
     if (set_int(mp->ctrl, ZMQ_CURVE_SERVER, 1) != 0 ||
         zmq_setsockopt(mp->ctrl, ZMQ_CURVE_SECRETKEY, mp->sec, 32) != 0 ||
         zmq_setsockopt(mp->ctrl, ZMQ_MAXMSGSIZE, &cmax, sizeof(cmax)) != 0 ||
@@ -663,6 +804,15 @@ moshpit_err_t mp__engine_setup(moshpit_t *mp) {
     if (zmq_setsockopt(mp->data, ZMQ_MAXMSGSIZE, &dmax, sizeof(dmax)) != 0 ||
         set_int(mp->data, ZMQ_LINGER, 0) != 0 ||
         set_int(mp->data, ZMQ_RCVHWM, 8) != 0)
+        return MOSHPIT_ESYS;
+    /* frames to an outbound-only peer go out on this ROUTER, to the
+     * routing id its data DEALER named in HELLO: a full or missing
+     * connection is an error to retry (not a silent drop), and a
+     * reconnecting DEALER takes its routing id over at once; at most 4
+     * frames wait per connection, as on a data DEALER */
+    if (set_int(mp->data, ZMQ_ROUTER_MANDATORY, 1) != 0 ||
+        set_int(mp->data, ZMQ_ROUTER_HANDOVER, 1) != 0 ||
+        set_int(mp->data, ZMQ_SNDHWM, 4) != 0)
         return MOSHPIT_ESYS;
 
     if (mp__endpoint_split(mp->cfg.listen, host, sizeof(host), &port) != 0)

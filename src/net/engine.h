@@ -50,6 +50,10 @@
  * the engine; ZeroMQ closes a connection that sends one larger than this
  * before reading it. */
 #define MP_CTRL_WIRE_MAX (4u * MP_CTRL_MAX)
+/* The largest data frame: a header, a part of float32 and the tag. */
+#define MP_DATA_WIRE_MAX                                                       \
+    ((int64_t)MP_DATA_HDR_BYTES + 4 * (int64_t)MP_DATA_MAX_COUNT +             \
+     MP_DATA_TAG_BYTES)
 
 typedef enum {
     MP_PEER_NEW = 0, /* known, no session yet */
@@ -70,6 +74,23 @@ typedef struct mp_peer {
     void *dmon; /* PAIR reading data's CONNECTED events (only when this
                    peer sets the data connections' congestion control) */
     bool hello_recv;
+    /* reachability (docs/DESIGN.md, "Peers behind NAT") */
+    bool outbound; /* it said HELLO "ob": nobody can dial it, so we answer
+                      on its connections: control on our ROUTER to
+                      ctrl_rid, data on our data ROUTER to drid */
+    bool reach_ok; /* we reached it ourselves at its advertised address (our
+                      CURVE DEALER's handshake, or its answer on it): a
+                      matchmaker candidate (unless outbound) */
+    uint8_t ctrl_rid_len, drid_len;
+    uint8_t ctrl_rid[255];        /* its control connection on our ROUTER */
+    uint8_t drid[MP_DRID_MAX];    /* its data connection on our ROUTER */
+    uint8_t my_drid[MP_DRID_MAX]; /* our data DEALER's routing id */
+    uint64_t dial_ms; /* our control DEALER began dialling ctrl_addr */
+    char seen_addr[MP_ADDR_MAX]; /* its host as our ROUTER saw it ("") */
+    bool nr_sent;                /* we told it we could not dial it ("nr") */
+    bool unreachable;            /* dead because it never answered our dial */
+    bool tcp_up;                 /* our control DEALER's TCP connection is up */
+    bool hs_failed; /* its CURVE handshake failed (another key there) */
     /* session key agreement (docs/PROTOCOL.md, "Session setup"): our
      * ephemeral X25519 key for this peer, made fresh for every session;
      * its secret stays until the session ends, so an answer to it can still
@@ -215,6 +236,17 @@ struct moshpit {
 
     /* engine thread only */
     bool stopping;
+    /* reachability (docs/DESIGN.md, "Peers behind NAT"): the verdict of
+     * the bootstrap peers on whether they can dial ctrl_ep */
+    enum { MP_REACH_UNKNOWN = 0, MP_REACH_DIALABLE, MP_REACH_OUTBOUND } reach;
+    bool outbound;     /* reach == OUTBOUND: we open every session */
+    bool adv_observed; /* ctrl_ep's host is what a peer observed */
+    /* the control message being read: its routing id on our ROUTER
+     * (in_len 0: it came on one of our DEALERs), its source host */
+    uint8_t in_rid[255];
+    size_t in_len;
+    bool in_dealer;
+    char in_addr[MP_ADDR_MAX];
     mp_peer_t **peers;
     size_t npeers;
     uint32_t peers_max;       /* config peers_max, resolved */

@@ -204,8 +204,8 @@ static bool seal_part(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s) {
 }
 
 /* Sends p's stashed frame if its socket takes it now. */
-static bool send_stash(mp_peer_t *p) {
-    return zmq_msg_send(mp__engine_stash_of(p), p->data, ZMQ_DONTWAIT) >= 0;
+static bool send_stash(moshpit_t *mp, mp_peer_t *p) {
+    return mp__engine_data_send(mp, p, mp__engine_stash_of(p)) >= 0;
 }
 
 /* Moves as many parts to the sockets as they take. Returns true if some
@@ -219,7 +219,7 @@ void mp__engine_pump_sends(moshpit_t *mp) {
         progress = false;
         for (uint32_t i = 0; i < r->n; i++) {
             mp_peer_t *p = r->members[i];
-            if (p == NULL || p->data == NULL)
+            if (p == NULL || !mp__engine_has_data(p))
                 continue;
             if (!mp__group_member_alive(r->group, i)) {
                 mp__engine_stash_drop(p);
@@ -235,7 +235,7 @@ void mp__engine_pump_sends(moshpit_t *mp) {
                     continue;
                 }
             }
-            if (send_stash(p)) {
+            if (send_stash(mp, p)) {
                 p->stash_full = false;
                 r->bytes_sent += p->stash_bytes;
                 progress = true;

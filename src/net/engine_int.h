@@ -34,6 +34,12 @@ _Static_assert(sizeof(zmq_msg_t) <= 64, "zmq_msg_t storage in mp_peer_t");
 #define SESSION_QUIET_MS 5000u
 #define RECONNECT_GIVEUP_MS 3600000u
 #define ROUND_MARGIN_MS 100u
+/* A peer whose address our control DEALER could not reach (no CURVE
+ * handshake) this long after it began dialling is told so ("nr"). */
+#define REACH_WAIT_MS 1500u
+/* poll timeout while a data frame waits for an outbound-only peer's
+ * connection on our ROUTER */
+#define ROUTER_RETRY_MS 2
 #define POLL_MAX_MS 1000
 #define BATCH 64
 
@@ -81,6 +87,24 @@ void mp__engine_round_peer_failed(moshpit_t *mp, mp_peer_t *p);
 bool mp__engine_round_has_member(const moshpit_t *mp, const mp_peer_t *p);
 void mp__engine_round_progress(moshpit_t *mp);
 void mp__engine_send_hello(moshpit_t *mp, mp_peer_t *p, bool reply);
+/* Sending to p by the route its reachability gives (docs/DESIGN.md, "Peers
+ * behind NAT"): our DEALERs to it, or, for an outbound-only p, our ROUTERs
+ * to its own connections. Return 0 / the bytes sent, or -1 (errno). */
+bool mp__engine_can_send(const mp_peer_t *p);
+bool mp__engine_has_data(const mp_peer_t *p);
+int mp__engine_ctrl_send(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
+                         size_t len, const uint8_t *pb, size_t pblen);
+int mp__engine_data_send(moshpit_t *mp, mp_peer_t *p, zmq_msg_t *zm);
+/* We dialled p's advertised address REACH_WAIT_MS ago or more and neither
+ * a TCP connection nor a CURVE handshake nor an answer came: it cannot be
+ * dialled there (a TCP connection still in its handshake is a loaded
+ * peer, not an unreachable one). Such a peer is told so and is no
+ * matchmaker candidate. */
+bool mp__engine_unreached(const mp_peer_t *p, uint64_t now);
+/* Reachability checks of the peers that dialled us (once a second). */
+void mp__engine_reach_check(moshpit_t *mp, uint64_t now);
+/* Reads p's monitor events (engine.c). */
+void mp__engine_read_monitor(moshpit_t *mp, mp_peer_t *p);
 void mp__engine_send_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m);
 void mp__engine_send_peers(moshpit_t *mp, mp_peer_t *p, const mp_peer_t *only);
 void mp__engine_send_simple(moshpit_t *mp, mp_peer_t *p, mp_msg_type_t t,
@@ -108,6 +132,13 @@ void mp__engine_swim_teardown(moshpit_t *mp);
 /* SWIM holds id alive or suspect (or has not heard of it yet). */
 bool mp__engine_swim_member_ok(const moshpit_t *mp, const uint8_t id[32]);
 void mp__engine_swim_pump(moshpit_t *mp);
+/* SWIM knows id and holds it alive or suspect. */
+bool mp__engine_swim_alive(const moshpit_t *mp, const uint8_t id[32]);
+/* The members this peer counts, itself included: the live sessions
+ * membership does not hold dead, and for an outbound-only peer also the
+ * members membership holds alive that it cannot reach (outbound-only
+ * peers behind other NATs). */
+size_t mp__engine_view_count(const moshpit_t *mp);
 /* A control message that is not one of wire.h's: true if it was a SWIM
  * message (processed when p has a session). */
 bool mp__engine_swim_on_ctrl(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,

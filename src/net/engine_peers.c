@@ -35,12 +35,38 @@ zmq_msg_t *mp__engine_stash_of(mp_peer_t *p) {
     return (zmq_msg_t *)(void *)p->stash_msg;
 }
 
+/* An outbound-only peer also counts a member it could not dial (an
+ * outbound-only peer behind another NAT) while membership holds it alive;
+ * one it is still dialling counts once its session is up. */
+static bool counts_unreached(const mp_peer_t *p, uint64_t now) {
+    return p->state != MP_PEER_REFUSED &&
+           (p->unreachable ||
+            (p->state == MP_PEER_NEW && mp__engine_unreached(p, now)));
+}
+
+size_t mp__engine_view_count(const moshpit_t *mp) {
+    uint64_t now = mp__engine_now_ms();
+    size_t n = 1;
+    for (size_t i = 0; i < mp->npeers; i++) {
+        const mp_peer_t *p = mp->peers[i];
+        if (p->state == MP_PEER_LIVE)
+            n += mp__engine_swim_member_ok(mp, p->id);
+        else if (mp->outbound && counts_unreached(p, now))
+            n += mp__engine_swim_alive(mp, p->id);
+    }
+    return n;
+}
+
 void mp__engine_update_members(moshpit_t *mp) {
-    /* a live session counts whatever SWIM says (mp__engine_swim_member_ok) */
+    /* a live session counts whatever SWIM says (mp__engine_swim_member_ok);
+     * an outbound-only peer also counts the members it cannot reach */
+    uint64_t now = mp__engine_now_ms();
     size_t live = 1;
     for (size_t i = 0; i < mp->npeers; i++)
         if (mp->peers[i]->state == MP_PEER_LIVE)
             live++;
+        else if (mp->outbound && counts_unreached(mp->peers[i], now))
+            live += mp__engine_swim_alive(mp, mp->peers[i]->id);
     mp_plat_mutex_lock(&mp->lock);
     if (mp->members_live != live) {
         mp->members_live = live;
@@ -90,6 +116,10 @@ void mp__engine_peer_close(mp_peer_t *p) {
     mp__net_close(&p->mon);
     mp__net_close(&p->ctrl);
     mp__engine_data_close(p);
+    p->reach_ok = false;
+    p->tcp_up = false;
+    p->hs_failed = false;
+    p->dial_ms = 0;
     mp__session_keys_free(p->keys);
     p->keys = NULL;
     memset(p->their_eph, 0, sizeof(p->their_eph));
@@ -129,7 +159,7 @@ void mp__engine_peer_free(mp_peer_t *p) {
 
 void mp__engine_send_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m) {
     size_t len = 0;
-    if (p->ctrl == NULL)
+    if (!mp__engine_can_send(p))
         return;
     moshpit_err_t e = mp__wire_msg_encode(m, mp->msgbuf, MP_CTRL_MAX, &len);
     if (e != MOSHPIT_OK) {
@@ -144,9 +174,7 @@ void mp__engine_send_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m) {
     if (m->type == MP_MSG_JOIN || m->type == MP_MSG_JOIN_ACK ||
         m->type == MP_MSG_GROUP || m->type == MP_MSG_ALONE)
         pblen = mp__engine_swim_piggyback(mp, p, pb, sizeof(pb));
-    if (zmq_send(p->ctrl, mp->msgbuf, len,
-                 ZMQ_DONTWAIT | (pblen > 0 ? ZMQ_SNDMORE : 0)) < 0 ||
-        (pblen > 0 && zmq_send(p->ctrl, pb, pblen, ZMQ_DONTWAIT) < 0))
+    if (mp__engine_ctrl_send(mp, p, mp->msgbuf, len, pb, pblen) != 0)
         mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
                        "control message to %.8s dropped: %s", p->id_txt,
                        zmq_strerror(errno));
@@ -154,7 +182,47 @@ void mp__engine_send_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m) {
         mp->round.bytes_sent += len + pblen;
 }
 
-void mp__engine_send_hello(moshpit_t *mp, mp_peer_t *p, bool reply) {
+bool mp__engine_can_send(const mp_peer_t *p) {
+    return p->outbound ? p->ctrl_rid_len > 0 : p->ctrl != NULL;
+}
+
+bool mp__engine_has_data(const mp_peer_t *p) {
+    return p->outbound ? p->drid_len > 0 : p->data != NULL;
+}
+
+int mp__engine_ctrl_send(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
+                         size_t len, const uint8_t *pb, size_t pblen) {
+    void *s = p->ctrl;
+    if (p->outbound) {
+        /* its own connection, through our ROUTER (docs/PROTOCOL.md,
+         * "Peers behind NAT") */
+        s = mp->ctrl;
+        if (p->ctrl_rid_len == 0 || zmq_send(s, p->ctrl_rid, p->ctrl_rid_len,
+                                             ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0)
+            return -1;
+    }
+    if (s == NULL)
+        return -1;
+    if (zmq_send(s, buf, len, ZMQ_DONTWAIT | (pblen > 0 ? ZMQ_SNDMORE : 0)) <
+            0 ||
+        (pblen > 0 && zmq_send(s, pb, pblen, ZMQ_DONTWAIT) < 0))
+        return -1;
+    return 0;
+}
+
+int mp__engine_data_send(moshpit_t *mp, mp_peer_t *p, zmq_msg_t *zm) {
+    if (!p->outbound)
+        return p->data != NULL ? zmq_msg_send(zm, p->data, ZMQ_DONTWAIT) : -1;
+    /* ZMQ_ROUTER_MANDATORY: EAGAIN when its connection is full,
+     * EHOSTUNREACH before it is up; both leave zm to us to retry */
+    if (p->drid_len == 0 || zmq_send(mp->data, p->drid, p->drid_len,
+                                     ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0)
+        return -1;
+    return zmq_msg_send(zm, mp->data, ZMQ_DONTWAIT);
+}
+
+/* Fills mp->msg with a HELLO to p; false if there is no ephemeral key. */
+static bool hello_fill(moshpit_t *mp, mp_peer_t *p, bool reply) {
     mp_msg_t *m = mp->msg;
     memset(m, 0, sizeof(*m));
     m->type = MP_MSG_HELLO;
@@ -165,7 +233,7 @@ void mp__engine_send_hello(moshpit_t *mp, mp_peer_t *p, bool reply) {
                        "no ephemeral key for %.8s: HELLO not "
                        "sent",
                        p->id_txt);
-        return;
+        return false;
     }
     memcpy(h->swarm, mp->swarm_hash, 32);
     memcpy(h->eph, p->my_eph, 32);
@@ -179,7 +247,7 @@ void mp__engine_send_hello(moshpit_t *mp, mp_peer_t *p, bool reply) {
     h->reply = reply ? 1 : 0;
     h->tag = p->my_tag;
     h->bandwidth = mp->cfg.bandwidth_mbps;
-    h->serves_state = mp->cfg.serve_state != 0;
+    h->serves_state = mp->cfg.serve_state != 0 && !mp->outbound;
     h->reorder_ok = 1; /* a receive window: several data streams welcome */
     if (!mp__crypto_is_zero(mp->cfg.cert, sizeof(h->cert))) {
         memcpy(h->cert, mp->cfg.cert, sizeof(h->cert));
@@ -188,7 +256,43 @@ void mp__engine_send_hello(moshpit_t *mp, mp_peer_t *p, bool reply) {
     h->ciphers = mp->ciphers;
     snprintf(h->ctrl_addr, sizeof(h->ctrl_addr), "%s", mp->ctrl_ep);
     snprintf(h->data_addr, sizeof(h->data_addr), "%s", mp->data_ep);
-    mp__engine_send_msg(mp, p, m);
+    if (mp->outbound) {
+        h->outbound = 1;
+        h->drid_len = MP_DRID_MAX;
+        memcpy(h->drid, p->my_drid, MP_DRID_MAX);
+    }
+    /* where its messages come from, as we see it (on our ROUTER) */
+    if (reply && p->seen_addr[0] != '\0')
+        snprintf(h->observed, sizeof(h->observed), "%s", p->seen_addr);
+    return true;
+}
+
+void mp__engine_send_hello(moshpit_t *mp, mp_peer_t *p, bool reply) {
+    if (hello_fill(mp, p, reply))
+        mp__engine_send_msg(mp, p, mp->msg);
+}
+
+/* An answer to p's HELLO on p's own control connection (the one it came
+ * on, through our ROUTER), saying that we could not dial its advertised
+ * address (nr) and where we see it (oa): its reachability check
+ * (docs/PROTOCOL.md, "Peers behind NAT"). */
+static void send_not_reached(moshpit_t *mp, mp_peer_t *p) {
+    size_t len = 0;
+    if (mp->in_len == 0 || !hello_fill(mp, p, true))
+        return;
+    mp->msg->u.hello.not_reached = 1;
+    if (mp__wire_msg_encode(mp->msg, mp->msgbuf, MP_CTRL_MAX, &len) !=
+            MOSHPIT_OK ||
+        zmq_send(mp->ctrl, mp->in_rid, mp->in_len, ZMQ_DONTWAIT | ZMQ_SNDMORE) <
+            0 ||
+        zmq_send(mp->ctrl, mp->msgbuf, len, ZMQ_DONTWAIT) < 0) {
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                       "reachability answer to %.8s dropped", p->id_txt);
+        return;
+    }
+    mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                   "peer %.8s: cannot dial it at %s, told it so", p->id_txt,
+                   p->ctrl_addr);
 }
 
 void mp__engine_send_simple(moshpit_t *mp, mp_peer_t *p, mp_msg_type_t t,
@@ -239,6 +343,8 @@ static moshpit_err_t peer_connect(moshpit_t *mp, mp_peer_t *p) {
     char mon_ep[64];
     if (p->ctrl != NULL)
         return MOSHPIT_OK;
+    if (p->outbound)
+        return MOSHPIT_OK; /* it comes to us (docs/PROTOCOL.md) */
     snprintf(mon_ep, sizeof(mon_ep), "inproc://moshpit-mon-%u", ++mp->mon_seq);
     p->ctrl = mp__net_ctrl_dealer(mp->zctx, p->ctrl_addr, p->id, mp->pub,
                                   mp->sec, mon_ep, &p->mon);
@@ -247,6 +353,8 @@ static moshpit_err_t peer_connect(moshpit_t *mp, mp_peer_t *p) {
                        zmq_strerror(errno));
         return MOSHPIT_ESYS;
     }
+    p->dial_ms = mp__engine_now_ms();
+    p->nr_sent = false;
     return MOSHPIT_OK;
 }
 
@@ -282,6 +390,8 @@ static mp_peer_t *peer_add(moshpit_t *mp, const uint8_t id[32],
     do
         p->my_tag = mp__crypto_random_u64();
     while (p->my_tag == 0);
+    mp__crypto_random(p->my_drid, sizeof(p->my_drid));
+    p->my_drid[0] |= 1; /* a routing id may not begin with a zero byte */
     p->state = MP_PEER_NEW;
     p->state_since_ms = mp__engine_now_ms();
     p->last_live_ms = p->state_since_ms;
@@ -296,6 +406,10 @@ void mp__engine_peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
     mp_peer_state_t old = p->state;
     p->state = s;
     p->state_since_ms = mp__engine_now_ms();
+    /* never answered our dial: outbound-only behind another NAT, or
+     * gone (membership tells which; mp__engine_view_count) */
+    p->unreachable =
+        s == MP_PEER_DEAD && strcmp(why, "no answer to HELLO") == 0;
     if (s == MP_PEER_LIVE) {
         p->last_live_ms = p->state_since_ms;
         p->last_rx_ms = p->state_since_ms;
@@ -354,7 +468,7 @@ void mp__engine_peer_learn(moshpit_t *mp, const uint8_t id[32],
         p = peer_add(mp, id, addr);
         if (p == NULL)
             return;
-    } else if (p->state == MP_PEER_DEAD &&
+    } else if (p->state == MP_PEER_DEAD && !p->outbound &&
                now - p->state_since_ms >= DEAD_RETRY_MS) {
         snprintf(p->ctrl_addr, sizeof(p->ctrl_addr), "%s", addr);
         p->state = MP_PEER_NEW;
@@ -372,7 +486,7 @@ void mp__engine_peer_learn(moshpit_t *mp, const uint8_t id[32],
 
 void mp__engine_peer_redial(moshpit_t *mp, mp_peer_t *p, const char *addr) {
     if (p->state == MP_PEER_LIVE || p->state == MP_PEER_REFUSED ||
-        !mp__endpoint_addr_ok(addr))
+        p->outbound || !mp__endpoint_addr_ok(addr))
         return;
     if (p->state == MP_PEER_NEW && p->ctrl != NULL &&
         strcmp(p->ctrl_addr, addr) == 0)
@@ -386,6 +500,115 @@ void mp__engine_peer_redial(moshpit_t *mp, mp_peer_t *p, const char *addr) {
         mp__engine_send_hello(mp, p, false);
         p->hello_tries = 1;
         p->next_hello_ms = mp__engine_now_ms() + HELLO_RETRY_MS;
+    }
+}
+
+/* The host of a tcp:// address, or "" */
+static void host_of(const char *addr, char *host, size_t cap) {
+    long port = 0;
+    if (mp__endpoint_split(addr, host, cap, &port) != 0)
+        host[0] = '\0';
+}
+
+/* Turns this peer outbound-only: nobody could dial it, so it opens every
+ * session itself and asks the other side to answer on that connection
+ * (HELLO "ob" to every peer it has a connection to). */
+static void go_outbound(moshpit_t *mp, const mp_peer_t *by) {
+    mp->reach = MP_REACH_OUTBOUND;
+    mp->outbound = true;
+    mp__rnd_set_noshare(mp->rnd, true);
+    mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                   "peer %.8s cannot dial us at %s: outbound-only (we open "
+                   "every session, reduce no share, serve no matchmaker)",
+                   by->id_txt, mp->ctrl_ep);
+    for (size_t i = 0; i < mp->npeers; i++) {
+        mp_peer_t *q = mp->peers[i];
+        if (q->data != NULL) { /* data frames come in on it from now on */
+            mp__engine_stash_drop(q);
+            mp__engine_data_close(q);
+            (void)mp__engine_data_dial(mp, q, false);
+        }
+        if (q->ctrl != NULL &&
+            (q->state == MP_PEER_LIVE || q->state == MP_PEER_NEW))
+            mp__engine_send_hello(mp, q, false);
+    }
+}
+
+/* The bootstrap peers are the members asked whether they can dial us:
+ * the first to answer decides (docs/DESIGN.md, "Peers behind NAT"). One
+ * that dialled us (its HELLO came to our ROUTER) makes us dialable; one
+ * that said it could not ("nr", on our own connection) makes us
+ * outbound-only. Without 'advertise' we take the host a bootstrap peer
+ * observed ("oa") as ours, and ask again. */
+static void reach_verdict(moshpit_t *mp, mp_peer_t *p, const mp_hello_t *h) {
+    if (!p->bootstrap)
+        return;
+    if (h->observed[0] != '\0' && mp->cfg.advertise == NULL &&
+        !mp->adv_observed) {
+        char mine[MP_ADDR_MAX];
+        long cport = 0, dport = 0;
+        host_of(mp->ctrl_ep, mine, sizeof(mine));
+        char oa[MP_ADDR_MAX], ep[MP_ADDR_MAX];
+        /* an IPv6 address goes in brackets, as in the endpoint */
+        if (strchr(h->observed, ':') != NULL)
+            snprintf(oa, sizeof(oa), "[%.100s]", h->observed);
+        else
+            snprintf(oa, sizeof(oa), "%.100s", h->observed);
+        if (strcmp(mine, oa) != 0 &&
+            mp__endpoint_split(mp->ctrl_ep, mine, sizeof(mine), &cport) == 0 &&
+            mp__endpoint_split(mp->data_ep, mine, sizeof(mine), &dport) == 0) {
+            snprintf(ep, sizeof(ep), "tcp://%.100s:%ld", oa, cport);
+            if (mp__endpoint_addr_ok(ep)) {
+                mp->adv_observed = true;
+                snprintf(mp->ctrl_ep, sizeof(mp->ctrl_ep), "%s", ep);
+                snprintf(mp->data_ep, sizeof(mp->data_ep), "tcp://%.100s:%ld",
+                         oa, dport);
+                mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                               "advertising %s: the address peer %.8s "
+                               "observed (no 'advertise' set)",
+                               mp->ctrl_ep, p->id_txt);
+                /* the verdict was about the old address: ask again */
+                if (mp->reach == MP_REACH_UNKNOWN)
+                    mp__engine_send_hello(mp, p, false);
+                return;
+            }
+        }
+    }
+    if (mp->reach != MP_REACH_UNKNOWN)
+        return;
+    if (mp->in_len > 0) {
+        mp->reach = MP_REACH_DIALABLE;
+        mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                       "peer %.8s dialled us at %s: dialable", p->id_txt,
+                       mp->ctrl_ep);
+    } else if (h->not_reached) {
+        go_outbound(mp, p);
+    }
+}
+
+bool mp__engine_unreached(const mp_peer_t *p, uint64_t now) {
+    return !p->outbound && !p->reach_ok && (!p->tcp_up || p->hs_failed) &&
+           p->dial_ms != 0 && now - p->dial_ms >= REACH_WAIT_MS;
+}
+
+/* Once a second: a peer that dialled us and that we could not dial back
+ * within REACH_WAIT_MS is told so on its own connection (its reachability
+ * check). */
+void mp__engine_reach_check(moshpit_t *mp, uint64_t now) {
+    for (size_t i = 0; i < mp->npeers; i++) {
+        mp_peer_t *p = mp->peers[i];
+        if (p->nr_sent || p->ctrl_rid_len == 0 || p->state != MP_PEER_LIVE ||
+            !mp__engine_unreached(p, now))
+            continue;
+        if (p->mon != NULL)
+            mp__engine_read_monitor(mp, p);
+        if (!mp__engine_unreached(p, now))
+            continue;
+        p->nr_sent = true;
+        memcpy(mp->in_rid, p->ctrl_rid, p->ctrl_rid_len);
+        mp->in_len = p->ctrl_rid_len;
+        send_not_reached(mp, p);
+        mp->in_len = 0;
     }
 }
 
@@ -493,6 +716,39 @@ void mp__engine_on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
         !was_live) {
         mp__engine_peer_close(p);
     }
+    /* where it is (docs/DESIGN.md, "Peers behind NAT") */
+    if (mp->in_len > 0) {
+        memcpy(p->ctrl_rid, mp->in_rid, mp->in_len);
+        p->ctrl_rid_len = (uint8_t)mp->in_len;
+        snprintf(p->seen_addr, sizeof(p->seen_addr), "%s", mp->in_addr);
+    }
+    if (h->outbound) {
+        if (!p->outbound) {
+            mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                           "peer %.8s is outbound-only: answering on its "
+                           "connections",
+                           p->id_txt);
+            /* our dialled sockets go; the session keys stay */
+            if (p->ctrl != NULL)
+                zmq_socket_monitor(p->ctrl, NULL, 0);
+            mp__net_close(&p->mon);
+            mp__net_close(&p->ctrl);
+            mp__engine_stash_drop(p);
+            mp__engine_data_close(p);
+            p->outbound = true;
+            p->reach_ok = false;
+            p->dial_ms = 0;
+        }
+        memcpy(p->drid, h->drid, h->drid_len);
+        p->drid_len = h->drid_len;
+    } else if (p->outbound) {
+        p->outbound = false; /* dialable again: a restart elsewhere */
+        p->drid_len = 0;
+        mp__engine_stash_drop(p);
+    }
+    if (mp->in_dealer)
+        p->reach_ok = true; /* it answered on the connection we dialled */
+    reach_verdict(mp, p, h);
     snprintf(p->ctrl_addr, sizeof(p->ctrl_addr), "%s", h->ctrl_addr);
     if (peer_connect(mp, p) != MOSHPIT_OK)
         return;
@@ -545,7 +801,9 @@ void mp__engine_on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
     p->bandwidth = h->bandwidth;
     p->serves_state = h->serves_state != 0;
     p->ciphers = h->ciphers;
-    if (p->data == NULL || strcmp(p->data_addr, h->data_addr) != 0) {
+    if (p->outbound) {
+        snprintf(p->data_addr, sizeof(p->data_addr), "%s", h->data_addr);
+    } else if (p->data == NULL || strcmp(p->data_addr, h->data_addr) != 0) {
         mp__engine_data_close(p);
         mp__engine_stash_drop(p);
         snprintf(p->data_addr, sizeof(p->data_addr), "%s", h->data_addr);

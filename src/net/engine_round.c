@@ -74,8 +74,16 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
     for (uint32_t i = 0; i < n; i++) {
         mp_peer_t *p = i == self ? NULL : mp__engine_find_peer(mp, m[i].id);
         r->members[i] = p;
+        if (i != self && m[i].noshare && m[self].noshare &&
+            (p == NULL || p->state != MP_PEER_LIVE)) {
+            /* two outbound-only members: neither reduces a share, so
+             * nothing passes between them (docs/DESIGN.md, "Peers behind
+             * NAT") */
+            r->members[i] = NULL;
+            continue;
+        }
         if (i != self && (p == NULL || p->state != MP_PEER_LIVE ||
-                          p->keys == NULL || p->data == NULL)) {
+                          p->keys == NULL || !mp__engine_has_data(p))) {
             mp__engine_log(mp, MOSHPIT_LOG_WARN,
                            "round %016llx: member %u has no session with us",
                            (unsigned long long)gid, i);
@@ -216,10 +224,7 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
     memset(r, 0, sizeof(*r));
     r->cmd = c;
     /* the view: this peer and the live peers membership holds alive */
-    size_t n = 1;
-    for (size_t i = 0; i < mp->npeers; i++)
-        n += mp->peers[i]->state == MP_PEER_LIVE &&
-             mp__engine_swim_member_ok(mp, mp->peers[i]->id);
+    size_t n = mp__engine_view_count(mp);
     uint8_t key[MP_KEY_MAX];
     uint32_t key_len = mp__rnd_key(mp->rnd, n, (uint64_t)c->count, key);
     uint8_t(*ids)[32] = malloc(n * 32);
@@ -227,19 +232,30 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
     uint32_t *order = malloc(n * sizeof(*order));
     moshpit_err_t e = MOSHPIT_ENOMEM;
     if (ids != NULL && ordered != NULL && order != NULL) {
+        /* matchmaker candidates: ourselves unless outbound-only, and the
+         * live peers that are not outbound-only and that we did not fail
+         * to reach at their advertised address (docs/DESIGN.md, "Peers
+         * behind NAT") */
         size_t k = 0;
-        memcpy(ids[k++], mp->pub, 32);
-        for (size_t i = 0; i < mp->npeers; i++)
-            if (mp->peers[i]->state == MP_PEER_LIVE &&
-                mp__engine_swim_member_ok(mp, mp->peers[i]->id))
-                memcpy(ids[k++], mp->peers[i]->id, 32);
-        mp__rendezvous_order(key, key_len, (const uint8_t(*)[32])ids, n, order);
-        for (size_t i = 0; i < n; i++)
+        if (!mp->outbound)
+            memcpy(ids[k++], mp->pub, 32);
+        for (size_t i = 0; i < mp->npeers; i++) {
+            mp_peer_t *p = mp->peers[i];
+            if (p->state != MP_PEER_LIVE ||
+                !mp__engine_swim_member_ok(mp, p->id) || p->outbound)
+                continue;
+            if (!p->reach_ok && p->mon != NULL)
+                mp__engine_read_monitor(mp, p); /* its handshake event */
+            if (p->state == MP_PEER_LIVE && !mp__engine_unreached(p, now))
+                memcpy(ids[k++], p->id, 32);
+        }
+        mp__rendezvous_order(key, key_len, (const uint8_t(*)[32])ids, k, order);
+        for (size_t i = 0; i < k; i++)
             memcpy(ordered[i], ids[order[i]], 32);
         mp_rnd_call_t call = {.key = key,
                               .key_len = key_len,
                               .cands = (const uint8_t(*)[32])ordered,
-                              .ncands = n,
+                              .ncands = k,
                               .weight = c->weight,
                               .values = c->values,
                               .count = c->count};

@@ -149,8 +149,8 @@ static int send_chunk(moshpit_t *mp, mp_peer_t *p, uint32_t c) {
         zmq_msg_close(&zm);
         return -1;
     }
-    if (zmq_msg_send(&zm, p->data, ZMQ_DONTWAIT) < 0) {
-        int full = errno == EAGAIN;
+    if (mp__engine_data_send(mp, p, &zm) < 0) {
+        int full = errno == EAGAIN || (p->outbound && errno == EHOSTUNREACH);
         zmq_msg_close(&zm);
         return full ? 0 : -1;
     }
@@ -214,7 +214,7 @@ void mp__engine_state_pump(moshpit_t *mp) {
         if (p->st_next >= p->st_end)
             continue;
         if (p->st_ver != st->serve_ver || p->state != MP_PEER_LIVE ||
-            p->data == NULL || p->keys == NULL) {
+            !mp__engine_has_data(p) || p->keys == NULL) {
             p->st_next = p->st_end = 0; /* gone or replaced: owe nothing */
             continue;
         }

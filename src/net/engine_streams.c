@@ -100,10 +100,12 @@ bool mp__engine_data_dial(moshpit_t *mp, mp_peer_t *p, bool reorder_ok) {
         snprintf(mon_ep, sizeof(mon_ep), "inproc://moshpit-dmon-%u",
                  ++mp->mon_seq);
     /* a peer of an older version drops frames that overtake others as
-     * replays: one connection to it */
-    p->data = mp__net_data_dealer(mp->zctx, p->data_addr,
-                                  reorder_ok ? mp->streams : 1,
-                                  set_cc ? mon_ep : NULL, &p->dmon);
+     * replays: one connection to it; an outbound-only peer is answered on
+     * its own connection, which its routing id names (one connection) */
+    p->data = mp__net_data_dealer(
+        mp->zctx, p->data_addr, reorder_ok ? mp->streams : 1,
+        mp->outbound ? p->my_drid : NULL, sizeof(p->my_drid),
+        mp->outbound ? MP_DATA_WIRE_MAX : 0, set_cc ? mon_ep : NULL, &p->dmon);
     return p->data != NULL;
 }
 

@@ -75,6 +75,12 @@ bool mp__engine_swim_member_ok(const moshpit_t *mp, const uint8_t id[32]) {
     return m.state == MP_SWIM_ALIVE || m.state == MP_SWIM_SUSPECT;
 }
 
+bool mp__engine_swim_alive(const moshpit_t *mp, const uint8_t id[32]) {
+    mp_swim_member_t m;
+    return mp->swim != NULL && mp__swim_lookup(mp->swim, id, &m) &&
+           (m.state == MP_SWIM_ALIVE || m.state == MP_SWIM_SUSPECT);
+}
+
 /* Encodes and sends one SWIM message; a message to a member without a
  * session dials it and waits (one message) until the session is up. */
 static void swim_send(moshpit_t *mp, const mp_swim_out_t *o) {
@@ -86,8 +92,8 @@ static void swim_send(moshpit_t *mp, const mp_swim_out_t *o) {
         return;
     }
     mp_peer_t *p = mp__engine_find_peer(mp, o->to);
-    if (p != NULL && p->state == MP_PEER_LIVE && p->ctrl != NULL) {
-        if (zmq_send(p->ctrl, mp->msgbuf, len, ZMQ_DONTWAIT) < 0)
+    if (p != NULL && p->state == MP_PEER_LIVE && mp__engine_can_send(p)) {
+        if (mp__engine_ctrl_send(mp, p, mp->msgbuf, len, NULL, 0) < 0)
             mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
                            "membership message to %.8s lost", p->id_txt);
         return;
@@ -108,8 +114,8 @@ static void swim_send(moshpit_t *mp, const mp_swim_out_t *o) {
         mp__engine_peer_redial(mp, p,
                                addr); /* e.g. we were frozen: reconnect */
     p = mp__engine_find_peer(mp, o->to);
-    if (p == NULL || p->state == MP_PEER_REFUSED) {
-        free(copy);
+    if (p == NULL || p->state == MP_PEER_REFUSED || p->outbound) {
+        free(copy); /* an outbound-only peer comes to us */
         return;
     }
     free(p->swim_pending); /* only the newest waits */
@@ -181,6 +187,8 @@ static void swim_event(moshpit_t *mp, const mp_swim_event_t *ev) {
     default:
         break;
     }
+    if (mp->outbound) /* it counts members it has no session with */
+        mp__engine_update_members(mp);
 }
 
 /* Joins through a live bootstrap peer once one has a session. */
@@ -303,16 +311,17 @@ void mp__engine_swim_on_piggyback(moshpit_t *mp, mp_peer_t *p,
 void mp__engine_swim_peer_live(moshpit_t *mp, mp_peer_t *p) {
     if (mp->swim == NULL)
         return;
-    mp__swim_addr_verified(mp->swim, p->id, p->ctrl_addr);
+    if (!p->outbound) /* we dial it there (an outbound-only peer: never) */
+        mp__swim_addr_verified(mp->swim, p->id, p->ctrl_addr);
     /* a session with a member SWIM holds in doubt (a healed partition, a
      * thawed or restarted peer): probe it now, so that both sides hear of
      * each other's verdict and refute, instead of holding each other dead
      * while nobody probes across (the session would then end again) */
     check_session(mp, p, mp__engine_now_ms());
     if (p->swim_pending != NULL) {
-        if (p->ctrl != NULL)
-            (void)zmq_send(p->ctrl, p->swim_pending, p->swim_pending_len,
-                           ZMQ_DONTWAIT);
+        if (mp__engine_can_send(p))
+            (void)mp__engine_ctrl_send(mp, p, p->swim_pending,
+                                       p->swim_pending_len, NULL, 0);
         free(p->swim_pending);
         p->swim_pending = NULL;
     }
@@ -383,9 +392,9 @@ void mp__engine_swim_close(moshpit_t *mp) {
     while (mp__swim_poll_send(mp->swim, mp->swim_out)) {
         mp_peer_t *p = mp__engine_find_peer(mp, mp->swim_out->to);
         size_t len = 0;
-        if (p != NULL && p->state == MP_PEER_LIVE && p->ctrl != NULL &&
+        if (p != NULL && p->state == MP_PEER_LIVE && mp__engine_can_send(p) &&
             mp__wire_swim_msg_encode(&mp->swim_out->msg, mp->msgbuf,
                                      MP_CTRL_MAX, &len) == MOSHPIT_OK)
-            (void)zmq_send(p->ctrl, mp->msgbuf, len, ZMQ_DONTWAIT);
+            (void)mp__engine_ctrl_send(mp, p, mp->msgbuf, len, NULL, 0);
     }
 }

@@ -58,7 +58,7 @@ void *mp__net_ctrl_dealer(void *zctx, const char *addr,
         zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg)) != 0)
         goto fail;
     if (zmq_socket_monitor(s, mon_ep,
-                           ZMQ_EVENT_DISCONNECTED |
+                           ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECTED |
                                ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
                                ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
                                ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
@@ -100,15 +100,21 @@ static int stream_addr(char *out, size_t cap, const char *addr, uint32_t k) {
 }
 
 void *mp__net_data_dealer(void *zctx, const char *addr, uint32_t streams,
+                          const uint8_t *rid, size_t rid_len, int64_t in_max,
                           const char *mon_ep, void **mon) {
     if (mon != NULL)
         *mon = NULL;
-    if (streams < 1)
+    /* connections of one DEALER share its routing id, and a ROUTER takes
+     * one connection per routing id: one connection when the other side
+     * answers on it */
+    if (streams < 1 || rid != NULL)
         streams = 1;
     void *s = zmq_socket(zctx, ZMQ_DEALER);
     if (s == NULL)
         return NULL;
-    int64_t maxmsg = 4096; /* handshake commands pass through it */
+    /* handshake commands pass through it, and data frames when the other
+     * side answers on it */
+    int64_t maxmsg = in_max > 4096 ? in_max : 4096;
     /* the high-water mark is per connection, and each connection also
      * holds the frame it is writing: 4 + 1 frames per destination on one
      * connection, about as many on up to 2, 2 per connection beyond */
@@ -119,6 +125,9 @@ void *mp__net_data_dealer(void *zctx, const char *addr, uint32_t streams,
         set_int(s, ZMQ_RECONNECT_IVL, 100) ||
         set_int(s, ZMQ_RECONNECT_IVL_MAX, 2000) ||
         zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg)) != 0)
+        goto fail;
+    if (rid != NULL && (set_int(s, ZMQ_RCVHWM, 8) != 0 ||
+                        zmq_setsockopt(s, ZMQ_ROUTING_ID, rid, rid_len) != 0))
         goto fail;
     /* the monitor first, so that no connection's CONNECTED is missed */
     if (mon_ep != NULL && mon != NULL) {
@@ -317,6 +326,9 @@ int mp__net_read_event(void *mon, mp_net_event_t *ev) {
         break;
     case ZMQ_EVENT_DISCONNECTED:
         *ev = MP_NET_EV_DOWN;
+        break;
+    case ZMQ_EVENT_CONNECTED:
+        *ev = MP_NET_EV_CONNECTED;
         break;
     case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
         *ev = MP_NET_EV_AUTH_FAILED;

@@ -21,11 +21,16 @@ void *mp__net_ctrl_dealer(void *zctx, const char *addr,
                           const uint8_t my_pub[32], const uint8_t my_sec[32],
                           const char *mon_ep, void **mon);
 /* Creates a data DEALER dialing addr (sealed frames only) over `streams`
- * TCP connections (1..16); ZeroMQ hands each frame to one with room. With
+ * TCP connections (1..16); ZeroMQ hands each frame to one with room.
+ * With rid (rid_len bytes, first byte nonzero) the DEALER has that
+ * routing id on the other side's ROUTER and one connection only (an
+ * outbound-only peer, answered on it); in_max is then the largest message
+ * it takes in, at most 8 waiting (0: only handshake commands). With
  * mon_ep, *mon receives a PAIR bound to the DEALER's CONNECTED events
  * (mp__net_read_connected); else mon may be NULL. Returns the DEALER or
  * NULL (errno set). */
 void *mp__net_data_dealer(void *zctx, const char *addr, uint32_t streams,
+                          const uint8_t *rid, size_t rid_len, int64_t in_max,
                           const char *mon_ep, void **mon);
 /* Reads one event of a data DEALER's monitor: *fd is the descriptor of a
  * new connection, -1 for other events. Returns -1 if none waits. The
@@ -52,10 +57,11 @@ int mp__net_z85_encode(char out[41], const uint8_t key[32]);
 /* Monitor event kinds the engine cares about. */
 typedef enum {
     MP_NET_EV_OTHER = 0,
-    MP_NET_EV_UP,          /* handshake succeeded */
-    MP_NET_EV_DOWN,        /* disconnected */
-    MP_NET_EV_AUTH_FAILED, /* the server refused our credentials */
-    MP_NET_EV_PROTO_FAILED /* handshake failed otherwise (wrong key?) */
+    MP_NET_EV_UP,           /* handshake succeeded */
+    MP_NET_EV_DOWN,         /* disconnected */
+    MP_NET_EV_AUTH_FAILED,  /* the server refused our credentials */
+    MP_NET_EV_PROTO_FAILED, /* handshake failed otherwise (wrong key?) */
+    MP_NET_EV_CONNECTED     /* TCP connection made (handshake not yet) */
 } mp_net_event_t;
 
 /* Reads one event from a monitor PAIR (non-blocking). Returns -1 if none. */

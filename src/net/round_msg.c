@@ -19,6 +19,7 @@ mp_rnd_msg_status_t mp__round_msg_dispatch(mp_rnd_t *rm, uint64_t now,
                             .window_ms = j->window_ms,
                             .key_len = j->key_len,
                             .phase = j->phase,
+                            .noshare = j->noshare != 0,
                             .key = j->key};
         switch (mp__rnd_on_join(rm, now, from, &rj)) {
         case MP_RND_JOIN_BAD_KEY:
@@ -64,6 +65,7 @@ void mp__round_msg_from_out(const mp_rnd_out_t *o, mp_msg_t *m) {
         m->u.join.window_ms = o->window_ms;
         m->u.join.key_len = o->key_len;
         m->u.join.phase = o->phase;
+        m->u.join.noshare = o->noshare ? 1 : 0;
         memcpy(m->u.join.key, o->key, o->key_len);
         break;
     case MP_RND_JOIN_ACK:

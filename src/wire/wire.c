@@ -63,6 +63,11 @@ enum {
     K_SE,
     K_PH,
     K_RW,
+    K_OB,
+    K_DR,
+    K_NR,
+    K_OA,
+    K_NS,
     K_COUNT
 };
 
@@ -74,7 +79,8 @@ static const char *const key_names[K_COUNT] = {
     [K_KEY] = "key", [K_GID] = "gid",     [K_M] = "m",     [K_SS] = "ss",
     [K_VER] = "ver", [K_FIRST] = "first", [K_N] = "n",     [K_RND] = "rnd",
     [K_CNT] = "cnt", [K_DIG] = "dig",     [K_CT] = "ct",   [K_SE] = "se",
-    [K_PH] = "ph",   [K_RW] = "rw",
+    [K_PH] = "ph",   [K_RW] = "rw",       [K_OB] = "ob",   [K_DR] = "dr",
+    [K_NR] = "nr",   [K_OA] = "oa",       [K_NS] = "ns",
 };
 
 /* ------------------------------------------------------------------ */
@@ -135,7 +141,9 @@ static moshpit_err_t check_msg(const mp_msg_t *msg) {
             (!h->has_cert && !mp__all_zero(h->cert, sizeof h->cert)))
             return MOSHPIT_EINVAL;
         if (!str_ok(h->ctrl_addr) || !str_ok(h->data_addr) ||
-            h->serves_state > 1 || h->reorder_ok > 1)
+            h->serves_state > 1 || h->reorder_ok > 1 || h->outbound > 1 ||
+            h->not_reached > 1 || h->drid_len > MP_DRID_MAX ||
+            !str_ok(h->observed) || (h->drid_len == 0) != (h->outbound == 0))
             return MOSHPIT_EINVAL;
         return MOSHPIT_OK;
     }
@@ -165,7 +173,8 @@ static moshpit_err_t check_msg(const mp_msg_t *msg) {
                 return MOSHPIT_EINVAL;
         return MOSHPIT_OK;
     case MP_MSG_JOIN:
-        if (!weight_ok(msg->u.join.weight) || msg->u.join.key_len > MP_KEY_MAX)
+        if (!weight_ok(msg->u.join.weight) ||
+            msg->u.join.key_len > MP_KEY_MAX || msg->u.join.noshare > 1)
             return MOSHPIT_EINVAL;
         return MOSHPIT_OK;
     case MP_MSG_GROUP: {
@@ -173,7 +182,7 @@ static moshpit_err_t check_msg(const mp_msg_t *msg) {
         if (g->group_id == 0 || g->n < 2 || g->n > MP_GROUP_MAX)
             return MOSHPIT_EINVAL;
         for (uint32_t i = 0; i < g->n; i++)
-            if (!weight_ok(g->members[i].weight))
+            if (!weight_ok(g->members[i].weight) || g->members[i].noshare > 1)
                 return MOSHPIT_EINVAL;
         if (!members_distinct(g->members, g->n))
             return MOSHPIT_EINVAL;
@@ -188,7 +197,9 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
     switch (msg->type) {
     case MP_MSG_HELLO:
         entries = 11u + msg->u.hello.has_proof + msg->u.hello.serves_state +
-                  msg->u.hello.has_cert + msg->u.hello.reorder_ok;
+                  msg->u.hello.has_cert + msg->u.hello.reorder_ok +
+                  2u * msg->u.hello.outbound + msg->u.hello.not_reached +
+                  (msg->u.hello.observed[0] != '\0');
         break;
     case MP_MSG_STATE_REQ:
         entries = 6;
@@ -197,11 +208,15 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         entries = 7;
         break;
     case MP_MSG_JOIN:
-        entries = 7u + (msg->u.join.phase != 0);
+        entries = 7u + (msg->u.join.phase != 0) + (msg->u.join.noshare != 0);
         break;
-    case MP_MSG_GROUP:
-        entries = 5u + (msg->u.group.phase != 0);
+    case MP_MSG_GROUP: {
+        bool ns = false;
+        for (uint32_t i = 0; i < msg->u.group.n && i < MP_GROUP_MAX; i++)
+            ns = ns || msg->u.group.members[i].noshare;
+        entries = 5u + (msg->u.group.phase != 0) + ns;
         break;
+    }
     case MP_MSG_BYE:
         entries = 2;
         break;
@@ -250,6 +265,23 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
             put_key(pk, K_RW);
             msgpack_pack_true(pk);
         }
+        /* optional reachability keys (docs/PROTOCOL.md, "Peers behind
+         * NAT"): absent when unset, so a HELLO without them encodes as
+         * before */
+        if (h->outbound) {
+            put_key(pk, K_OB);
+            msgpack_pack_true(pk);
+            put_key(pk, K_DR);
+            mp__pack_bin(pk, h->drid, h->drid_len);
+        }
+        if (h->not_reached) {
+            put_key(pk, K_NR);
+            msgpack_pack_true(pk);
+        }
+        if (h->observed[0] != '\0') {
+            put_key(pk, K_OA);
+            mp__pack_str(pk, h->observed);
+        }
         break;
     }
     case MP_MSG_STATE_REQ: {
@@ -295,6 +327,10 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         if (j->phase != 0) /* optional: the encoding of phase 0 is that of
                               versions without it */
             put_u64(pk, K_PH, j->phase);
+        if (j->noshare) { /* optional: an outbound-only joiner */
+            put_key(pk, K_NS);
+            msgpack_pack_true(pk);
+        }
         break;
     }
     case MP_MSG_JOIN_ACK:
@@ -323,6 +359,12 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         }
         if (g->phase != 0) /* optional, as in JOIN */
             put_u64(pk, K_PH, g->phase);
+        uint64_t ns = 0;
+        for (uint32_t i = 0; i < g->n; i++)
+            if (g->members[i].noshare)
+                ns |= (uint64_t)1 << i;
+        if (ns != 0) /* optional: members that reduce no share */
+            put_u64(pk, K_NS, ns);
         break;
     }
     case MP_MSG_BYE:
@@ -574,6 +616,22 @@ static int decode_hello(const msgpack_object *const *val, mp_hello_t *h) {
         memcpy(h->cert, c->via.bin.ptr, sizeof h->cert);
         h->has_cert = 1;
     }
+    if (val[K_OB] && get_bool(val[K_OB], &h->outbound) != 0)
+        return -1;
+    if (h->outbound) { /* an outbound-only sender names its data routing id */
+        const msgpack_object *d = val[K_DR];
+        if (d == NULL || d->type != MSGPACK_OBJECT_BIN ||
+            d->via.bin.size == 0 || d->via.bin.size > MP_DRID_MAX ||
+            d->via.bin.ptr[0] == 0)
+            return -1;
+        memcpy(h->drid, d->via.bin.ptr, d->via.bin.size);
+        h->drid_len = (uint8_t)d->via.bin.size;
+    }
+    if (val[K_NR] && get_bool(val[K_NR], &h->not_reached) != 0)
+        return -1;
+    if (val[K_OA] &&
+        (get_str(val[K_OA], h->observed) != 0 || h->observed[0] == '\0'))
+        return -1;
     return 0;
 }
 
@@ -628,6 +686,9 @@ static int decode_join(const msgpack_object *const *val, mp_join_t *j) {
     j->phase = 0;
     if (val[K_PH] != NULL && mp__pack_get_u32(val[K_PH], &j->phase) != 0)
         return -1;
+    j->noshare = 0;
+    if (val[K_NS] != NULL && get_bool(val[K_NS], &j->noshare) != 0)
+        return -1;
     const msgpack_object *k = val[K_KEY];
     if (k->type != MSGPACK_OBJECT_BIN || k->via.bin.size > MP_KEY_MAX)
         return -1;
@@ -658,11 +719,20 @@ static int decode_group(const msgpack_object *const *val, mp_group_msg_t *g) {
             return -1;
         mb->seq = 0;
         mb->phase = 0;
+        mb->noshare = 0;
     }
     g->n = m->via.array.size;
     g->phase = 0;
     if (val[K_PH] != NULL && mp__pack_get_u32(val[K_PH], &g->phase) != 0)
         return -1;
+    if (val[K_NS] != NULL) {
+        uint64_t ns;
+        if (mp__pack_get_u64(val[K_NS], &ns) != 0 || ns == 0 ||
+            (g->n < 64 && ns >> g->n != 0))
+            return -1;
+        for (uint32_t i = 0; i < g->n; i++)
+            g->members[i].noshare = (uint8_t)(ns >> i & 1u);
+    }
     return members_distinct(g->members, g->n) ? 0 : -1;
 }
 

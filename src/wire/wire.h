@@ -39,6 +39,8 @@ typedef enum {
     MP_MSG_DONE = 12        /* group member -> the others: round "gid" over */
 } mp_msg_type_t;
 
+/* a data routing id an outbound-only peer names in HELLO "dr" */
+#define MP_DRID_MAX 16u
 #define MP_STATE_GET_MAX 64u            /* chunks asked for in one STATE_REQ */
 #define MP_STATE_COUNT_MAX (1ull << 34) /* floats in a served state */
 
@@ -62,6 +64,15 @@ typedef struct mp_hello {
     uint8_t has_cert;   /* 1 = cert holds the sender's certificate */
     uint8_t cert[MOSHPIT_CERT_BYTES]; /* optional key "ct"; its content is
                                          checked by admission, not here */
+    /* reachability (optional keys, docs/PROTOCOL.md "Peers behind NAT") */
+    uint8_t outbound;           /* "ob": nobody can dial the sender: answer
+                                   on its own connections */
+    uint8_t drid_len;           /* "dr" (with ob): the routing id of the */
+    uint8_t drid[MP_DRID_MAX];  /* sender's data connection, 1..16 bytes */
+    uint8_t not_reached;        /* "nr": the sender could not dial the
+                                   receiver's control address */
+    char observed[MP_ADDR_MAX]; /* "oa": the receiver's host as the sender
+                                   saw it; "" = not sent */
 } mp_hello_t;
 
 typedef struct mp_refuse {
@@ -85,6 +96,8 @@ typedef struct mp_join {
     uint32_t window_ms;
     uint32_t phase;   /* "ph", optional: calls the joiner ended before; 0 is
                          not sent */
+    uint8_t noshare;  /* "ns", optional: the joiner is outbound-only and
+                         reduces no share */
     uint32_t key_len; /* <= MP_KEY_MAX */
     uint8_t key[MP_KEY_MAX];
 } mp_join_t;

@@ -7,12 +7,13 @@
  * mp__group_next_wakeup, and a disconnect is reported with
  * mp__group_on_member_failed. Cases: (0) simnet itself; (1) no faults, exact
  * weighted mean for n = 2..16 (and 17..64), short, prime and long vectors,
- * unequal bandwidths, small parts, empty shares; (2) zero weights; (3) every
- * member of groups of 4 and 5 killed after each of its events in turn, with
- * and without a disconnect notice, and (3b) random multiple kills; (4)
- * members that never send or send non-finite data; (5) garbage and
- * duplicate parts, plus direct misuse of the API; (6) same seed, same
- * bytes. Prints one summary line per case; exit status nonzero on failure.
+ * unequal bandwidths, small parts, empty shares, members that reduce no
+ * share (outbound-only peers: two of them never exchange a part); (2) zero
+ * weights; (3) every member of groups of 4 and 5 killed after each of its
+ * events in turn, with and without a disconnect notice, and (3b) random
+ * multiple kills; (4) members that never send or send non-finite data; (5)
+ * garbage and duplicate parts, plus direct misuse of the API; (6) same seed,
+ * same bytes. Prints one summary line per case; exit status nonzero on failure.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -57,6 +58,7 @@ typedef struct scen {
     uint64_t victims;   /* bit mask of the members at fault */
     uint64_t kill_after[MP_GROUP_MAX]; /* killed after k events, or NONE */
     behave_t victim_behave;            /* how victims behave until then */
+    uint64_t noshare; /* members that reduce no share (outbound-only) */
 } scen_t;
 
 typedef struct world world_t;
@@ -93,6 +95,12 @@ static void send_part(gdrive_t *d, uint32_t dest, const mp_send_t *snd) {
     memcpy(&m.arg[3], &snd->wsum, sizeof(double));
     m.data = snd->data;
     m.len = (size_t)snd->count * sizeof(float);
+    /* two members that reduce no share have nothing for each other
+     * (unless every member is one) */
+    uint64_t all = w->sc.n == 64 ? UINT64_MAX : ((uint64_t)1 << w->sc.n) - 1;
+    uint64_t ns = w->sc.noshare & all;
+    CHECK(ns == all || !((ns >> nd->d.id & 1) && (ns >> dest & 1)),
+          "a part from %u to %u, both without a share", nd->d.id, dest);
     if (nd->behave == B_NAN && snd->count > 0) {
         memcpy(w->scratch, snd->data, m.len);
         w->scratch[snd->count / 2] = NAN;
@@ -350,7 +358,25 @@ static world_t *run(const scen_t *sc) {
         w->bws[i] =
             sc->unequal_bw ? 1 + (uint32_t)simnet_rng_below(&rng, 100) : 50;
     }
-    mp__share_split(sc->n, w->bws, sc->count, w->off, w->len);
+    /* the layout group.c makes: shares among the members that reduce */
+    uint64_t all = sc->n == 64 ? UINT64_MAX : ((uint64_t)1 << sc->n) - 1;
+    uint64_t ns = sc->noshare & all;
+    if (ns == 0 || ns == all) {
+        mp__share_split(sc->n, w->bws, sc->count, w->off, w->len);
+    } else {
+        uint32_t rbw[MP_GROUP_MAX], k = 0;
+        size_t roff[MP_GROUP_MAX], rlen[MP_GROUP_MAX], o = 0;
+        for (uint32_t j = 0; j < sc->n; j++)
+            if (!(ns >> j & 1))
+                rbw[k++] = w->bws[j];
+        mp__share_split(k, rbw, sc->count, roff, rlen);
+        k = 0;
+        for (uint32_t j = 0; j < sc->n; j++) {
+            w->off[j] = o;
+            w->len[j] = ns >> j & 1 ? 0 : rlen[k++];
+            o += w->len[j];
+        }
+    }
 
     for (uint32_t i = 0; i < sc->n; i++) {
         gnode_t *nd = &w->node[i];
@@ -374,6 +400,7 @@ static world_t *run(const scen_t *sc) {
             .self = i,
             .weights = w->weights,
             .bandwidths = w->bws,
+            .noshare = sc->noshare,
             .values = nd->values,
             .count = sc->count,
             .part_elems = sc->part_elems,
@@ -530,6 +557,22 @@ static void case_no_faults(void) {
         maxerr = fmax(maxerr, check_exact(w, "big-group"));
         world_free(w);
         runs++;
+    }
+    /* Outbound-only members (no share): all but one, every other one,
+     * all of them (then every member reduces). */
+    for (uint32_t n = 2; n <= 9; n++) {
+        uint64_t all = ((uint64_t)1 << n) - 1;
+        const uint64_t masks[] = {all & ~(uint64_t)1, all & 0xaaaaaaaaaaaaaaaau,
+                                  all};
+        for (size_t k = 0; k < 3; k++) {
+            scen_t sc = base_scen(n, 100003, 31 * n + k);
+            sc.noshare = masks[k];
+            sc.unequal_bw = k == 1;
+            world_t *w = run(&sc);
+            maxerr = fmax(maxerr, check_exact(w, "noshare"));
+            world_free(w);
+            runs++;
+        }
     }
     /* Nothing to average: count == 0 finishes at once. */
     scen_t sc = base_scen(5, 0, 3);

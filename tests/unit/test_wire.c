@@ -275,6 +275,22 @@ static void test_roundtrips(void) {
     memset(m->u.hello.cert, 0xff, sizeof m->u.hello.cert);
     m->u.hello.reorder_ok = 1;
     roundtrip("hello max", m);
+    /* the reachability keys (docs/PROTOCOL.md, "Peers behind NAT") */
+    msg_hello(m);
+    m->u.hello.outbound = 1;
+    m->u.hello.drid_len = MP_DRID_MAX;
+    memset(m->u.hello.drid, 0xfe, MP_DRID_MAX);
+    m->u.hello.not_reached = 1;
+    set_str(m->u.hello.observed, MP_ADDR_MAX - 1, 'o');
+    roundtrip("hello nat", m);
+    m->u.hello.drid_len = 1;
+    m->u.hello.not_reached = 0;
+    roundtrip("hello nat short drid", m);
+    m->u.hello.drid_len = 0; /* ob without dr: not encoded */
+    size_t nlen = 0;
+    uint8_t nbuf[256];
+    CHECK(mp__wire_msg_encode(m, nbuf, sizeof nbuf, &nlen) == MOSHPIT_EINVAL,
+          "ob without dr encoded");
 
     memset(m, 0, sizeof *m);
     m->type = MP_MSG_REFUSE;
@@ -305,6 +321,9 @@ static void test_roundtrips(void) {
     m->u.join.phase = UINT32_MAX;
     memset(m->u.join.key, 0xff, MP_KEY_MAX);
     roundtrip("join max", m);
+    m->u.join.noshare = 1;
+    roundtrip("join noshare", m);
+    m->u.join.noshare = 0;
     m->u.join.weight = 4.9e-324; /* smallest subnormal */
     roundtrip("join subnormal weight", m);
 
@@ -347,6 +366,11 @@ static void test_roundtrips(void) {
     }
     m->u.group.phase = UINT32_MAX;
     roundtrip("group max", m);
+    m->u.group.members[0].noshare = 1;
+    m->u.group.members[MP_GROUP_MAX - 1].noshare = 1;
+    roundtrip("group noshare", m);
+    for (uint32_t i = 0; i < MP_GROUP_MAX; i++)
+        m->u.group.members[i].noshare = 0;
 
     /* Decoding never reports a member seq, even if the struct had one. */
     msg_group(m);
