@@ -64,6 +64,10 @@ done
 
 common=(--swarm pi-cluster --authority "$auth" --members 3 --rounds 2
         --size 100000 --listen tcp://127.0.0.1:0 --advertise tcp://127.0.0.1)
+# out1 exists before board 1 starts: the background shell opens it only
+# when it first runs, and on a busy machine the loop below read it before
+# that (sed: can't read ...), which under set -e ended the test at once
+: >"$tmp/out1"
 "${emu[@]}" "$peer_bin" run "${common[@]}" --key-file "$tmp/board1/id.key" \
     --cert-file "$tmp/board1/board.cert" --value 1 >"$tmp/out1" 2>&1 &
 pids+=($!)
