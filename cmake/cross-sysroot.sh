@@ -34,6 +34,12 @@ stamp="$arch ${pkgs[*]}"
 if [ -f "$dir/.apt/done" ] && [ "$(cat "$dir/.apt/done")" = "$stamp" ]; then
     exit 0
 fi
+# DIR is removed and made anew: only an empty one or one made here
+if [ -e "$dir" ] && [ ! -d "$dir/.apt" ] &&
+    [ -n "$(ls -A "$dir" 2>/dev/null)" ]; then
+    echo "cross-sysroot: $dir is not empty and was not made by this" >&2
+    exit 2
+fi
 rm -rf "$dir"
 mkdir -p "$dir/.apt/lists/partial" "$dir/.apt/archives/partial" \
     "$dir/.apt/debs"
@@ -56,6 +62,9 @@ apt-get "${apt_opts[@]}" -qq update ||
 for deb in "$dir"/.apt/debs/*.deb; do
     dpkg -x "$deb" "$dir"
 done
-ls "$dir/.apt/debs" | sed 's/\.deb$//' >"$dir/.apt/versions"
+for deb in "$dir"/.apt/debs/*.deb; do
+    deb=${deb##*/}
+    echo "${deb%.deb}"
+done >"$dir/.apt/versions"
 echo "$stamp" >"$dir/.apt/done"
 echo "cross-sysroot: $arch: $(wc -l <"$dir/.apt/versions") packages in $dir"
