@@ -86,9 +86,14 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out) {
 static void print_time(const char *label, uint64_t t) {
     char when[64] = "out of range";
     if (t <= (uint64_t)253402300799ull) {
+        /* a 32-bit time_t (Debian 12's armhf) ends in January 2038: a
+         * later time does not survive the cast, and gmtime_r would print
+         * a date in 1901 */
         time_t tt = (time_t)t;
         struct tm tm;
-        if (gmtime_r(&tt, &tm) != NULL)
+        if (tt < 0 || (uint64_t)tt != t)
+            snprintf(when, sizeof(when), "past this system's time_t");
+        else if (gmtime_r(&tt, &tm) != NULL)
             strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
     }
     printf("%-12s %llu (%s)\n", label, (unsigned long long)t, when);

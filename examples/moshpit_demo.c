@@ -204,18 +204,6 @@ typedef struct peer {
     rec_t last;
 } peer_t;
 
-/* CPU all peer processes used so far (-1 if unknown). */
-static double peers_cpu_s(const struct peer *peers, int n) {
-    double sum = 0;
-    for (int i = 0; i < n; i++) {
-        double c = cpu_s(peers[i].pid);
-        if (c < 0)
-            return -1;
-        sum += c;
-    }
-    return sum;
-}
-
 static int read_rec(peer_t *p, rec_t *r, int timeout_ms) {
     struct pollfd pfd = {.fd = p->rep_fd, .events = POLLIN};
     int rc = poll(&pfd, 1, timeout_ms);
@@ -459,14 +447,26 @@ int main(int argc, char **argv) {
                o.wait_s, complete, o.peers, (unsigned long long)fewest);
     free(eps);
     if (o.idle_s > 0) {
-        double c0 = peers_cpu_s(peers, o.peers), w0 = now_s();
+        double *c0 = calloc((size_t)o.peers, sizeof(*c0));
+        double w0 = now_s(), sum = 0, worst = 0;
+        int ok = c0 != NULL;
+        for (int i = 0; ok && i < o.peers; i++)
+            ok = (c0[i] = cpu_s(peers[i].pid)) >= 0;
         sleep((unsigned)o.idle_s);
-        double c1 = peers_cpu_s(peers, o.peers), w1 = now_s();
-        if (c0 >= 0 && c1 >= 0)
+        double w1 = now_s();
+        for (int i = 0; ok && i < o.peers; i++) {
+            double c1 = cpu_s(peers[i].pid), c = c1 - c0[i];
+            ok = c1 >= 0;
+            sum += c;
+            worst = c > worst ? c : worst;
+        }
+        if (ok)
             printf("idle for %.1f s: the %d peers used %.2f CPU seconds, "
-                   "%.2f%% of a core per peer\n\n",
-                   w1 - w0, o.peers, c1 - c0,
-                   100.0 * (c1 - c0) / (w1 - w0) / o.peers);
+                   "%.2f%% of a core per peer; CPU seconds a minute per "
+                   "peer: %.3f on average, %.3f the busiest\n\n",
+                   w1 - w0, o.peers, sum, 100.0 * sum / (w1 - w0) / o.peers,
+                   60.0 * sum / (w1 - w0) / o.peers, 60.0 * worst / (w1 - w0));
+        free(c0);
     }
     printf("%-6s %-22s %-14s %-12s %s\n", "round", "group sizes (xpeers)",
            "max rel. dev.", "MiB moved", "time s (allreduce)");

@@ -24,13 +24,13 @@
 #include <sodium.h>
 #include <string.h>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if MP_AEGIS256_BUILT && defined(__x86_64__)
 #define MP_AEGIS_X86 1
 #include <immintrin.h>
-#elif defined(__aarch64__) && defined(__linux__) &&                            \
-    ((defined(__GNUC__) && !defined(__clang__)) || defined(__ARM_FEATURE_AES))
+#elif MP_AEGIS256_BUILT && defined(__aarch64__)
 /* GCC's arm_neon.h declares the AES intrinsics for functions with the
- * +crypto target; older Clang's only when the whole build has them. */
+ * +crypto target; older Clang's only when the whole build has them
+ * (MP_AEGIS256_BUILT in aegis.h). */
 #define MP_AEGIS_ARM64 1
 #include <arm_neon.h>
 #endif

@@ -15,6 +15,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* 1 where this build has an AEGIS-256 implementation: x86-64, and arm64
+ * Linux with GCC (or a Clang build whose target has the AES instructions);
+ * 0 elsewhere, 32-bit ARM among them, where mp__aegis256_available() is
+ * false whatever the CPU has. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define MP_AEGIS256_BUILT 1
+#elif defined(__aarch64__) && defined(__linux__) &&                            \
+    ((defined(__GNUC__) && !defined(__clang__)) || defined(__ARM_FEATURE_AES))
+#define MP_AEGIS256_BUILT 1
+#else
+#define MP_AEGIS256_BUILT 0
+#endif
+
 #define MP_AEGIS256_KEYBYTES 32u
 #define MP_AEGIS256_NONCEBYTES 32u
 #define MP_AEGIS256_TAGBYTES 16u

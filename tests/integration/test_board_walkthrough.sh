@@ -11,6 +11,9 @@
 # another board's key must be refused.
 # Usage: test_board_walkthrough.sh MOSHPIT-CERT BOARD-PEER [EMULATOR...]
 # (EMULATOR: qemu-user for a cross build, as ctest's emulator)
+# A failure says which command failed, where, with what status, and shows
+# what every board printed so far (a command that fails under set -e
+# would otherwise end the test without a word).
 set -euo pipefail
 cert_bin="${1:?moshpit-cert}"
 peer_bin="${2:?board-peer}"
@@ -25,7 +28,21 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
-fail() { echo "test_board_walkthrough: FAIL: $*" >&2; exit 1; }
+# dump: every board's output so far, to stderr
+dump() {
+    local f
+    for f in "$tmp"/out*; do
+        [ -f "$f" ] && sed "s|^|${f##*/}: |" "$f" >&2
+    done
+    return 0
+}
+fail() {
+    trap - ERR
+    echo "test_board_walkthrough: FAIL: $*" >&2
+    dump
+    exit 1
+}
+trap 'fail "line $LINENO: \"$BASH_COMMAND\" exited $?"' ERR
 
 # on the admin machine
 mkdir -p "$tmp/admin"
@@ -47,6 +64,10 @@ done
 
 common=(--swarm pi-cluster --authority "$auth" --members 3 --rounds 2
         --size 100000 --listen tcp://127.0.0.1:0 --advertise tcp://127.0.0.1)
+# out1 exists before board 1 starts: the background shell opens it only
+# when it first runs, and on a busy machine the loop below read it before
+# that (sed: can't read ...), which under set -e ended the test at once
+: >"$tmp/out1"
 "${emu[@]}" "$peer_bin" run "${common[@]}" --key-file "$tmp/board1/id.key" \
     --cert-file "$tmp/board1/board.cert" --value 1 >"$tmp/out1" 2>&1 &
 pids+=($!)
@@ -54,6 +75,7 @@ ep=""
 for _ in $(seq 1 300); do # up to 30 s, emulated on a busy machine
     ep=$(sed -n 's/^endpoint //p' "$tmp/out1")
     [ -n "$ep" ] && break
+    kill -0 "${pids[0]}" 2>/dev/null || break # board 1 exited
     sleep 0.1
 done
 [ -n "$ep" ] || fail "board 1 printed no endpoint: $(cat "$tmp/out1")"

@@ -191,19 +191,24 @@ static swim_world_t *storm(uint32_t n, uint64_t seed, track_t *t,
 }
 
 /* (d) Background bytes per second per peer over `window` ms of a quiet
- * swarm. */
-static double background(swim_world_t *w, uint32_t n, uint64_t window) {
+ * swarm, and in *msgs_ps the messages per second per peer (each one a
+ * sealed message and a few system calls for a real peer: what its CPU at
+ * rest follows). */
+static double background(swim_world_t *w, uint32_t n, uint64_t window,
+                         double *msgs_ps) {
     CHECK(run_until_quiet(w, n, swim_world_now(w) + 300000),
           "swarm of %u never quiet", n);
     swim_world_reset_counts(w);
     swim_world_run(w, swim_world_now(w) + window);
-    uint64_t bytes = 0, live = 0;
+    uint64_t bytes = 0, msgs = 0, live = 0;
     for (uint32_t p = 0; p < n; p++) {
         if (swim_world_alive(w, p)) {
             bytes += swim_world_bytes(w, p);
+            msgs += swim_world_msgs(w, p);
             live++;
         }
     }
+    *msgs_ps = (double)msgs / (double)live / ((double)window / 1000.0);
     return (double)bytes / (double)live / ((double)window / 1000.0);
 }
 
@@ -260,7 +265,7 @@ static uint64_t kill_and_detect(swim_world_t *w, uint32_t n, uint32_t k,
     return worst;
 }
 
-static double bytes_100, bytes_1000;
+static double bytes_100, bytes_1000, msgs_100, msgs_1000;
 
 /* (a) + (b) + (d) at one size. */
 static void scenario_size(uint32_t n, uint32_t kills, uint64_t seed) {
@@ -272,17 +277,21 @@ static void scenario_size(uint32_t n, uint32_t kills, uint64_t seed) {
     swim_world_t *w = storm(n, seed, &t, &cfg, &conv);
     CHECK(t.false_suspect == 0, "storm %u: %" PRIu64 " false suspicions", n,
           t.false_suspect);
-    double bps = background(w, n, 30000);
-    if (n == 100)
+    double mps = 0;
+    double bps = background(w, n, 30000, &mps);
+    if (n == 100) {
         bytes_100 = bps;
-    else
+        msgs_100 = mps;
+    } else {
         bytes_1000 = bps;
+        msgs_1000 = mps;
+    }
     uint64_t bound = 0;
     uint64_t worst = kill_and_detect(w, n, kills, &t, &cfg, &bound);
     printf("n=%u: join storm converged %.1f s after the first join; "
-           "background %.0f B/s per peer; %u killed, all declared dead "
-           "everywhere within %.1f s (bound %.1f s)\n",
-           n, (double)conv / 1000.0, bps, kills, (double)worst / 1000.0,
+           "background %.0f B/s and %.2f messages/s per peer; %u killed, "
+           "all declared dead everywhere within %.1f s (bound %.1f s)\n",
+           n, (double)conv / 1000.0, bps, mps, kills, (double)worst / 1000.0,
            (double)bound / 1000.0);
     swim_world_free(w);
 }
@@ -518,6 +527,16 @@ int main(void) {
     CHECK(bytes_1000 < 1.5 * bytes_100,
           "background grows with size: %.0f B/s at 1000 vs %.0f at 100",
           bytes_1000, bytes_100);
+    /* SWIM sends O(1) messages per peer per period whatever n: one probe,
+     * its answer, and the indirect probes of a suspicion; at rest the
+     * count must not grow with the swarm (a real peer's idle CPU follows
+     * it; docs/DESIGN.md, "What a peer needs") */
+    CHECK(msgs_1000 < 1.1 * msgs_100,
+          "background messages grow with size: %.2f/s per peer at 1000 vs "
+          "%.2f at 100",
+          msgs_1000, msgs_100);
+    printf("background messages/s per peer: n=100 %.2f, n=1000 %.2f\n",
+           msgs_100, msgs_1000);
     printf("background bytes/s per peer: n=100 %.0f, n=1000 %.0f (ratio "
            "%.2f; n=10000: test_sim_swim_10k)\n",
            bytes_100, bytes_1000, bytes_1000 / bytes_100);
