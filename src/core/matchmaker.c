@@ -43,6 +43,8 @@ struct mp_mm {
     uint64_t quiet_at; /* newest JOIN's arrival + its quiet time */
     size_t flush;      /* entries marked flush: being split now */
     uint32_t grouped;  /* JOINs grouped since none was pending */
+    uint64_t expect;   /* at most this many callers can share the key (the
+                          driver's live view); 0 = unknown */
     size_t n;          /* pending entries, oldest first */
     mm_entry_t pending[MP_MM_PENDING_MAX];
 };
@@ -91,6 +93,19 @@ moshpit_err_t mp__mm_new(uint32_t group_size, uint32_t min_group_size,
 
 void mp__mm_free(mp_mm_t *mm) {
     free(mm);
+}
+
+void mp__mm_set_expect(mp_mm_t *mm, uint64_t n) {
+    if (mm != NULL) {
+        mm->expect = n;
+    }
+}
+
+/* Every caller that can share the key is pending (each peer holds at most
+ * one pending JOIN, and no more than `expect` peers are live): nobody is
+ * left to wait for. */
+static bool mm_all_here(const mp_mm_t *mm) {
+    return mm->expect > 0 && mm->n >= mm->expect && mm->n >= mm->min_group_size;
 }
 
 static size_t mm_find(const mp_mm_t *mm, const uint8_t id[MP_ID_BYTES]) {
@@ -295,6 +310,13 @@ bool mp__mm_poll(mp_mm_t *mm, uint64_t now_ms, mp_mm_out_t *out) {
     size_t nc = mm_classes(mm, cls);
     size_t idx;
     bool full;
+    /* Everyone who can come is here: split them all evenly now, whatever their
+     * phases (a peer one phase ahead is then not waiting for anybody). */
+    if (mm_all_here(mm)) {
+        mm_mark(mm, true, 0, SIZE_MAX, false, cls, nc);
+        mm_emit_group(mm, mm_split_size(mm, mm->flush), out);
+        return true;
+    }
     /* With 2 M pending, a full group leaves M or more, which can still be
      * split evenly however many JOINs follow: no reason to wait. JOINs of
      * one phase (callers in step) are grouped together first. */
@@ -356,7 +378,7 @@ uint64_t mp__mm_next_wakeup(const mp_mm_t *mm) {
     size_t nc = mm_classes(mm, cls);
     size_t idx;
     bool full;
-    if (mm_ready(mm, cls, nc, &idx, &full)) {
+    if (mm_ready(mm, cls, nc, &idx, &full) || mm_all_here(mm)) {
         return 0;
     }
     uint64_t due = mm->pending[mm_first_due(mm)].ends_ms;
