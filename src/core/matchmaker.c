@@ -310,13 +310,6 @@ bool mp__mm_poll(mp_mm_t *mm, uint64_t now_ms, mp_mm_out_t *out) {
     size_t nc = mm_classes(mm, cls);
     size_t idx;
     bool full;
-    /* Everyone who can come is here: split them all evenly now, whatever their
-     * phases (a peer one phase ahead is then not waiting for anybody). */
-    if (mm_all_here(mm)) {
-        mm_mark(mm, true, 0, SIZE_MAX, false, cls, nc);
-        mm_emit_group(mm, mm_split_size(mm, mm->flush), out);
-        return true;
-    }
     /* With 2 M pending, a full group leaves M or more, which can still be
      * split evenly however many JOINs follow: no reason to wait. JOINs of
      * one phase (callers in step) are grouped together first. */
@@ -335,9 +328,14 @@ bool mp__mm_poll(mp_mm_t *mm, uint64_t now_ms, mp_mm_out_t *out) {
      * exactly one phase ahead: a caller whose group finished early, under
      * a key with the bytes of one still filling for the round before. It
      * neither breaks up the full group of the round before nor takes a
-     * place in it, and waits for the callers of its own round. */
+     * place in it, and waits for the callers of its own round.
+     * With as many JOINs pending as peers can call, nobody is left to wait
+     * for: the quiet times count as over (the windows do not: a JOIN a
+     * round ahead, left over, still waits for the callers of its round). */
+    bool here = mm_all_here(mm);
     for (size_t c = 0; c < nc; c++) {
-        if (cls[c].count >= mm->group_size && cls[c].quiet_at <= now_ms) {
+        if (cls[c].count >= mm->group_size &&
+            (cls[c].quiet_at <= now_ms || here)) {
             mm_mark(mm, false, cls[c].phase, SIZE_MAX, true, cls, nc);
             mm_emit_group(mm, mm_split_size(mm, mm->flush), out);
             return true;
@@ -350,7 +348,8 @@ bool mp__mm_poll(mp_mm_t *mm, uint64_t now_ms, mp_mm_out_t *out) {
      * With no phase at M, phases mix once the whole key has been quiet:
      * callers out of step are not kept apart from the swarm. */
     size_t due = mm_first_due(mm);
-    bool settled = !full && mm->n >= mm->group_size && mm->quiet_at <= now_ms;
+    bool settled =
+        !full && ((mm->n >= mm->group_size && mm->quiet_at <= now_ms) || here);
     if (mm->pending[due].ends_ms > now_ms && !settled) {
         return false;
     }
@@ -378,6 +377,7 @@ uint64_t mp__mm_next_wakeup(const mp_mm_t *mm) {
     size_t nc = mm_classes(mm, cls);
     size_t idx;
     bool full;
+    /* all here: a phase at M closes, or with none at M all of them */
     if (mm_ready(mm, cls, nc, &idx, &full) || mm_all_here(mm)) {
         return 0;
     }

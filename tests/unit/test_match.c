@@ -1139,31 +1139,35 @@ static void test_mm_expect(void) {
           (unsigned)o.n);
     mp__mm_free(mm);
 
-    /* all here with 2 M + 1: split evenly at once (6 + 6 + 5 for M = 8),
-     * not one full group and a wait for the rest */
-    mm = mm_make(8, 2, 33);
-    mp__mm_set_expect(mm, 17);
-    for (uint8_t b = 1; b <= 16; b++) {
+    /* all here, one of them a round ahead (M = 4, 5 live): the full
+     * phase closes at once, the one ahead waits for its own round */
+    mm = mm_make(4, 2, 33);
+    mp__mm_set_expect(mm, 5);
+    for (uint8_t b = 1; b <= 3; b++)
         CHECK(mm_join_phase(mm, b, b, 0), "join %u", b);
-        if (b == 16) /* 2 M pending: one full group now, as without a view */
-            CHECK(mp__mm_poll(mm, b, &o) && o.n == 8, "2 M: no group of M");
-    }
-    CHECK(mm_join_phase(mm, 17, 17, 0), "join 17");
-    CHECK(!mp__mm_poll(mm, 17, &o), "9 of 17 pending closed");
+    CHECK(mm_join_phase(mm, 4, 11, 1), "join a round ahead");
+    CHECK(!mp__mm_poll(mm, 4, &o), "closed with 4 of 5");
+    CHECK(mm_join_phase(mm, 5, 4, 0), "join 4");
+    CHECK(mp__mm_poll(mm, 5, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){1, 2, 3, 4}, 4),
+          "phase 0 not one group at once (kind %d, n %u)", (int)o.kind,
+          (unsigned)o.n);
+    CHECK(!mp__mm_poll(mm, 5, &o) && mp__mm_pending(mm) == 1,
+          "the JOIN a round ahead was decided (pending %zu)",
+          mp__mm_pending(mm));
+    CHECK(mp__mm_next_wakeup(mm) == 10004, "ahead: wakeup %llu",
+          (unsigned long long)mp__mm_next_wakeup(mm));
     mp__mm_free(mm);
-    mm = mm_make(8, 2, 34);
-    mp__mm_set_expect(mm, 17);
-    /* 17 pending together (a burst): the cap is checked first */
-    for (uint8_t b = 1; b <= 17; b++)
-        CHECK(mm_join_phase(mm, 0, b, 0), "join %u", b);
-    uint32_t sizes[3] = {0, 0, 0};
-    for (int g = 0; g < 3; g++)
-        CHECK(mp__mm_poll(mm, 0, &o) && o.kind == MP_MM_GROUP &&
-                  (sizes[g] = o.n) > 0,
-              "group %d of the burst missing", g);
-    CHECK(sizes[0] == 6 && sizes[1] == 6 && sizes[2] == 5,
-          "burst of 17 split %u + %u + %u, not 6 + 6 + 5", (unsigned)sizes[0],
-          (unsigned)sizes[1], (unsigned)sizes[2]);
+
+    /* 2 M of 9: one full group at once as without a view; the other four
+     * are not all of the nine and wait for the quiet time */
+    mm = mm_make(4, 2, 34);
+    mp__mm_set_expect(mm, 9);
+    for (uint8_t b = 1; b <= 8; b++)
+        CHECK(mm_join_phase(mm, b, b, 0), "join %u", b);
+    CHECK(mp__mm_poll(mm, 8, &o) && o.n == 4, "2 M: no group of M");
+    CHECK(mp__mm_next_wakeup(mm) == 8 + 250, "4 of 9: wakeup %llu",
+          (unsigned long long)mp__mm_next_wakeup(mm));
     mp__mm_free(mm);
 
     /* no view (0): 8 of 8 wait for the quiet time (250 ms) */
