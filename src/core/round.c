@@ -27,8 +27,11 @@ struct mp_rnd {
     uint32_t phase;
     uint32_t group_phase; /* the taken group's (GROUP "ph") */
     uint64_t mm_made;     /* matchmakers created: their seeds */
-    uint64_t view_n;      /* live peers at the last mp__rnd_key, 0 = none:
-                             the most callers any key can have */
+    /* The most callers any key can have: the larger of the live peers
+     * counted at the last two mp__rnd_key (0 = none), so that one view
+     * that misses a peer for a moment (a session being re-made on a
+     * loaded machine) does not close a key before that peer's JOIN. */
+    uint64_t view_n, view_last;
     mm_slot_t mms[MP_RND_MM_KEYS];
     mp_mm_out_t *mm_out; /* scratch of poll_mm, made with the first mm */
     uint64_t recent[MP_RND_RECENT];
@@ -223,7 +226,8 @@ const mp_grid_t *mp__rnd_grid(const mp_rnd_t *rm) {
 uint32_t mp__rnd_key(mp_rnd_t *rm, size_t view_n, uint64_t count,
                      uint8_t key[MP_KEY_MAX]) {
     mp__grid_set_estimate(&rm->grid, view_n);
-    rm->view_n = view_n;
+    rm->view_n = view_n > rm->view_last ? view_n : rm->view_last;
+    rm->view_last = view_n;
     return mp__rnd_key_of(&rm->grid, count, &rm->cfg.agg, key);
 }
 
