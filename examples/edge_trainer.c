@@ -59,8 +59,8 @@ typedef struct opts {
     int peers, rounds, steps, batch;
     int blocking;       /* --blocking: local steps, then moshpit_average (for
                            comparison: nothing hidden) */
-    int matchmaking_ms; /* config matchmaking_ms: its 1/16 is what a
-                           full group waits for latecomers */
+    int matchmaking_ms; /* config matchmaking_ms (a full group of all
+                           the live peers closes at once) */
     float lr;
     uint64_t seed;
     double check; /* < 0: no check */

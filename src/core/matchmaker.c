@@ -43,6 +43,8 @@ struct mp_mm {
     uint64_t quiet_at; /* newest JOIN's arrival + its quiet time */
     size_t flush;      /* entries marked flush: being split now */
     uint32_t grouped;  /* JOINs grouped since none was pending */
+    uint64_t expect;   /* at most this many callers can share the key (the
+                          driver's live view); 0 = unknown */
     size_t n;          /* pending entries, oldest first */
     mm_entry_t pending[MP_MM_PENDING_MAX];
 };
@@ -91,6 +93,19 @@ moshpit_err_t mp__mm_new(uint32_t group_size, uint32_t min_group_size,
 
 void mp__mm_free(mp_mm_t *mm) {
     free(mm);
+}
+
+void mp__mm_set_expect(mp_mm_t *mm, uint64_t n) {
+    if (mm != NULL) {
+        mm->expect = n;
+    }
+}
+
+/* Every caller that can share the key is pending (each peer holds at most
+ * one pending JOIN, and no more than `expect` peers are live): nobody is
+ * left to wait for. */
+static bool mm_all_here(const mp_mm_t *mm) {
+    return mm->expect > 0 && mm->n >= mm->expect && mm->n >= mm->min_group_size;
 }
 
 static size_t mm_find(const mp_mm_t *mm, const uint8_t id[MP_ID_BYTES]) {
@@ -313,9 +328,14 @@ bool mp__mm_poll(mp_mm_t *mm, uint64_t now_ms, mp_mm_out_t *out) {
      * exactly one phase ahead: a caller whose group finished early, under
      * a key with the bytes of one still filling for the round before. It
      * neither breaks up the full group of the round before nor takes a
-     * place in it, and waits for the callers of its own round. */
+     * place in it, and waits for the callers of its own round.
+     * With as many JOINs pending as peers can call, nobody is left to wait
+     * for: the quiet times count as over (the windows do not: a JOIN a
+     * round ahead, left over, still waits for the callers of its round). */
+    bool here = mm_all_here(mm);
     for (size_t c = 0; c < nc; c++) {
-        if (cls[c].count >= mm->group_size && cls[c].quiet_at <= now_ms) {
+        if (cls[c].count >= mm->group_size &&
+            (cls[c].quiet_at <= now_ms || here)) {
             mm_mark(mm, false, cls[c].phase, SIZE_MAX, true, cls, nc);
             mm_emit_group(mm, mm_split_size(mm, mm->flush), out);
             return true;
@@ -328,7 +348,8 @@ bool mp__mm_poll(mp_mm_t *mm, uint64_t now_ms, mp_mm_out_t *out) {
      * With no phase at M, phases mix once the whole key has been quiet:
      * callers out of step are not kept apart from the swarm. */
     size_t due = mm_first_due(mm);
-    bool settled = !full && mm->n >= mm->group_size && mm->quiet_at <= now_ms;
+    bool settled =
+        !full && ((mm->n >= mm->group_size && mm->quiet_at <= now_ms) || here);
     if (mm->pending[due].ends_ms > now_ms && !settled) {
         return false;
     }
@@ -356,7 +377,8 @@ uint64_t mp__mm_next_wakeup(const mp_mm_t *mm) {
     size_t nc = mm_classes(mm, cls);
     size_t idx;
     bool full;
-    if (mm_ready(mm, cls, nc, &idx, &full)) {
+    /* all here: a phase at M closes, or with none at M all of them */
+    if (mm_ready(mm, cls, nc, &idx, &full) || mm_all_here(mm)) {
         return 0;
     }
     uint64_t due = mm->pending[mm_first_due(mm)].ends_ms;

@@ -11,12 +11,16 @@
  * fewer than M pending, except those exactly one phase ahead (they wait
  * for their own round). With no phase at M, phases mix: at 2 M pending the
  * oldest M at once, at M to 2 M - 1 when the key has been quiet, with
- * fewer when the earliest pending window ends. Closing splits the marked
- * JOINs into
- * the fewest groups that hold them, sizes differing by at most one (M + 1
- * JOINs: two groups, none alone), oldest first; groups of fewer than
- * min_group_size are not formed (if balanced groups would be that small,
- * full groups first). At a window end with fewer than min_group_size
+ * fewer when the earliest pending window ends. When the driver has said
+ * how many callers can share the key at most (mp__mm_set_expect: its live
+ * view) and that many are pending, nobody is left to wait for: the quiet
+ * times count as over, so M to 2 M - 1 of one phase close at once (those
+ * a round ahead stay), and with no phase at M all of them, however few.
+ * Windows still count for the rest. Closing splits the
+ * marked JOINs into the fewest groups that hold them, sizes differing by
+ * at most one (M + 1 JOINs: two groups, none alone), oldest first; groups of
+ * fewer than min_group_size are not formed (if balanced groups would be that
+ * small, full groups first). At a window end with fewer than min_group_size
  * pending, that JOIN is told it is alone. Pending JOINs are capped
  * (MP_MM_PENDING_MAX): beyond that a JOIN is answered ALONE.
  *
@@ -71,6 +75,14 @@ typedef struct mp_mm_out {
 moshpit_err_t mp__mm_new(uint32_t group_size, uint32_t min_group_size,
                          uint64_t seed, mp_mm_t **out);
 void mp__mm_free(mp_mm_t *mm);
+
+/* At most n callers can share this key (the peers the driver counts live,
+ * itself included); 0 = unknown, the default. With n JOINs pending the key
+ * closes at once instead of waiting for the quiet time or, below M, a
+ * window end (a JOIN a round ahead is still kept for its own round).
+ * Too small a count costs a caller that comes later its group (it waits
+ * for its window and ends alone), never a hang. */
+void mp__mm_set_expect(mp_mm_t *mm, uint64_t n);
 
 /* A JOIN arrived (or the matchmaker joins itself). window_ms is how long the
  * joiner is willing to wait (clamped to 60 s). A second JOIN from the same

@@ -27,6 +27,11 @@ struct mp_rnd {
     uint32_t phase;
     uint32_t group_phase; /* the taken group's (GROUP "ph") */
     uint64_t mm_made;     /* matchmakers created: their seeds */
+    /* The most callers any key can have: the larger of the live peers
+     * counted at the last two mp__rnd_key (0 = none), so that one view
+     * that misses a peer for a moment (a session being re-made on a
+     * loaded machine) does not close a key before that peer's JOIN. */
+    uint64_t view_n, view_last;
     mm_slot_t mms[MP_RND_MM_KEYS];
     mp_mm_out_t *mm_out; /* scratch of poll_mm, made with the first mm */
     uint64_t recent[MP_RND_RECENT];
@@ -221,6 +226,8 @@ const mp_grid_t *mp__rnd_grid(const mp_rnd_t *rm) {
 uint32_t mp__rnd_key(mp_rnd_t *rm, size_t view_n, uint64_t count,
                      uint8_t key[MP_KEY_MAX]) {
     mp__grid_set_estimate(&rm->grid, view_n);
+    rm->view_n = view_n > rm->view_last ? view_n : rm->view_last;
+    rm->view_last = view_n;
     return mp__rnd_key_of(&rm->grid, count, &rm->cfg.agg, key);
 }
 
@@ -250,6 +257,7 @@ static mp_mm_t *mm_for_key(mp_rnd_t *rm, uint64_t now, const uint8_t *key,
         }
         if (s->key_len == len && memcmp(s->key, key, len) == 0) {
             s->last_used_ms = now;
+            mp__mm_set_expect(s->mm, rm->view_n);
             return s->mm;
         }
         if (mp__mm_pending(s->mm) == 0 &&
@@ -273,6 +281,7 @@ static mp_mm_t *mm_for_key(mp_rnd_t *rm, uint64_t now, const uint8_t *key,
     memcpy(free_slot->key, key, len);
     free_slot->key_len = len;
     free_slot->last_used_ms = now;
+    mp__mm_set_expect(free_slot->mm, rm->view_n);
     return free_slot->mm;
 }
 

@@ -71,6 +71,13 @@ static void usage(FILE *f) {
         "                     1e20 before each call; they are left out of\n"
         "                     the measures (default 0)\n"
         "  --byzantine-weight W  weight they announce (default: the usual)\n"
+        "  --compression none|fp16|bf16|int8|int4  wire compression of the\n"
+        "                     parts (moshpit_config_t.compression; default\n"
+        "                     none): each round also prints relerr, the\n"
+        "                     rms and the largest distance of the peers\n"
+        "                     from the initial weighted mean, relative to\n"
+        "                     the rms of the initial values, and the last\n"
+        "                     line the same after the last round\n"
         "\n"
         "Initial values are standard normal floats. After a round each peer\n"
         "uses weight = group_weight / group_size (the swarm's total weight\n"
@@ -115,13 +122,43 @@ static int parse_double(const char *s, double *out) {
     return 0;
 }
 
+static const char *const compression_names[] = {"none", "fp16", "bf16", "int8",
+                                                "int4"};
+
+/* moshpit_compress_t of a name, -1 if none matches. */
+static int compression_of(const char *v) {
+    for (int k = 0;
+         k < (int)(sizeof compression_names / sizeof compression_names[0]); k++)
+        if (strcmp(v, compression_names[k]) == 0)
+            return k;
+    return -1;
+}
+
+/* RMS of the peers' initial values (before round 1), the scale
+ * compression errors are given in, as in test_sim_compress. */
+static double initial_rms(const moshsim_t *s, uint32_t peers, uint32_t count) {
+    double x2 = 0;
+    uint64_t k = 0;
+    for (uint32_t q = 0; q < peers; q++) {
+        const float *x = moshsim_values(s, q);
+        if (x == NULL)
+            continue;
+        for (uint32_t e = 0; e < count; e++)
+            x2 += (double)x[e] * x[e];
+        k += count;
+    }
+    return k > 0 && x2 > 0 ? sqrt(x2 / (double)k) : 1;
+}
+
 static void print_round(const moshsim_stats_t *st, uint32_t group_size,
-                        bool err) {
+                        bool err, double rel) {
     if (st->round == 0) {
         printf("round %3u live %u mse %.6e maxdev %.3e", st->round, st->live,
                st->mse, st->maxdev);
         if (err)
             printf(" err %.3e", st->err);
+        if (rel > 0)
+            printf(" relerr %.3e / %.3e", st->err / rel, st->errmax / rel);
         printf("\n");
         return;
     }
@@ -137,6 +174,8 @@ static void print_round(const moshsim_stats_t *st, uint32_t group_size,
     printf(" mse %.6e maxdev %.3e", st->mse, st->maxdev);
     if (err)
         printf(" err %.3e", st->err);
+    if (rel > 0)
+        printf(" relerr %.3e / %.3e", st->err / rel, st->errmax / rel);
     printf("\n");
 }
 
@@ -147,14 +186,19 @@ int main(int argc, char **argv) {
     double target = 1e-9;
     bool stop = false, quiet = false, layout = false;
     static const char *const valued[] = {
-        "--peers",      "--group-size",      "--min-group-size",
-        "--dims",       "--rounds",          "--fail-prob",
-        "--loss",       "--churn",           "--seed",
-        "--target-mse", "--count",           "--weights",
-        "--positions",  "--aggregation",     "--trim",
-        "--clip-tau",   "--clip-iters",      "--weight-cap",
-        "--byzantine",  "--byzantine-weight"};
+        "--peers",          "--group-size",
+        "--min-group-size", "--dims",
+        "--rounds",         "--fail-prob",
+        "--loss",           "--churn",
+        "--seed",           "--target-mse",
+        "--count",          "--weights",
+        "--positions",      "--aggregation",
+        "--trim",           "--clip-tau",
+        "--clip-iters",     "--weight-cap",
+        "--byzantine",      "--byzantine-weight",
+        "--compression"};
     const size_t first_robust = 13; /* index of --aggregation in valued */
+    const size_t end_robust = 20;   /* ... of the first option after them */
     bool robust_opt = false;
     moshpit_config_t agg; /* the rule as a peer would configure it */
     moshpit_config_init(&agg);
@@ -164,7 +208,8 @@ int main(int argc, char **argv) {
         bool known = false;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) {
             known |= strcmp(a, valued[k]) == 0;
-            robust_opt |= k >= first_robust && strcmp(a, valued[k]) == 0;
+            robust_opt |= k >= first_robust && k < end_robust &&
+                          strcmp(a, valued[k]) == 0;
         }
         if (!known && strcmp(a, "--help") != 0 && strcmp(a, "-h") != 0 &&
             strcmp(a, "--stop") != 0 && strcmp(a, "--quiet") != 0 &&
@@ -236,6 +281,10 @@ int main(int argc, char **argv) {
             bad = parse_u32(v, &c.byzantine);
         } else if (strcmp(a, "--byzantine-weight") == 0) {
             bad = parse_double(v, &c.byz_weight);
+        } else if (strcmp(a, "--compression") == 0) {
+            int k = compression_of(v);
+            bad = k < 0;
+            agg.compression = k < 0 ? 0 : (uint32_t)k;
         }
         if (bad) {
             fprintf(stderr, "moshpit-sim: bad or missing value for %s\n", a);
@@ -285,10 +334,15 @@ int main(int argc, char **argv) {
                    rule_names[c.agg.mode], c.agg.trim, (double)c.agg.tau,
                    c.agg.iters, c.agg.weight_cap, c.byzantine, c.byz_weight);
     }
+    /* the compression error is reported only when asked for, like err */
+    bool compressed = c.agg.codec != MOSHPIT_COMPRESS_NONE;
+    double rel = compressed ? initial_rms(s, c.peers, c.count) : 0;
+    if (!quiet && compressed)
+        printf("compression %s\n", compression_names[c.agg.codec]);
     moshsim_stats_t st;
     moshsim_measure(s, &st);
     if (!quiet)
-        print_round(&st, c.group_size, robust);
+        print_round(&st, c.group_size, robust, rel);
     uint32_t reached = st.mse <= target ? 0 : UINT32_MAX;
     uint32_t hung = 0;
     for (uint32_t r = 1; r <= rounds; r++) {
@@ -297,7 +351,7 @@ int main(int argc, char **argv) {
         moshsim_round(s, &st);
         hung += st.hung;
         if (!quiet)
-            print_round(&st, c.group_size, robust);
+            print_round(&st, c.group_size, robust, rel);
         if (reached == UINT32_MAX && st.mse <= target)
             reached = r;
     }
@@ -307,6 +361,11 @@ int main(int argc, char **argv) {
         printf("target MSE %g not reached in %u rounds\n", target, rounds);
     if (robust)
         printf("err %.3e after round %u\n", st.err, st.round);
+    if (compressed)
+        printf("relerr rms %.3e max %.3e after round %u (%s, relative to "
+               "the rms of the initial values)\n",
+               st.err / rel, st.errmax / rel, st.round,
+               compression_names[c.agg.codec]);
     moshsim_free(s);
     return hung ? 1 : 0;
 }

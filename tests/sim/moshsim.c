@@ -487,7 +487,7 @@ static void measure(const moshsim_t *s, moshsim_stats_t *st) {
     }
     for (uint32_t e = 0; e < cnt; e++)
         mean[e] = wsum > 0 ? mean[e] / wsum : 0;
-    double sq = 0, dev = 0, esq = 0;
+    double sq = 0, dev = 0, esq = 0, emax = 0;
     for (uint32_t q = 0; q < s->np; q++) {
         const speer_t *p = &s->p[q];
         if (!p->alive || p->byz || p->hostile)
@@ -498,11 +498,13 @@ static void measure(const moshsim_t *s, moshsim_stats_t *st) {
             dev = fmax(dev, fabs(d));
             double t = (double)p->values[e] - s->target[e];
             esq += t * t;
+            emax = fmax(emax, fabs(t));
         }
     }
     st->mse = honest ? sq / ((double)honest * cnt) : 0;
     st->maxdev = dev / s->scale;
     st->err = honest ? sqrt(esq / ((double)honest * cnt)) : 0;
+    st->errmax = emax;
     free(mean);
 }
 

@@ -142,6 +142,7 @@ typedef struct moshsim_stats {
     double maxdev; /* max |x - mean| / max |x| of the initial values */
     double err;    /* rms over honest live peers and elements of
                       (x - initial honest weighted mean) */
+    double errmax; /* max over them of |x - initial honest weighted mean| */
 } moshsim_stats_t;
 
 /* What a peer's last call did. */

@@ -1093,6 +1093,93 @@ static void test_mm_phases(void) {
     mp__mm_free(mm);
 }
 
+/* With the live view given (mp__mm_set_expect), a key closes as soon as
+ * every peer that can call is pending: M of M at once instead of after
+ * the quiet time, fewer than M at once instead of at the window end, and
+ * phases mixed. Fewer pending, or no view, wait as before. */
+static void test_mm_expect(void) {
+    mp_mm_t *mm = mm_make(8, 2, 31);
+    mp_mm_out_t o;
+    mp__mm_set_expect(mm, 8);
+    for (uint8_t b = 1; b <= 7; b++) {
+        CHECK(mm_join_phase(mm, b, b, 3), "join %u", b);
+        CHECK(!mp__mm_poll(mm, b, &o), "closed with %u of 8 pending", b);
+    }
+    CHECK(mp__mm_next_wakeup(mm) == 10001, "wakeup %llu with 7 of 8",
+          (unsigned long long)mp__mm_next_wakeup(mm));
+    CHECK(mm_join_phase(mm, 8, 8, 3), "join 8");
+    CHECK(mp__mm_next_wakeup(mm) == 0, "all here: wakeup %llu, not 0",
+          (unsigned long long)mp__mm_next_wakeup(mm));
+    CHECK(mp__mm_poll(mm, 8, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){1, 2, 3, 4, 5, 6, 7, 8}, 8),
+          "8 of 8 not one group at once (kind %d, n %u)", (int)o.kind,
+          (unsigned)o.n);
+    CHECK(o.phase == 3, "phase %u", (unsigned)o.phase);
+    mp__mm_free(mm);
+
+    /* 5 live peers, M = 8: at once, phases mixed (one missed a round) */
+    mm = mm_make(8, 2, 32);
+    mp__mm_set_expect(mm, 5);
+    for (uint8_t b = 1; b <= 4; b++)
+        CHECK(mm_join_phase(mm, b, b, b == 2 ? 6 : 7), "join %u", b);
+    CHECK(!mp__mm_poll(mm, 4, &o), "closed with 4 of 5");
+    CHECK(mp__mm_next_wakeup(mm) == 10001, "4 of 5: wakeup %llu",
+          (unsigned long long)mp__mm_next_wakeup(mm));
+    CHECK(mm_join_phase(mm, 5, 5, 8), "join 5, a round ahead");
+    CHECK(mp__mm_poll(mm, 5, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){1, 2, 3, 4, 5}, 5),
+          "5 of 5 not one group at once (kind %d, n %u)", (int)o.kind,
+          (unsigned)o.n);
+    /* a view too small: more JOINs than it counts close all together */
+    mp__mm_set_expect(mm, 2);
+    for (uint8_t b = 1; b <= 3; b++)
+        CHECK(mm_join_phase(mm, 10 + b, b, 8), "join %u", b);
+    CHECK(mp__mm_poll(mm, 13, &o) && o.kind == MP_MM_GROUP && o.n == 3,
+          "3 of 2 not one group at once (kind %d, n %u)", (int)o.kind,
+          (unsigned)o.n);
+    mp__mm_free(mm);
+
+    /* all here, one of them a round ahead (M = 4, 5 live): the full
+     * phase closes at once, the one ahead waits for its own round */
+    mm = mm_make(4, 2, 33);
+    mp__mm_set_expect(mm, 5);
+    for (uint8_t b = 1; b <= 3; b++)
+        CHECK(mm_join_phase(mm, b, b, 0), "join %u", b);
+    CHECK(mm_join_phase(mm, 4, 11, 1), "join a round ahead");
+    CHECK(!mp__mm_poll(mm, 4, &o), "closed with 4 of 5");
+    CHECK(mm_join_phase(mm, 5, 4, 0), "join 4");
+    CHECK(mp__mm_poll(mm, 5, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){1, 2, 3, 4}, 4),
+          "phase 0 not one group at once (kind %d, n %u)", (int)o.kind,
+          (unsigned)o.n);
+    CHECK(!mp__mm_poll(mm, 5, &o) && mp__mm_pending(mm) == 1,
+          "the JOIN a round ahead was decided (pending %zu)",
+          mp__mm_pending(mm));
+    CHECK(mp__mm_next_wakeup(mm) == 10004, "ahead: wakeup %llu",
+          (unsigned long long)mp__mm_next_wakeup(mm));
+    mp__mm_free(mm);
+
+    /* 2 M of 9: one full group at once as without a view; the other four
+     * are not all of the nine and wait for the quiet time */
+    mm = mm_make(4, 2, 34);
+    mp__mm_set_expect(mm, 9);
+    for (uint8_t b = 1; b <= 8; b++)
+        CHECK(mm_join_phase(mm, b, b, 0), "join %u", b);
+    CHECK(mp__mm_poll(mm, 8, &o) && o.n == 4, "2 M: no group of M");
+    CHECK(mp__mm_next_wakeup(mm) == 8 + 250, "4 of 9: wakeup %llu",
+          (unsigned long long)mp__mm_next_wakeup(mm));
+    mp__mm_free(mm);
+
+    /* no view (0): 8 of 8 wait for the quiet time (250 ms) */
+    mm = mm_make(8, 2, 35);
+    mp__mm_set_expect(mm, 0);
+    for (uint8_t b = 1; b <= 8; b++)
+        CHECK(mm_join_phase(mm, 0, b, 0), "join %u", b);
+    CHECK(!mp__mm_poll(mm, 249, &o), "no view: closed before the quiet time");
+    CHECK(mp__mm_poll(mm, 250, &o) && o.n == 8, "no view: no group at 250");
+    mp__mm_free(mm);
+}
+
 int main(void) {
     if (sodium_init() < 0) {
         fprintf(stderr, "sodium_init failed\n");
@@ -1115,6 +1202,7 @@ int main(void) {
     test_mm_several_groups();
     test_mm_even_split();
     test_mm_phases();
+    test_mm_expect();
     test_mm_cap_and_rejoin();
     test_mm_invalid();
     test_mm_group_ids();
