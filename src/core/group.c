@@ -83,12 +83,15 @@
  * local values stay.
  *
  * Failure. A member m is dropped on mp__group_on_member_failed, on a
- * non-finite part, or on silence: nothing accepted from m for
- * peer_timeout_ms while a scatter part from m is still expected, or for 2 *
- * peer_timeout_ms while only gather parts from m are expected (a reducer is
- * legitimately silent while it waits up to peer_timeout_ms for a slow member
- * it then drops; the longer limit keeps one silent member from cascading
- * into more drops). peer_timeout_ms == 0 disables silence detection. The
+ * non-finite part, or on silence: nothing accepted from m for its limit
+ * L(m) while a scatter part from m is still expected, or for L(m) plus the
+ * largest L of the live members while only gather parts from m are
+ * expected (a reducer is legitimately silent while it waits up to that
+ * long for a slow member it then drops; the longer limit keeps one silent
+ * member from cascading into more drops). L(m) is peer_timeout_ms unless
+ * the driver set a shorter one from what it measured of m's link
+ * (mp__group_set_silence). peer_timeout_ms == 0 disables silence
+ * detection. The
  * silence clock of every member starts at cfg.now_ms and restarts on each
  * part accepted from it (MP_PART_OK). When m is dropped: its contributions
  * that already arrived stay in their parts (including the earlier parts of
@@ -160,6 +163,7 @@ struct mp_group {
     uint32_t nparts[MP_GROUP_MAX];
     size_t gbase[MP_GROUP_MAX];       /* first index of share j in gstate */
     uint64_t heard[MP_GROUP_MAX];     /* last part accepted from m */
+    uint64_t lim[MP_GROUP_MAX];       /* silence limit of m (scatter) */
     uint32_t scat_next[MP_GROUP_MAX]; /* next scatter part for dest */
     uint32_t gat_next[MP_GROUP_MAX];  /* next index into final_order */
     uint32_t contribs[MP_GROUP_MAX];  /* own parts m contributed */
@@ -364,9 +368,15 @@ static uint64_t silence_limit(const mp_group_t *g, uint32_t m) {
     if (g->timeout == 0)
         return 0;
     if (expects_scatter(g, m))
-        return g->timeout;
-    if (expects_gather(g, m))
-        return mp__add_sat_u64(g->timeout, g->timeout);
+        return g->lim[m];
+    if (expects_gather(g, m)) {
+        /* m may wait for the slowest other member before its gathers */
+        uint64_t most = 0;
+        for (uint32_t k = 0; k < g->n; k++)
+            if (k != g->self && is_alive(g, k) && g->lim[k] > most)
+                most = g->lim[k];
+        return mp__add_sat_u64(g->lim[m], most);
+    }
     return 0;
 }
 
@@ -423,6 +433,7 @@ moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
         g->gbase[j] = total;
         total += g->nparts[j];
         g->heard[j] = cfg->now_ms;
+        g->lim[j] = g->timeout;
         if (j != g->self)
             g->gather_open += g->nparts[j];
     }
@@ -709,6 +720,35 @@ uint64_t mp__group_next_wakeup(const mp_group_t *g) {
         }
     }
     return t;
+}
+
+void mp__group_set_silence(mp_group_t *g, uint32_t m, uint64_t ms) {
+    if (g == NULL || m >= g->n || m == g->self || g->timeout == 0)
+        return;
+    g->lim[m] = ms == 0 || ms > g->timeout ? g->timeout : ms;
+}
+
+void mp__group_set_deadline(mp_group_t *g, uint64_t deadline_ms) {
+    if (g != NULL && deadline_ms < g->deadline)
+        g->deadline = deadline_ms;
+}
+
+uint64_t mp__group_part_bytes(const mp_group_t *g, uint32_t share) {
+    if (g == NULL || share >= g->n || g->len[share] == 0)
+        return 0;
+    size_t c = g->len[share] < g->pe ? g->len[share] : g->pe;
+    return mp__codec_bytes(g->codec, (uint32_t)c);
+}
+
+uint64_t mp__group_bytes_from(const mp_group_t *g, uint32_t m) {
+    if (g == NULL || m >= g->n || m == g->self)
+        return 0;
+    size_t a = g->len[g->self], b = g->len[m];
+    uint64_t na = a / g->pe, nb = b / g->pe;
+    return na * mp__codec_bytes(g->codec, g->pe) +
+           mp__codec_bytes(g->codec, (uint32_t)(a % g->pe)) +
+           nb * mp__codec_bytes(g->codec, g->pe) +
+           mp__codec_bytes(g->codec, (uint32_t)(b % g->pe));
 }
 
 bool mp__group_done(const mp_group_t *g) {

@@ -146,6 +146,21 @@ uint64_t mp__group_next_wakeup(const mp_group_t *g);
  * stays valid until the next call into g. */
 bool mp__group_done(const mp_group_t *g);
 
+/* Member m's silence limit while a scatter part from it is expected:
+ * ms, at most (and 0 meaning) cfg.peer_timeout_ms; no effect when that is
+ * 0. While only gather parts are expected the limit is m's plus the
+ * largest of the live members' (m may wait that long for the slowest).
+ * Unset, every member's is peer_timeout_ms (so 2 * peer_timeout_ms for
+ * gathers). The driver sets them from what it measured (linkstat.h). */
+void mp__group_set_silence(mp_group_t *g, uint32_t m, uint64_t ms);
+/* Moves the hard end of the round earlier (never later). */
+void mp__group_set_deadline(mp_group_t *g, uint64_t deadline_ms);
+/* Encoded bytes of the largest part of share (0 for an empty share). */
+uint64_t mp__group_part_bytes(const mp_group_t *g, uint32_t share);
+/* Encoded bytes this member receives from member m in the round: m's
+ * scatter parts of the own share and the gather parts of share m. */
+uint64_t mp__group_bytes_from(const mp_group_t *g, uint32_t m);
+
 /* True if member m is (still) considered alive by this member. */
 bool mp__group_member_alive(const mp_group_t *g, uint32_t m);
 

@@ -154,6 +154,7 @@ static void on_ctrl(moshpit_t *mp) {
     }
     case MP_MSG_DONE:
         p->done_gid = m->u.done.group_id;
+        mp__engine_round_on_done(mp, p, &m->u.done);
         break;
     case MP_MSG_BYE:
         p->left = true;

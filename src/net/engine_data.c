@@ -27,10 +27,22 @@ static uint32_t member_index(const mp_round_t *r, const mp_peer_t *p) {
 
 /* Hands an opened part (in mp->scratch) to the group machine. */
 static void deliver(moshpit_t *mp, mp_peer_t *p, uint32_t from,
-                    const mp_data_hdr_t *h, bool finite) {
+                    const mp_data_hdr_t *h, size_t len, bool finite) {
+    uint64_t now = mp__engine_now_ms();
+    mp_round_t *r = &mp->round;
     mp_part_status_t st = mp__group_on_part_checked(
-        mp->round.group, mp__engine_now_ms(), from, (mp_part_kind_t)h->kind,
-        h->share, h->part, mp->scratch, h->count, h->wsum, finite ? 1 : 0);
+        r->group, now, from, (mp_part_kind_t)h->kind, h->share, h->part,
+        mp->scratch, h->count, h->wsum, finite ? 1 : 0);
+    if (st == MP_PART_OK && h->kind == MP_PART_SCATTER) {
+        /* the time since its previous part (or since the group started
+         * here) measures its link (linkstat.h); the bytes and the last
+         * arrival go into our DONE to it */
+        uint64_t since = p->part_ms != 0 ? p->part_ms : r->start_ms;
+        mp__link_part(&p->link, len, now > since ? now - since : 0);
+        p->part_ms = now;
+        r->scat_bytes[from] += len;
+        r->scat_last_ms[from] = now;
+    }
     if (st != MP_PART_OK && st != MP_PART_DUP && st != MP_PART_LATE)
         mp__engine_log(
             mp, MOSHPIT_LOG_WARN, "part from %.8s rejected (status %d)%s",
@@ -79,7 +91,7 @@ void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
          * by the group machine like a float32 one */
         bool fin =
             mp__codec_decode(h->codec, mp->encbuf, h->count, mp->scratch);
-        deliver(mp, p, from, h, fin);
+        deliver(mp, p, from, h, len, fin);
         return;
     }
     size_t plen = (size_t)h->count * 4u;
@@ -99,7 +111,7 @@ void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
     }
     p->rx_counter = h->counter;
     r->bytes_received += len;
-    deliver(mp, p, from, h, (nonfinite & MP_VEC_NONFINITE) == 0);
+    deliver(mp, p, from, h, len, (nonfinite & MP_VEC_NONFINITE) == 0);
 }
 
 void mp__engine_on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {

@@ -54,6 +54,39 @@ bool mp__engine_owed_settled(const moshpit_t *mp) {
     return true;
 }
 
+/* Deadlines from what this peer measured of its mates' links (DESIGN.md,
+ * "Deadlines that follow the link"): each member's silence limit from the
+ * time its parts took in earlier rounds, and the round's hard end from the
+ * bytes expected from each, within the configured bounds. */
+static void adapt_deadlines(moshpit_t *mp, uint64_t now) {
+    mp_round_t *r = &mp->round;
+    uint64_t own = mp__group_part_bytes(r->group, r->self), most = 0;
+    bool all = true;
+    for (uint32_t i = 0; i < r->n; i++) {
+        mp_peer_t *p = r->members[i];
+        if (i == r->self || p == NULL)
+            continue;
+        uint64_t pb = mp__group_part_bytes(r->group, i), t;
+        uint32_t lim = mp__link_silence_ms(&p->link, pb > own ? pb : own,
+                                           mp->cfg.peer_timeout_ms);
+        mp__group_set_silence(r->group, i, lim);
+        if (mp__link_bytes_ms(&p->link, mp__group_bytes_from(r->group, i), &t))
+            most = t > most ? t : most;
+        else
+            all = false;
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                       "round %016llx: member %u (%.8s) silence limit %u ms",
+                       (unsigned long long)r->gid, i, p->id_txt, lim);
+    }
+    if (all && r->n > 1) {
+        uint64_t end = mp__add_sat_u64(
+            now,
+            mp__add_sat_u64(MP_LINK_DEADLINE_FLOOR_MS,
+                            most > UINT64_MAX / 4 ? UINT64_MAX : 4 * most));
+        mp__rnd_set_deadline(mp->rnd, end);
+    }
+}
+
 /* The group all-reduce of this peer's call exists: map its roster to
  * sessions (members without one are dropped at once), then feed it the
  * frames that raced ahead of our GROUP message. */
@@ -82,7 +115,15 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
             r->members[i] = NULL;
             mp__rnd_member_failed(mp->rnd, now, i);
         }
+        if (r->members[i] != NULL)
+            r->members[i]->part_ms = 0;
     }
+    r->start_ms = now;
+    adapt_deadlines(mp, now);
+    mp__link_up_open(&mp->uplink, gid, n);
+    mp->up_n = n;
+    for (uint32_t i = 0; i < n; i++)
+        memcpy(mp->up_ids[i], m[i].id, 32);
     for (size_t i = 0; i < mp->nearly;) {
         if (mp->early[i].round_id != gid) {
             i++;
@@ -99,6 +140,21 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
         }
         mp__engine_early_free_at(mp, i);
     }
+}
+
+/* What a DONE to p for round gid reports: the rate at which p's scatter
+ * parts reached this peer (0: none). */
+static uint32_t done_report(const moshpit_t *mp, const mp_peer_t *p,
+                            uint64_t gid, uint64_t now) {
+    const mp_round_t *r = &mp->round;
+    (void)now;
+    if (r->group == NULL || r->gid != gid)
+        return 0;
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->members[i] == p && r->scat_bytes[i] > 0)
+            return mp__link_rate_kbps(r->scat_bytes[i],
+                                      r->scat_last_ms[i] - r->start_ms);
+    return 0;
 }
 
 /* Carries out what the round machine asked for: its messages go to peers
@@ -128,7 +184,13 @@ static void drain(moshpit_t *mp) {
         if (o.msg == MP_RND_DONE && o.alive && o.group_id == mp->owed_gid &&
             mp->owed_n < MP_GROUP_MAX)
             mp->owed[mp->owed_n++] = p;
+        if (o.msg == MP_RND_JOIN) {
+            p->join_seq = o.seq;
+            p->join_ms = now;
+        }
         mp__round_msg_from_out(&o, mp->msg);
+        if (o.msg == MP_RND_DONE)
+            mp->msg->u.done.up_kbps = done_report(mp, p, o.group_id, now);
         mp__engine_send_msg(mp, p, mp->msg);
     }
 }
@@ -225,8 +287,13 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
     uint8_t(*ids)[32] = malloc(n * 32);
     uint8_t(*ordered)[32] = malloc(n * 32);
     uint32_t *order = malloc(n * sizeof(*order));
+    uint32_t *ack = malloc(n * sizeof(*ack));
+    /* the upload rate the mates measured (DONE "up") lowers the announced
+     * bandwidth (docs/DESIGN.md, "Shares that follow the measured
+     * upload") */
+    mp__rnd_set_bandwidth(mp->rnd, mp__link_up_mbps(&mp->uplink));
     moshpit_err_t e = MOSHPIT_ENOMEM;
-    if (ids != NULL && ordered != NULL && order != NULL) {
+    if (ids != NULL && ordered != NULL && order != NULL && ack != NULL) {
         size_t k = 0;
         memcpy(ids[k++], mp->pub, 32);
         for (size_t i = 0; i < mp->npeers; i++)
@@ -234,20 +301,27 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
                 mp__engine_swim_member_ok(mp, mp->peers[i]->id))
                 memcpy(ids[k++], mp->peers[i]->id, 32);
         mp__rendezvous_order(key, key_len, (const uint8_t(*)[32])ids, n, order);
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
             memcpy(ordered[i], ids[order[i]], 32);
+            const mp_peer_t *p = mp__engine_find_peer(mp, ordered[i]);
+            ack[i] = p != NULL ? mp__link_ack_ms(&p->link, UINT32_MAX) : 0;
+            if (ack[i] == UINT32_MAX)
+                ack[i] = 0;
+        }
         mp_rnd_call_t call = {.key = key,
                               .key_len = key_len,
                               .cands = (const uint8_t(*)[32])ordered,
                               .ncands = n,
                               .weight = c->weight,
                               .values = c->values,
-                              .count = c->count};
+                              .count = c->count,
+                              .ack_ms = ack};
         e = mp__rnd_start(mp->rnd, now, &call);
     }
     free(ids);
     free(ordered);
     free(order);
+    free(ack);
     if (e != MOSHPIT_OK) {
         mp__engine_round_end(mp, e, true);
         return;
@@ -259,6 +333,11 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
  * round machine; false if m is none of these. */
 bool mp__engine_round_on_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m) {
     uint64_t now = mp__engine_now_ms();
+    if (m->type == MP_MSG_JOIN_ACK && p->join_ms != 0 &&
+        m->u.ack.seq == p->join_seq) {
+        mp__link_rtt(&p->link, now - p->join_ms);
+        p->join_ms = 0;
+    }
     mp_rnd_msg_status_t st = mp__round_msg_dispatch(mp->rnd, now, p->id, m);
     switch (st) {
     case MP_RND_MSG_OTHER:
@@ -330,6 +409,21 @@ void mp__engine_round_progress(moshpit_t *mp) {
 
 uint64_t mp__engine_round_wakeup(const moshpit_t *mp) {
     return mp__rnd_next_wakeup(mp->rnd);
+}
+
+void mp__engine_round_on_done(moshpit_t *mp, mp_peer_t *p, const mp_done_t *d) {
+    if (d->up_kbps == 0 || d->group_id != mp->uplink.gid)
+        return;
+    for (uint32_t i = 0; i < mp->up_n; i++)
+        if (memcmp(mp->up_ids[i], p->id, 32) == 0) {
+            if (mp__link_up_report(&mp->uplink, d->group_id, i, d->up_kbps))
+                mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                               "round %016llx: %.8s got our parts at %u "
+                               "kbit/s",
+                               (unsigned long long)d->group_id, p->id_txt,
+                               d->up_kbps);
+            return;
+        }
 }
 
 /* ------------------------------------------------------------------ */
