@@ -155,6 +155,7 @@ struct mp_group {
     uint32_t pe; /* part_elems */
     uint64_t deadline, timeout;
     uint64_t alive; /* bit m: member m not dropped */
+    bool slow;      /* own bandwidth <= the median / MP_SLOW_FACTOR */
     uint32_t nfailed;
     bool done;
 
@@ -422,6 +423,8 @@ moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
         mp__agg_weight_bound(g->n, g->w, g->agg.weight_cap, g->w);
     uint32_t bw[MP_GROUP_MAX];
     mp__share_bandwidth_bound(g->n, cfg->bandwidths, bw);
+    g->slow = g->n > 2 && (uint64_t)bw[g->self] * MP_SLOW_FACTOR <=
+                              mp__share_median(g->n, bw);
     if (mp__share_split(g->n, bw, g->count, g->off, g->len) != 0)
         goto invalid;
 
@@ -655,11 +658,12 @@ void mp__group_on_tick(mp_group_t *g, uint64_t now_ms) {
     check_done(g);
 }
 
-bool mp__group_next_send(mp_group_t *g, uint32_t dest, mp_send_t *out) {
+static bool next_send(mp_group_t *g, uint32_t dest, bool scatter_ok,
+                      mp_send_t *out) {
     if (g == NULL || out == NULL || g->done || dest >= g->n ||
         dest == g->self || !is_alive(g, dest))
         return false;
-    if (g->scat_next[dest] < g->nparts[dest]) {
+    if (scatter_ok && g->scat_next[dest] < g->nparts[dest]) {
         uint32_t p = g->scat_next[dest]++;
         skip_gathered(g, dest);
         out->kind = MP_PART_SCATTER;
@@ -691,6 +695,25 @@ bool mp__group_next_send(mp_group_t *g, uint32_t dest, mp_send_t *out) {
     g->bytes_sent += out->nbytes;
     check_done(g);
     return true;
+}
+
+bool mp__group_next_send(mp_group_t *g, uint32_t dest, mp_send_t *out) {
+    return next_send(g, dest, true, out);
+}
+
+bool mp__group_next_gather(mp_group_t *g, uint32_t dest, mp_send_t *out) {
+    return next_send(g, dest, false, out);
+}
+
+uint32_t mp__group_scatter_left(const mp_group_t *g, uint32_t dest) {
+    if (g == NULL || g->done || dest >= g->n || dest == g->self ||
+        !is_alive(g, dest))
+        return 0;
+    return g->nparts[dest] - g->scat_next[dest];
+}
+
+bool mp__group_is_slow(const mp_group_t *g) {
+    return g != NULL && g->slow;
 }
 
 bool mp__group_has_sends(const mp_group_t *g) {
@@ -740,15 +763,18 @@ uint64_t mp__group_part_bytes(const mp_group_t *g, uint32_t share) {
     return mp__codec_bytes(g->codec, (uint32_t)c);
 }
 
+uint64_t mp__group_share_bytes(const mp_group_t *g, uint32_t share) {
+    if (g == NULL || share >= g->n)
+        return 0;
+    size_t len = g->len[share];
+    return (uint64_t)(len / g->pe) * mp__codec_bytes(g->codec, g->pe) +
+           mp__codec_bytes(g->codec, (uint32_t)(len % g->pe));
+}
+
 uint64_t mp__group_bytes_from(const mp_group_t *g, uint32_t m) {
     if (g == NULL || m >= g->n || m == g->self)
         return 0;
-    size_t a = g->len[g->self], b = g->len[m];
-    uint64_t na = a / g->pe, nb = b / g->pe;
-    return na * mp__codec_bytes(g->codec, g->pe) +
-           mp__codec_bytes(g->codec, (uint32_t)(a % g->pe)) +
-           nb * mp__codec_bytes(g->codec, g->pe) +
-           mp__codec_bytes(g->codec, (uint32_t)(b % g->pe));
+    return mp__group_share_bytes(g, g->self) + mp__group_share_bytes(g, m);
 }
 
 bool mp__group_done(const mp_group_t *g) {

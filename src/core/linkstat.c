@@ -102,29 +102,59 @@ uint32_t mp__link_rate_kbps(uint64_t bytes, uint64_t ms) {
     return k == 0 ? 1u : k > UINT32_MAX ? UINT32_MAX : (uint32_t)k;
 }
 
-void mp__link_up_open(mp_uplink_t *u, uint64_t gid, uint32_t n) {
+void mp__link_up_open(mp_uplink_t *u, uint64_t gid, uint32_t n,
+                      const uint64_t *bytes) {
     mp__link_up_close(u);
     u->gid = gid;
     u->mates = n > 0 ? n - 1 : 0;
-    u->from = 0;
-    u->nrep = 0;
+    if (n > MP_GROUP_MAX)
+        n = MP_GROUP_MAX;
+    memset(u->bytes, 0, sizeof(u->bytes));
+    u->total = 0;
+    for (uint32_t i = 0; bytes != NULL && i < n; i++) {
+        u->bytes[i] = bytes[i];
+        u->total += bytes[i];
+    }
 }
 
 bool mp__link_up_report(mp_uplink_t *u, uint64_t gid, uint32_t member,
                         uint32_t kbps) {
     if (u->gid == 0 || gid != u->gid || member >= MP_GROUP_MAX ||
         member > u->mates || kbps == 0 || (u->from >> member) & 1u ||
-        u->nrep >= u->mates)
+        u->nrep >= u->mates || u->bytes[member] == 0)
         return false;
     u->from |= UINT64_C(1) << member;
-    u->rep[u->nrep++] = kbps;
+    /* bits / (kbit/s) = ms, rounded up */
+    uint64_t b = u->bytes[member] * 8u;
+    uint64_t t = b / kbps + (b % kbps != 0);
+    u->t[u->nrep++] = t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
     return true;
 }
 
+/* The round's estimate in kbit/s, 0 without enough reports. */
+static uint32_t up_round(const mp_uplink_t *u) {
+    if (u->gid == 0 || u->nrep == 0 || 2u * u->nrep < u->mates)
+        return 0;
+    uint32_t first = 0, second = 0;
+    for (uint32_t i = 0; i < u->nrep; i++) {
+        if (u->t[i] >= first) {
+            second = first;
+            first = u->t[i];
+        } else if (u->t[i] > second) {
+            second = u->t[i];
+        }
+    }
+    uint64_t t = u->nrep >= 4 ? second : first;
+    if (t == 0)
+        t = 1;
+    uint64_t k = u->total * 8u / t;
+    return k == 0 ? 1u : k > UINT32_MAX ? UINT32_MAX : (uint32_t)k;
+}
+
 void mp__link_up_close(mp_uplink_t *u) {
-    if (u->gid != 0 && u->nrep > 0 && 2u * u->nrep >= u->mates) {
-        uint64_t e = (uint64_t)u->mates * mp__link_median(u->rep, u->nrep);
-        u->est[u->pos] = e > UINT32_MAX ? UINT32_MAX : (uint32_t)e;
+    uint32_t e = up_round(u);
+    if (e != 0) {
+        u->est[u->pos] = e;
         u->pos = (u->pos + 1) % MP_LINK_UP_ROUNDS;
         if (u->nest < MP_LINK_UP_ROUNDS)
             u->nest++;
@@ -135,8 +165,12 @@ void mp__link_up_close(mp_uplink_t *u) {
 }
 
 uint32_t mp__link_up_mbps(const mp_uplink_t *u) {
-    if (u->nest == 0)
+    uint32_t v[MP_LINK_UP_ROUNDS + 1], n = u->nest;
+    memcpy(v, u->est, n * sizeof(*v));
+    v[n] = up_round(u); /* the round still collecting, if it counts */
+    n += v[n] != 0;
+    if (n == 0)
         return 0;
-    uint32_t k = mp__link_median(u->est, u->nest);
+    uint32_t k = mp__link_median(v, n);
     return k / 1000u + (k % 1000u != 0);
 }

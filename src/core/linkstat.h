@@ -15,10 +15,11 @@
  *
  * This peer's own upload (mp_uplink_t): at the end of a round every mate
  * reports in its DONE the rate at which this peer's scatter parts reached
- * it; the round's estimate is the number of mates times the median report
- * (the parts to the n - 1 mates share the uplink), taken once at least half
- * of the mates reported; the rate announced in JOINs is the median of the
- * newest MP_LINK_UP_ROUNDS such estimates (mp__link_up_mbps).
+ * it (from its group start to the last part); the round's estimate is the
+ * bytes over the time the upload took (mp__link_up_close), taken once at
+ * least half of the mates reported; the rate announced in JOINs is the
+ * median of the newest MP_LINK_UP_ROUNDS such estimates
+ * (mp__link_up_mbps).
  */
 #ifndef MP_CORE_LINKSTAT_H
 #define MP_CORE_LINKSTAT_H
@@ -55,7 +56,9 @@ typedef struct mp_uplink {
     uint32_t mates; /* its roster size - 1 */
     uint64_t from;  /* bit i: roster member i reported */
     uint32_t nrep;
-    uint32_t rep[MP_GROUP_MAX];      /* kbit/s */
+    uint64_t bytes[MP_GROUP_MAX];    /* scatter bytes this peer owed member i */
+    uint64_t total;                  /* their sum */
+    uint32_t t[MP_GROUP_MAX];        /* their reports as times: ms */
     uint32_t est[MP_LINK_UP_ROUNDS]; /* kbit/s, per round */
     uint32_t nest, pos;
 } mp_uplink_t;
@@ -87,19 +90,27 @@ uint32_t mp__link_ack_ms(const mp_link_t *l, uint32_t configured);
 /* The rate of one mate's scatter parts as a report (kbit/s, at least 1);
  * 0 (no report) below MP_LINK_UP_MIN_BYTES or without a duration. */
 uint32_t mp__link_rate_kbps(uint64_t bytes, uint64_t ms);
-/* A group of n formed with id gid: collect its mates' reports (the
+/* A group of n formed with id gid in which this peer owes member i
+ * bytes[i] bytes of scatter parts: collect its mates' reports (the
  * reports of the round before are closed first). */
-void mp__link_up_open(mp_uplink_t *u, uint64_t gid, uint32_t n);
+void mp__link_up_open(mp_uplink_t *u, uint64_t gid, uint32_t n,
+                      const uint64_t *bytes);
 /* Roster member `member` reports kbps for round gid; false (ignored) if
  * gid is not the round collected, member is out of range or reported
  * already, or kbps is 0. */
 bool mp__link_up_report(mp_uplink_t *u, uint64_t gid, uint32_t member,
                         uint32_t kbps);
 /* Closes the round collected: with reports from at least half the mates,
- * its estimate (mates * median report) joins the newest estimates. */
+ * its estimate joins the newest estimates: all the bytes owed over the
+ * time the last reporting member took (each report of member i gives
+ * that time as bytes[i] / rate), the longest time left out when 4 or
+ * more reported (one lying mate moves it no further than an honest one
+ * could). Whether the parts went to all at once or one after another,
+ * the longest time is when the upload ended. */
 void mp__link_up_close(mp_uplink_t *u);
-/* The median of the kept estimates in Mbit/s rounded up (at least 1); 0
- * when none. */
+/* The median of the kept estimates (and of the round still collecting,
+ * once it has enough reports) in Mbit/s rounded up (at least 1); 0 when
+ * none. */
 uint32_t mp__link_up_mbps(const mp_uplink_t *u);
 
 #endif

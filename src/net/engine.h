@@ -162,6 +162,12 @@ typedef struct mp_round {
      * parts and when the last arrived (its report in our DONE) */
     uint64_t start_ms;
     uint64_t scat_bytes[MP_GROUP_MAX], scat_last_ms[MP_GROUP_MAX];
+    /* a slow member's scatter parts go to one reducer after another
+     * (mp__group_is_slow): to seq_dest, paced at seq_kbps, the next one
+     * not before seq_next_ms */
+    bool seq;
+    uint32_t seq_dest, seq_kbps;
+    uint64_t seq_next_ms;
 } mp_round_t;
 
 struct moshpit {

@@ -120,7 +120,22 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
     }
     r->start_ms = now;
     adapt_deadlines(mp, now);
-    mp__link_up_open(&mp->uplink, gid, n);
+    uint64_t owed[MP_GROUP_MAX];
+    for (uint32_t i = 0; i < n; i++)
+        owed[i] = i == self ? 0 : mp__group_share_bytes(r->group, i);
+    mp__link_up_open(&mp->uplink, gid, n, owed);
+    uint32_t up = mp__link_up_mbps(&mp->uplink);
+    r->seq = mp__group_is_slow(r->group) && up > 0;
+    if (r->seq) {
+        r->seq_kbps = up > UINT32_MAX / 1000u ? UINT32_MAX : up * 1000u;
+        r->seq_dest = (self + 1) % n;
+        r->seq_next_ms = now;
+        mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                       "round %016llx: our uplink (%u Mbit/s measured) is the "
+                       "group's slowest: scatter parts go to one reducer "
+                       "after another",
+                       (unsigned long long)gid, up);
+    }
     mp->up_n = n;
     for (uint32_t i = 0; i < n; i++)
         memcpy(mp->up_ids[i], m[i].id, 32);
@@ -408,7 +423,8 @@ void mp__engine_round_progress(moshpit_t *mp) {
 }
 
 uint64_t mp__engine_round_wakeup(const moshpit_t *mp) {
-    return mp__rnd_next_wakeup(mp->rnd);
+    uint64_t a = mp__rnd_next_wakeup(mp->rnd), b = mp__engine_pump_wakeup(mp);
+    return a < b ? a : b;
 }
 
 void mp__engine_round_on_done(moshpit_t *mp, mp_peer_t *p, const mp_done_t *d) {

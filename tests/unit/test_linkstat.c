@@ -98,36 +98,56 @@ static void test_uplink(void) {
     CHECK(mp__link_rate_kbps(1000000, 1000) == 8000, "8 Mbit/s: %u",
           mp__link_rate_kbps(1000000, 1000));
 
+    /* 7 mates, 128 KiB owed to each */
+    uint64_t owed[8];
+    for (int i = 0; i < 8; i++)
+        owed[i] = i == 0 ? 0 : 131072;
     mp_uplink_t u;
     memset(&u, 0, sizeof u);
     CHECK(mp__link_up_mbps(&u) == 0, "nothing measured");
-    mp__link_up_open(&u, 7, 8); /* 7 mates */
+    mp__link_up_open(&u, 7, 8, owed);
     CHECK(!mp__link_up_report(&u, 6, 1, 700), "other round");
     CHECK(!mp__link_up_report(&u, 7, 1, 0), "zero");
     CHECK(mp__link_up_report(&u, 7, 1, 700), "report");
     CHECK(!mp__link_up_report(&u, 7, 1, 700), "twice");
     CHECK(!mp__link_up_report(&u, 7, 8, 700), "past the roster");
+    CHECK(!mp__link_up_report(&u, 7, 0, 700), "nothing owed to self");
     CHECK(mp__link_up_report(&u, 7, 2, 710), "report 2");
     CHECK(mp__link_up_report(&u, 7, 3, 690), "report 3");
-    mp__link_up_close(&u); /* 3 of 7: not a majority */
     CHECK(mp__link_up_mbps(&u) == 0, "three of seven do not count");
-    mp__link_up_open(&u, 8, 8);
-    for (uint32_t i = 1; i <= 3; i++)
-        (void)mp__link_up_report(&u, 8, i, 700 + i);
-    (void)mp__link_up_report(&u, 8, 4, UINT32_MAX); /* a liar */
     mp__link_up_close(&u);
-    CHECK(mp__link_up_mbps(&u) == 5, "7 x 0.702 Mbit/s -> 5: %u",
+    CHECK(mp__link_up_mbps(&u) == 0, "nor once closed");
+    /* all at once: 7 x 128 KiB in about 1.5 s (each mate saw ~0.7 Mbit/s):
+     * 4.9 Mbit/s, whatever one liar says */
+    mp__link_up_open(&u, 8, 8, owed);
+    for (uint32_t i = 1; i <= 5; i++)
+        (void)mp__link_up_report(&u, 8, i, 700 - i);
+    CHECK(mp__link_up_mbps(&u) == 5, "the open round counts: %u",
           mp__link_up_mbps(&u));
-    /* the median of the rounds: two 100 Mbit/s rounds after one of 5 */
-    for (uint64_t g = 9; g <= 10; g++) {
-        mp__link_up_open(&u, g, 8);
+    (void)mp__link_up_report(&u, 8, 6, 1); /* a liar: 1 kbit/s */
+    CHECK(mp__link_up_mbps(&u) == 5, "a slow liar is left out: %u",
+          mp__link_up_mbps(&u));
+    mp__link_up_close(&u);
+    CHECK(mp__link_up_mbps(&u) == 5, "closed: %u", mp__link_up_mbps(&u));
+    /* one after another: mate k got its 128 KiB after k * 0.21 s, so it
+     * saw 5 / k Mbit/s; the upload took 1.47 s: 5 Mbit/s again */
+    mp_uplink_t t;
+    memset(&t, 0, sizeof t);
+    mp__link_up_open(&t, 9, 8, owed);
+    for (uint32_t k = 1; k <= 7; k++)
+        (void)mp__link_up_report(&t, 9, k, 5000 / k);
+    mp__link_up_close(&t);
+    CHECK(mp__link_up_mbps(&t) == 6,
+          "in turn: %u (the second longest time: 7 / 6 of the rate)",
+          mp__link_up_mbps(&t));
+    /* the median of the rounds: fast rounds take over after a majority */
+    for (uint64_t g = 10; g <= 12; g++) {
+        mp__link_up_open(&u, g, 8, owed);
         for (uint32_t i = 1; i <= 7; i++)
             (void)mp__link_up_report(&u, g, i, 14285);
     }
-    CHECK(mp__link_up_mbps(&u) == 5, "one fast round: still 5 (%u)",
-          mp__link_up_mbps(&u));
     mp__link_up_close(&u);
-    CHECK(mp__link_up_mbps(&u) == 100, "two fast rounds of three: %u",
+    CHECK(mp__link_up_mbps(&u) == 100, "three fast rounds of five: %u",
           mp__link_up_mbps(&u));
 }
 
@@ -212,6 +232,8 @@ static void test_group(void) {
     CHECK(mp__group_part_bytes(g, 1) == 65536 * 4, "part bytes");
     CHECK(mp__group_bytes_from(g, 1) == 2 * 65536 * 4, "bytes from 1");
     CHECK(mp__group_bytes_from(g, 0) == 0, "none from self");
+    CHECK(mp__group_share_bytes(g, 2) == 65536 * 4, "share bytes");
+    CHECK(!mp__group_is_slow(g), "equal bandwidths: nobody slow");
     mp__group_free(g);
     free(v);
 }
