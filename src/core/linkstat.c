@@ -133,9 +133,10 @@ bool mp__link_up_report(mp_uplink_t *u, uint64_t gid, uint32_t member,
 
 /* The round's estimate in kbit/s, 0 without enough reports. */
 static uint32_t up_round(const mp_uplink_t *u) {
-    if (u->gid == 0 || u->nrep == 0 || 2u * u->nrep < u->mates)
+    if (u->gid == 0 || u->nrep < MP_LINK_UP_MIN_REPORTS ||
+        2u * u->nrep < u->mates)
         return 0;
-    uint32_t first = 0, second = 0;
+    uint32_t first = 0, second = 0; /* the longest time and the next */
     for (uint32_t i = 0; i < u->nrep; i++) {
         if (u->t[i] >= first) {
             second = first;
@@ -144,7 +145,7 @@ static uint32_t up_round(const mp_uplink_t *u) {
             second = u->t[i];
         }
     }
-    uint64_t t = u->nrep >= 4 ? second : first;
+    uint64_t t = second; /* the longest left out: nrep >= 3 */
     if (t == 0)
         t = 1;
     uint64_t k = u->total * 8u / t;

@@ -17,8 +17,8 @@
  * reports in its DONE the rate at which this peer's scatter parts reached
  * it (from its group start to the last part); the round's estimate is the
  * bytes over the time the upload took (mp__link_up_close), taken once at
- * least half of the mates reported; the rate announced in JOINs is the
- * median of the newest MP_LINK_UP_ROUNDS such estimates
+ * least half of the mates (and 3 or more) reported; the rate announced in JOINs
+ * is the median of the newest MP_LINK_UP_ROUNDS such estimates
  * (mp__link_up_mbps).
  */
 #ifndef MP_CORE_LINKSTAT_H
@@ -40,6 +40,10 @@
 #define MP_LINK_DEADLINE_FLOOR_MS 2000u
 #define MP_LINK_UP_ROUNDS 5u        /* round estimates of the own upload kept */
 #define MP_LINK_UP_MIN_BYTES 65536u /* fewer scatter bytes: no report */
+#define MP_LINK_UP_MIN_REPORTS 3u   /* and at least half of the mates */
+/* A slow member's paced scatter parts (engine_data.c) wait at most this
+ * long for the one before, whatever the measured rate says. */
+#define MP_LINK_PACE_MAX_MS 250u
 
 typedef struct mp_ring {
     uint32_t v[MP_LINK_SAMPLES];
@@ -100,13 +104,13 @@ void mp__link_up_open(mp_uplink_t *u, uint64_t gid, uint32_t n,
  * already, or kbps is 0. */
 bool mp__link_up_report(mp_uplink_t *u, uint64_t gid, uint32_t member,
                         uint32_t kbps);
-/* Closes the round collected: with reports from at least half the mates,
- * its estimate joins the newest estimates: all the bytes owed over the
- * time the last reporting member took (each report of member i gives
- * that time as bytes[i] / rate), the longest time left out when 4 or
- * more reported (one lying mate moves it no further than an honest one
- * could). Whether the parts went to all at once or one after another,
- * the longest time is when the upload ended. */
+/* Closes the round collected: with reports from at least half the mates
+ * and at least MP_LINK_UP_MIN_REPORTS, its estimate joins the newest
+ * estimates: all the bytes owed over the second longest of the reported
+ * times (each report of member i gives that time as bytes[i] / rate), so
+ * one lying mate moves it no further than an honest one could. Whether
+ * the parts went to all at once or one after another, the longest times
+ * are when the upload ended. */
 void mp__link_up_close(mp_uplink_t *u);
 /* The median of the kept estimates (and of the round still collecting,
  * once it has enough reports) in Mbit/s rounded up (at least 1); 0 when

@@ -246,9 +246,12 @@ static bool take_part(moshpit_t *mp, uint32_t i, uint64_t now, mp_send_t *s) {
         return false;
     if (s->kind == MP_PART_SCATTER) {
         /* 7/8 of the time the part needs at the measured rate: the link
-         * never runs dry, and little waits in the socket buffers */
+         * never runs dry, and little waits in the socket buffers; at most
+         * MP_LINK_PACE_MAX_MS, so reports that make the rate too low
+         * cannot hold the parts back for long */
         uint64_t ms = (uint64_t)s->nbytes * 7u / r->seq_kbps;
-        r->seq_next_ms = now + ms;
+        r->seq_next_ms =
+            now + (ms < MP_LINK_PACE_MAX_MS ? ms : MP_LINK_PACE_MAX_MS);
     }
     return true;
 }

@@ -140,6 +140,15 @@ static void test_uplink(void) {
     CHECK(mp__link_up_mbps(&t) == 6,
           "in turn: %u (the second longest time: 7 / 6 of the rate)",
           mp__link_up_mbps(&t));
+    /* two mates: never enough reports (one could lie) */
+    mp_uplink_t two;
+    memset(&two, 0, sizeof two);
+    mp__link_up_open(&two, 3, 3, owed);
+    CHECK(mp__link_up_report(&two, 3, 1, 5000) &&
+              mp__link_up_report(&two, 3, 2, 5000),
+          "reports of two");
+    mp__link_up_close(&two);
+    CHECK(mp__link_up_mbps(&two) == 0, "two reports: none");
     /* the median of the rounds: fast rounds take over after a majority */
     for (uint64_t g = 10; g <= 12; g++) {
         mp__link_up_open(&u, g, 8, owed);
