@@ -168,6 +168,7 @@ typedef struct mp_round {
     bool seq;
     uint32_t seq_dest, seq_kbps;
     uint64_t seq_next_ms;
+    bool replay; /* handing the group the frames held before it formed */
 } mp_round_t;
 
 struct moshpit {

@@ -35,10 +35,11 @@ static void deliver(moshpit_t *mp, mp_peer_t *p, uint32_t from,
         mp->scratch, h->count, h->wsum, finite ? 1 : 0);
     if (st == MP_PART_OK && h->kind == MP_PART_SCATTER) {
         /* the time since its previous part (or since the group started
-         * here) measures its link (linkstat.h); the bytes and the last
-         * arrival go into our DONE to it */
+         * here) measures its link (linkstat.h), unless the part waited for
+         * our GROUP; the bytes and the last arrival go into our DONE */
         uint64_t since = p->part_ms != 0 ? p->part_ms : r->start_ms;
-        mp__link_part(&p->link, len, now > since ? now - since : 0);
+        if (!r->replay)
+            mp__link_part(&p->link, len, now > since ? now - since : 0);
         p->part_ms = now;
         r->scat_bytes[from] += len;
         r->scat_last_ms[from] = now;

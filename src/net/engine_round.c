@@ -139,6 +139,8 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
     mp->up_n = n;
     for (uint32_t i = 0; i < n; i++)
         memcpy(mp->up_ids[i], m[i].id, 32);
+    /* frames that came before our GROUP say nothing of their link */
+    r->replay = true;
     for (size_t i = 0; i < mp->nearly;) {
         if (mp->early[i].round_id != gid) {
             i++;
@@ -155,14 +157,14 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
         }
         mp__engine_early_free_at(mp, i);
     }
+    r->replay = false;
 }
 
 /* What a DONE to p for round gid reports: the rate at which p's scatter
  * parts reached this peer (0: none). */
 static uint32_t done_report(const moshpit_t *mp, const mp_peer_t *p,
-                            uint64_t gid, uint64_t now) {
+                            uint64_t gid) {
     const mp_round_t *r = &mp->round;
-    (void)now;
     if (r->group == NULL || r->gid != gid)
         return 0;
     for (uint32_t i = 0; i < r->n; i++)
@@ -205,7 +207,7 @@ static void drain(moshpit_t *mp) {
         }
         mp__round_msg_from_out(&o, mp->msg);
         if (o.msg == MP_RND_DONE)
-            mp->msg->u.done.up_kbps = done_report(mp, p, o.group_id, now);
+            mp->msg->u.done.up_kbps = done_report(mp, p, o.group_id);
         mp__engine_send_msg(mp, p, mp->msg);
     }
 }
