@@ -209,7 +209,7 @@ typedef struct moshpit_config {
                                    data is expected from it is dropped from
                                    the round; default 5000. An upper
                                    bound: once its link was measured the
-                                   limit follows it (at least 500 ms) */
+                                   limit follows it (at least 1 s) */
     uint32_t bandwidth_mbps;    /* upper bound of the announced bandwidth;
                                    shares of the all-reduce are
                                    proportional to the announced ones,

@@ -91,6 +91,8 @@ uint32_t mp__link_ack_ms(const mp_link_t *l, uint32_t configured) {
     if (l == NULL || !mp__link_ring_hi(&l->rtt, &rtt))
         return configured;
     uint64_t t = 4u * (uint64_t)rtt + 250u;
+    if (t < MP_LINK_FLOOR_MS)
+        t = MP_LINK_FLOOR_MS;
     return t < configured ? (uint32_t)t : configured;
 }
 

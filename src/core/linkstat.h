@@ -32,11 +32,14 @@
 #define MP_LINK_SAMPLES 16u    /* newest samples kept per ring */
 #define MP_LINK_MIN_SAMPLES 3u /* part samples before a limit adapts */
 #define MP_LINK_K 4u           /* high estimate: median + K * MAD */
-/* Lower bounds: a silence limit never falls below MP_LINK_FLOOR_MS (an
- * engine thread on a loaded machine can stall for a few hundred ms), a
- * group's deadline is never sooner than MP_LINK_DEADLINE_FLOOR_MS after
- * its start. The configured values stay the upper bounds. */
-#define MP_LINK_FLOOR_MS 500u
+/* Lower bounds: a silence limit and a JOIN_ACK wait never fall below
+ * MP_LINK_FLOOR_MS (one lost packet stalls a TCP connection for at least
+ * Linux's minimum retransmission timeout of 200 ms, two in a row for 600
+ * ms, and an engine thread on a loaded machine can stall for a few
+ * hundred ms), a group's deadline is never sooner than
+ * MP_LINK_DEADLINE_FLOOR_MS after its start. The configured values stay
+ * the upper bounds. */
+#define MP_LINK_FLOOR_MS 1000u
 #define MP_LINK_DEADLINE_FLOOR_MS 2000u
 #define MP_LINK_UP_ROUNDS 5u        /* round estimates of the own upload kept */
 #define MP_LINK_UP_MIN_BYTES 65536u /* fewer scatter bytes: no report */
@@ -87,8 +90,9 @@ bool mp__link_bytes_ms(const mp_link_t *l, uint64_t bytes, uint64_t *ms);
  * configured; configured itself when that is 0 (off) or unmeasured. */
 uint32_t mp__link_silence_ms(const mp_link_t *l, uint64_t part_bytes,
                              uint32_t configured);
-/* The high ACK wait for a JOIN to the peer: 4 high round trips + 250 ms,
- * at most configured; configured when no round trip was measured. */
+/* The ACK wait for a JOIN to the peer: 4 high round trips + 250 ms, at
+ * least MP_LINK_FLOOR_MS, at most configured; configured when no round
+ * trip was measured. */
 uint32_t mp__link_ack_ms(const mp_link_t *l, uint32_t configured);
 
 /* The rate of one mate's scatter parts as a report (kbit/s, at least 1);

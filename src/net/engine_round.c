@@ -60,7 +60,7 @@ bool mp__engine_owed_settled(const moshpit_t *mp) {
  * bytes expected from each, within the configured bounds. */
 static void adapt_deadlines(moshpit_t *mp, uint64_t now) {
     mp_round_t *r = &mp->round;
-    uint64_t own = mp__group_part_bytes(r->group, r->self), most = 0;
+    uint64_t own = mp__group_part_bytes(r->group, r->self), sum = 0;
     bool all = true;
     for (uint32_t i = 0; i < r->n; i++) {
         mp_peer_t *p = r->members[i];
@@ -70,8 +70,10 @@ static void adapt_deadlines(moshpit_t *mp, uint64_t now) {
         uint32_t lim = mp__link_silence_ms(&p->link, pb > own ? pb : own,
                                            mp->cfg.peer_timeout_ms);
         mp__group_set_silence(r->group, i, lim);
+        /* summed: everything comes in over this peer's one link, and a
+         * member's gathers may arrive slower than its scatter parts did */
         if (mp__link_bytes_ms(&p->link, mp__group_bytes_from(r->group, i), &t))
-            most = t > most ? t : most;
+            sum = mp__add_sat_u64(sum, t);
         else
             all = false;
         mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
@@ -80,9 +82,8 @@ static void adapt_deadlines(moshpit_t *mp, uint64_t now) {
     }
     if (all && r->n > 1) {
         uint64_t end = mp__add_sat_u64(
-            now,
-            mp__add_sat_u64(MP_LINK_DEADLINE_FLOOR_MS,
-                            most > UINT64_MAX / 4 ? UINT64_MAX : 4 * most));
+            now, mp__add_sat_u64(MP_LINK_DEADLINE_FLOOR_MS,
+                                 sum > UINT64_MAX / 4 ? UINT64_MAX : 4 * sum));
         mp__rnd_set_deadline(mp->rnd, end);
     }
 }

@@ -13,17 +13,16 @@
  *    all 8, nobody dropped (peers_failed 0), everyone within 1e-5
  *    relative of the weighted mean of the 8 fresh vectors.
  * B. A death on a fast link: a fresh swarm on plain veths (no delay, no
- *    rate limit), 4 rounds of 2^18 floats (1 MiB) to measure, then in the
- *    fifth peer 7 stops itself right after its group formed, before it
- *    sends any part (it_peer_cfg_t.stop_at_group), then it is cut off (the
- *    bridge drops its packets both ways, as a pulled cable or a power
- *    loss: no FIN, no RST) and SIGKILLed.
- *    Pass: every survivor's call is OK, dropped someone, every value it
- *    holds is its own or the weighted mean of a subset containing it, and
- *    its all-reduce took at most peer_timeout_ms / 2 (allreduce_ms, from
- *    its group's start): the survivors stopped waiting for the dead one
- *    long before the configured limit. Without the measured limits they
- *    wait until membership declares it dead or peer_timeout_ms passes
+ *    rate limit), peer_timeout_ms 8000 (the others as above), 4 rounds of 2^18
+ * floats (1 MiB) to measure, then in the fifth peer 7 stops itself right after
+ * its group formed, before it sends any part (it_peer_cfg_t.stop_at_group),
+ * then it is cut off (the bridge drops its packets both ways, as a pulled cable
+ * or a power loss: no FIN, no RST) and SIGKILLed. Pass: every survivor's call
+ * is OK, dropped someone, every value it holds is its own or the weighted mean
+ * of a subset containing it, and its all-reduce took at most peer_timeout_ms /
+ * 2 (allreduce_ms, from its group's start): the survivors stopped waiting for
+ * the dead one long before the configured limit. Without the measured limits
+ * they wait until membership declares it dead or peer_timeout_ms passes
  *    (measured: 5.0 s, then this check fails; with them 0.67 s), and this check
  * fails. The round times are printed, not asserted beyond these bounds.
  */
@@ -34,7 +33,8 @@
 
 #define N 8
 #define VICTIM 7
-#define PEER_TIMEOUT_MS 5000u
+#define PEER_TIMEOUT_MS 5000u /* the default */
+#define KILL_PEER_TIMEOUT_MS 8000u
 
 static void long_links(void) {
     it_peer_cfg_t cfg =
@@ -79,7 +79,7 @@ static void death_on_fast_link(void) {
     for (size_t i = 0; i < N; i++)
         IT_CHECK(nn_link(i, &(nn_link_t){0, 0, 0, 0, 0}) == 0, "clear %zu", i);
     it_peer_cfg_t cfg =
-        nn_config("nn-adapt-fast", N, 2000, PEER_TIMEOUT_MS, 30000);
+        nn_config("nn-adapt-fast", N, 2000, KILL_PEER_TIMEOUT_MS, 30000);
     cfg.grid_dims = 1;
     nn_swarm_t s;
     if (nn_swarm_init(&s, &cfg, N, 1u << 18) != 0)
@@ -130,12 +130,12 @@ static void death_on_fast_link(void) {
                "all-reduce %u ms (peer_timeout_ms %u)\n",
                i, s.res[i].info.group_size, s.res[i].info.peers_failed,
                s.res[i].info.fraction_averaged, s.res[i].info.allreduce_ms,
-               PEER_TIMEOUT_MS);
+               KILL_PEER_TIMEOUT_MS);
         IT_CHECK(s.res[i].info.peers_failed >= 1, "survivor %zu dropped nobody",
                  i);
-        IT_CHECK(s.res[i].info.allreduce_ms <= PEER_TIMEOUT_MS / 2,
+        IT_CHECK(s.res[i].info.allreduce_ms <= KILL_PEER_TIMEOUT_MS / 2,
                  "survivor %zu waited %u ms for the dead peer (bound %u)", i,
-                 s.res[i].info.allreduce_ms, PEER_TIMEOUT_MS / 2);
+                 s.res[i].info.allreduce_ms, KILL_PEER_TIMEOUT_MS / 2);
     }
     IT_CHECK(nn_heal() == 0, "heal");
     nn_swarm_free(&s);
