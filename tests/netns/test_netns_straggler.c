@@ -25,12 +25,12 @@
  * the 8 peers; printed per round, with the slowest of the other 7 and the
  * straggler's own. Summaries: A and B the median of rounds 2-5, C round 1
  * (equal shares: as without the measurement) and the median of rounds
- * 3-5 (measured).
+ * 2-5 (measured).
  *
  * Pass rule: every call is OK within round_timeout_ms + 1 s and every peer
  * holds the exact weighted mean of the 8 fresh vectors (1e-5 relative);
  * the bytes the straggler moves over its slow link (sent + received) in
- * B (median of rounds 2-5) and in C once measured (median of rounds 3-5)
+ * B (median of rounds 2-5) and in C once measured (median of rounds 2-5)
  * are each at most 0.7 times C's round 1. By the layout: about 2.0
  * vectors (its own out, the result in) against 3.5 (7/8 of a vector each
  * way in both halves of the round): 0.58.
