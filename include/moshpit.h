@@ -207,10 +207,14 @@ typedef struct moshpit_config {
     int log_level; /* moshpit_log_level_t, default MOSHPIT_LOG_WARN */
     uint32_t peer_timeout_ms;   /* a group member silent this long while
                                    data is expected from it is dropped from
-                                   the round; default 5000 */
-    uint32_t bandwidth_mbps;    /* announced bandwidth; shares of the
-                                   all-reduce are proportional to it;
-                                   0 = default 1000 */
+                                   the round; default 5000. An upper
+                                   bound: once its link was measured the
+                                   limit follows it (at least 1 s) */
+    uint32_t bandwidth_mbps;    /* upper bound of the announced bandwidth;
+                                   shares of the all-reduce are
+                                   proportional to the announced ones,
+                                   which follow the measured upload below
+                                   it; 0 = default 1000 */
     uint32_t grid_dims;         /* d of the Moshpit grid (M^d peers), 1..8;
                                    0 (default) = from the swarm size N
                                    this peer knows: the largest d with

@@ -98,7 +98,8 @@ static inline int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
     case MP_MSG_BYE:
         return 1;
     case MP_MSG_DONE:
-        return a->u.done.group_id == b->u.done.group_id;
+        return a->u.done.group_id == b->u.done.group_id &&
+               a->u.done.up_kbps == b->u.done.up_kbps;
     }
     return 0;
 }

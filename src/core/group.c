@@ -85,12 +85,15 @@
  * local values stay.
  *
  * Failure. A member m is dropped on mp__group_on_member_failed, on a
- * non-finite part, or on silence: nothing accepted from m for
- * peer_timeout_ms while a scatter part from m is still expected, or for 2 *
- * peer_timeout_ms while only gather parts from m are expected (a reducer is
- * legitimately silent while it waits up to peer_timeout_ms for a slow member
- * it then drops; the longer limit keeps one silent member from cascading
- * into more drops). peer_timeout_ms == 0 disables silence detection. The
+ * non-finite part, or on silence: nothing accepted from m for its limit
+ * L(m) while a scatter part from m is still expected, or for L(m) plus the
+ * largest L of the live members while only gather parts from m are
+ * expected (a reducer is legitimately silent while it waits up to that
+ * long for a slow member it then drops; the longer limit keeps one silent
+ * member from cascading into more drops). L(m) is peer_timeout_ms unless
+ * the driver set a shorter one from what it measured of m's link
+ * (mp__group_set_silence). peer_timeout_ms == 0 disables silence
+ * detection. The
  * silence clock of every member starts at cfg.now_ms and restarts on each
  * part accepted from it (MP_PART_OK). When m is dropped: its contributions
  * that already arrived stay in their parts (including the earlier parts of
@@ -154,6 +157,7 @@ struct mp_group {
     uint32_t pe; /* part_elems */
     uint64_t deadline, timeout;
     uint64_t alive; /* bit m: member m not dropped */
+    bool slow;      /* own bandwidth <= the median / MP_SLOW_FACTOR */
     uint32_t nfailed;
     bool done;
 
@@ -162,6 +166,7 @@ struct mp_group {
     uint32_t nparts[MP_GROUP_MAX];
     size_t gbase[MP_GROUP_MAX];       /* first index of share j in gstate */
     uint64_t heard[MP_GROUP_MAX];     /* last part accepted from m */
+    uint64_t lim[MP_GROUP_MAX];       /* silence limit of m (scatter) */
     uint32_t scat_next[MP_GROUP_MAX]; /* next scatter part for dest */
     uint32_t gat_next[MP_GROUP_MAX];  /* next index into final_order */
     uint32_t contribs[MP_GROUP_MAX];  /* own parts m contributed */
@@ -366,9 +371,15 @@ static uint64_t silence_limit(const mp_group_t *g, uint32_t m) {
     if (g->timeout == 0)
         return 0;
     if (expects_scatter(g, m))
-        return g->timeout;
-    if (expects_gather(g, m))
-        return mp__add_sat_u64(g->timeout, g->timeout);
+        return g->lim[m];
+    if (expects_gather(g, m)) {
+        /* m may wait for the slowest other member before its gathers */
+        uint64_t most = 0;
+        for (uint32_t k = 0; k < g->n; k++)
+            if (k != g->self && is_alive(g, k) && g->lim[k] > most)
+                most = g->lim[k];
+        return mp__add_sat_u64(g->lim[m], most);
+    }
     return 0;
 }
 
@@ -414,6 +425,8 @@ moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
         mp__agg_weight_bound(g->n, g->w, g->agg.weight_cap, g->w);
     uint32_t bw[MP_GROUP_MAX];
     mp__share_bandwidth_bound(g->n, cfg->bandwidths, bw);
+    g->slow = g->n > 2 && (uint64_t)bw[g->self] * MP_SLOW_FACTOR <=
+                              mp__share_median(g->n, bw);
     uint64_t all = g->n == 64 ? UINT64_MAX : bit(g->n) - 1;
     uint64_t ns = cfg->noshare & all;
     if (ns == 0 || ns == all) {
@@ -447,6 +460,7 @@ moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
         g->gbase[j] = total;
         total += g->nparts[j];
         g->heard[j] = cfg->now_ms;
+        g->lim[j] = g->timeout;
         if (j != g->self)
             g->gather_open += g->nparts[j];
     }
@@ -668,11 +682,12 @@ void mp__group_on_tick(mp_group_t *g, uint64_t now_ms) {
     check_done(g);
 }
 
-bool mp__group_next_send(mp_group_t *g, uint32_t dest, mp_send_t *out) {
+static bool next_send(mp_group_t *g, uint32_t dest, bool scatter_ok,
+                      mp_send_t *out) {
     if (g == NULL || out == NULL || g->done || dest >= g->n ||
         dest == g->self || !is_alive(g, dest))
         return false;
-    if (g->scat_next[dest] < g->nparts[dest]) {
+    if (scatter_ok && g->scat_next[dest] < g->nparts[dest]) {
         uint32_t p = g->scat_next[dest]++;
         skip_gathered(g, dest);
         out->kind = MP_PART_SCATTER;
@@ -706,6 +721,25 @@ bool mp__group_next_send(mp_group_t *g, uint32_t dest, mp_send_t *out) {
     return true;
 }
 
+bool mp__group_next_send(mp_group_t *g, uint32_t dest, mp_send_t *out) {
+    return next_send(g, dest, true, out);
+}
+
+bool mp__group_next_gather(mp_group_t *g, uint32_t dest, mp_send_t *out) {
+    return next_send(g, dest, false, out);
+}
+
+uint32_t mp__group_scatter_left(const mp_group_t *g, uint32_t dest) {
+    if (g == NULL || g->done || dest >= g->n || dest == g->self ||
+        !is_alive(g, dest))
+        return 0;
+    return g->nparts[dest] - g->scat_next[dest];
+}
+
+bool mp__group_is_slow(const mp_group_t *g) {
+    return g != NULL && g->slow;
+}
+
 bool mp__group_has_sends(const mp_group_t *g) {
     if (g == NULL || g->done)
         return false;
@@ -733,6 +767,38 @@ uint64_t mp__group_next_wakeup(const mp_group_t *g) {
         }
     }
     return t;
+}
+
+void mp__group_set_silence(mp_group_t *g, uint32_t m, uint64_t ms) {
+    if (g == NULL || m >= g->n || m == g->self || g->timeout == 0)
+        return;
+    g->lim[m] = ms == 0 || ms > g->timeout ? g->timeout : ms;
+}
+
+void mp__group_set_deadline(mp_group_t *g, uint64_t deadline_ms) {
+    if (g != NULL && deadline_ms < g->deadline)
+        g->deadline = deadline_ms;
+}
+
+uint64_t mp__group_part_bytes(const mp_group_t *g, uint32_t share) {
+    if (g == NULL || share >= g->n || g->len[share] == 0)
+        return 0;
+    size_t c = g->len[share] < g->pe ? g->len[share] : g->pe;
+    return mp__codec_bytes(g->codec, (uint32_t)c);
+}
+
+uint64_t mp__group_share_bytes(const mp_group_t *g, uint32_t share) {
+    if (g == NULL || share >= g->n)
+        return 0;
+    size_t len = g->len[share];
+    return (uint64_t)(len / g->pe) * mp__codec_bytes(g->codec, g->pe) +
+           mp__codec_bytes(g->codec, (uint32_t)(len % g->pe));
+}
+
+uint64_t mp__group_bytes_from(const mp_group_t *g, uint32_t m) {
+    if (g == NULL || m >= g->n || m == g->self)
+        return 0;
+    return mp__group_share_bytes(g, g->self) + mp__group_share_bytes(g, m);
 }
 
 bool mp__group_done(const mp_group_t *g) {

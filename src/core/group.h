@@ -136,6 +136,21 @@ void mp__group_on_tick(mp_group_t *g, uint64_t now_ms);
  * nothing is ready for dest now. The returned part counts as sent. */
 bool mp__group_next_send(mp_group_t *g, uint32_t dest, mp_send_t *out);
 
+/* Like mp__group_next_send, but only a gather part. */
+bool mp__group_next_gather(mp_group_t *g, uint32_t dest, mp_send_t *out);
+/* Scatter parts for dest not handed out yet (0 when dest is dropped, self
+ * or the machine is done). */
+uint32_t mp__group_scatter_left(const mp_group_t *g, uint32_t dest);
+
+/* A member whose bandwidth in the roster (after mp__share_bandwidth_bound)
+ * is at most the group's lower median / MP_SLOW_FACTOR, in a group of 3 or
+ * more: its uplink is the round's bottleneck, so a driver sends its
+ * scatter parts to one reducer after another instead of to all at once
+ * (the first reducers finish early, and its download of their results
+ * overlaps its upload). Only the order of its own sends changes. */
+#define MP_SLOW_FACTOR 4u
+bool mp__group_is_slow(const mp_group_t *g);
+
 /* Whether any part is ready to be sent to some member. */
 bool mp__group_has_sends(const mp_group_t *g);
 
@@ -147,6 +162,24 @@ uint64_t mp__group_next_wakeup(const mp_group_t *g);
  * the machine never touches values; the data of the last send handed out
  * stays valid until the next call into g. */
 bool mp__group_done(const mp_group_t *g);
+
+/* Member m's silence limit while a scatter part from it is expected:
+ * ms, at most (and 0 meaning) cfg.peer_timeout_ms; no effect when that is
+ * 0. While only gather parts are expected the limit is m's plus the
+ * largest of the live members' (m may wait that long for the slowest).
+ * Unset, every member's is peer_timeout_ms (so 2 * peer_timeout_ms for
+ * gathers). The driver sets them from what it measured (linkstat.h). */
+void mp__group_set_silence(mp_group_t *g, uint32_t m, uint64_t ms);
+/* Moves the hard end of the round earlier (never later). */
+void mp__group_set_deadline(mp_group_t *g, uint64_t deadline_ms);
+/* Encoded bytes of the largest part of share (0 for an empty share). */
+uint64_t mp__group_part_bytes(const mp_group_t *g, uint32_t share);
+/* Encoded bytes of share (what each other member scatters to its
+ * reducer). */
+uint64_t mp__group_share_bytes(const mp_group_t *g, uint32_t share);
+/* Encoded bytes this member receives from member m in the round: m's
+ * scatter parts of the own share and the gather parts of share m. */
+uint64_t mp__group_bytes_from(const mp_group_t *g, uint32_t m);
 
 /* True if member m is (still) considered alive by this member. */
 bool mp__group_member_alive(const mp_group_t *g, uint32_t m);

@@ -31,6 +31,7 @@ struct mp_joiner {
     uint64_t give_up;    /* window_end + grace */
     uint64_t ack_deadline;
     uint32_t ack_timeout_ms;
+    uint32_t *ack_ms;     /* per candidate, 0: ack_timeout_ms (NULL: none) */
     uint32_t send_window; /* window announced in the pending JOIN */
     joiner_phase_t phase;
     mp_join_state_t state;
@@ -52,7 +53,10 @@ static void joiner_offer(mp_joiner_t *j) {
     j->phase = JP_SEND;
     j->send_window =
         j->now_ms >= j->window_end ? 0 : (uint32_t)(j->window_end - j->now_ms);
-    j->ack_deadline = mp__add_sat_u64(j->now_ms, j->ack_timeout_ms);
+    uint32_t ack = j->ack_timeout_ms;
+    if (j->ack_ms != NULL && j->ack_ms[j->cur] != 0 && j->ack_ms[j->cur] < ack)
+        ack = j->ack_ms[j->cur];
+    j->ack_deadline = mp__add_sat_u64(j->now_ms, ack);
 }
 
 static void joiner_fall_back(mp_joiner_t *j) {
@@ -96,8 +100,22 @@ moshpit_err_t mp__joiner_new(const uint8_t (*candidates)[MP_ID_BYTES], size_t n,
     return MOSHPIT_OK;
 }
 
+moshpit_err_t mp__joiner_set_ack(mp_joiner_t *j, const uint32_t *ack_ms) {
+    if (j == NULL || ack_ms == NULL || j->n_cand == 0)
+        return MOSHPIT_OK;
+    if (j->ack_ms == NULL)
+        j->ack_ms = malloc(j->n_cand * sizeof(*j->ack_ms));
+    if (j->ack_ms == NULL)
+        return MOSHPIT_ENOMEM;
+    memcpy(j->ack_ms, ack_ms, j->n_cand * sizeof(*j->ack_ms));
+    if (j->state == MP_JOIN_WAITING && j->phase == JP_SEND)
+        joiner_offer(j);
+    return MOSHPIT_OK;
+}
+
 void mp__joiner_free(mp_joiner_t *j) {
     if (j != NULL) {
+        free(j->ack_ms);
         free(j->cand);
         free(j);
     }

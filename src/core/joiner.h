@@ -41,6 +41,11 @@ moshpit_err_t mp__joiner_new(const uint8_t (*candidates)[MP_ID_BYTES], size_t n,
                              uint64_t first_seq, uint64_t now_ms,
                              uint32_t window_ms, uint32_t ack_timeout_ms,
                              uint32_t grace_ms, mp_joiner_t **out);
+/* Per-candidate JOIN_ACK waits (n values as the candidates, 0: the
+ * ack_timeout_ms given to mp__joiner_new, which also bounds the others),
+ * copied; call before the first JOIN is pulled. MOSHPIT_ENOMEM leaves the
+ * single wait. */
+moshpit_err_t mp__joiner_set_ack(mp_joiner_t *j, const uint32_t *ack_ms);
 void mp__joiner_free(mp_joiner_t *j);
 
 /* Pull a JOIN to send (at start and after every fallback). */

@@ -61,6 +61,7 @@ struct mp_rnd {
     mp_member_t roster[MP_GROUP_MAX];
     double weights[MP_GROUP_MAX];
     uint32_t bws[MP_GROUP_MAX];
+    uint32_t measured_bw; /* Mbit/s, 0: none (mp__rnd_set_bandwidth) */
 };
 
 static uint64_t mix64(uint64_t x) {
@@ -401,8 +402,13 @@ moshpit_err_t mp__rnd_start(mp_rnd_t *rm, uint64_t now,
     moshpit_err_t e =
         mp__joiner_new(call->cands, call->ncands, rm->join_seq, now, win, ack,
                        MP_RND_GRACE_MS, &rm->joiner);
-    if (e != MOSHPIT_OK)
+    if (e == MOSHPIT_OK && call->ack_ms != NULL)
+        e = mp__joiner_set_ack(rm->joiner, call->ack_ms);
+    if (e != MOSHPIT_OK) {
+        mp__joiner_free(rm->joiner);
+        rm->joiner = NULL;
         return e;
+    }
     rm->join_seq += 1000; /* fresh seq space per call */
     rm->in_call = true;
     rm->over = false;
@@ -418,6 +424,24 @@ moshpit_err_t mp__rnd_start(mp_rnd_t *rm, uint64_t now,
     rm->join_pending = false;
     pump(rm, now);
     return MOSHPIT_OK;
+}
+
+void mp__rnd_set_bandwidth(mp_rnd_t *rm, uint32_t measured_mbps) {
+    rm->measured_bw = measured_mbps;
+}
+
+uint32_t mp__rnd_bandwidth(const mp_rnd_t *rm) {
+    uint32_t b = rm->cfg.bandwidth;
+    return rm->measured_bw != 0 && (b == 0 || rm->measured_bw < b)
+               ? rm->measured_bw
+               : b;
+}
+
+void mp__rnd_set_deadline(mp_rnd_t *rm, uint64_t deadline_ms) {
+    if (!rm->in_call || deadline_ms >= rm->deadline_ms)
+        return;
+    rm->deadline_ms = deadline_ms;
+    mp__group_set_deadline(rm->group, deadline_ms);
 }
 
 bool mp__rnd_in_call(const mp_rnd_t *rm) {
@@ -445,7 +469,7 @@ static void local_join(mp_rnd_t *rm, uint64_t now, const mp_join_send_t *s) {
     memset(&me, 0, sizeof(me));
     memcpy(me.id, rm->cfg.self, MP_ID_BYTES);
     me.weight = rm->weight;
-    me.bandwidth = rm->cfg.bandwidth;
+    me.bandwidth = mp__rnd_bandwidth(rm);
     me.seq = s->seq;
     me.phase = rm->phase;
     me.noshare = rm->cfg.noshare ? 1 : 0;
@@ -522,7 +546,7 @@ static void pump(mp_rnd_t *rm, uint64_t now) {
         }
         o->seq = s.seq;
         o->weight = rm->weight;
-        o->bandwidth = rm->cfg.bandwidth;
+        o->bandwidth = mp__rnd_bandwidth(rm);
         o->window_ms = s.window_ms;
         o->key_len = rm->key_len;
         o->phase = rm->phase;

@@ -131,6 +131,10 @@ typedef struct mp_rnd_call {
     double weight;
     float *values; /* count floats, averaged in place */
     size_t count;
+    /* optional, ncands values: the JOIN_ACK wait for each candidate from
+     * what the driver measured (0: half the window, 0.2 to 5 s, which
+     * also bounds them); NULL: none */
+    const uint32_t *ack_ms;
 } mp_rnd_call_t;
 
 typedef struct mp_rnd_result {
@@ -236,6 +240,16 @@ bool mp__rnd_recent_gid(const mp_rnd_t *rm, uint64_t gid);
  * a random coordinate). No-op without a call. */
 void mp__rnd_end(mp_rnd_t *rm, uint64_t now_ms, moshpit_err_t e, bool alone,
                  mp_rnd_result_t *res);
+
+/* The upload rate this peer measured (Mbit/s, 0: none): JOINs announce
+ * it where it is below the configured bandwidth. */
+void mp__rnd_set_bandwidth(mp_rnd_t *rm, uint32_t measured_mbps);
+/* The bandwidth the next JOIN announces. */
+uint32_t mp__rnd_bandwidth(const mp_rnd_t *rm);
+/* Moves the call's deadline earlier (never later): the group's hard end is
+ * deadline_ms, the call is over MP_RND_MARGIN_MS later. No-op without a
+ * call. */
+void mp__rnd_set_deadline(mp_rnd_t *rm, uint64_t deadline_ms);
 
 /* Matchmakers held and their pending JOINs (memory bounds). */
 uint32_t mp__rnd_mm_count(const mp_rnd_t *rm, size_t *pending);

@@ -126,10 +126,10 @@ uint32_t mp__share_parts(size_t len, uint32_t part_elems) {
     return p > UINT32_MAX ? UINT32_MAX : (uint32_t)p;
 }
 
-void mp__share_bandwidth_bound(uint32_t n, const uint32_t *in, uint32_t *out) {
+uint32_t mp__share_median(uint32_t n, const uint32_t *in) {
     uint32_t sorted[MP_GROUP_MAX];
     if (n == 0 || n > MP_GROUP_MAX)
-        return;
+        return 1;
     for (uint32_t i = 0; i < n; i++) { /* insertion sort: n <= 64 */
         uint32_t v = in[i] ? in[i] : 1u, k = i;
         while (k > 0 && sorted[k - 1] > v) {
@@ -138,7 +138,13 @@ void mp__share_bandwidth_bound(uint32_t n, const uint32_t *in, uint32_t *out) {
         }
         sorted[k] = v;
     }
-    uint64_t cap = (uint64_t)sorted[(n - 1) / 2] * MP_BW_SPREAD;
+    return sorted[(n - 1) / 2];
+}
+
+void mp__share_bandwidth_bound(uint32_t n, const uint32_t *in, uint32_t *out) {
+    if (n == 0 || n > MP_GROUP_MAX)
+        return;
+    uint64_t cap = (uint64_t)mp__share_median(n, in) * MP_BW_SPREAD;
     for (uint32_t i = 0; i < n; i++) {
         uint64_t v = in[i] ? in[i] : 1u;
         out[i] = (uint32_t)(v < cap ? v : cap);

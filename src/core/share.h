@@ -31,6 +31,9 @@ int mp__share_split(uint32_t n, const uint32_t *bandwidths, size_t count,
  */
 void mp__share_bandwidth_bound(uint32_t n, const uint32_t *in, uint32_t *out);
 
+/* The lower median of n values (n 1..MP_GROUP_MAX, 0 treated as 1). */
+uint32_t mp__share_median(uint32_t n, const uint32_t *v);
+
 /* Parts in a share of len elements with parts of part_elems (ceil).
  * part_elems 0 means MP_PART_ELEMS_DEFAULT; saturates at UINT32_MAX. */
 uint32_t mp__share_parts(size_t len, uint32_t part_elems);

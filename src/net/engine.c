@@ -218,6 +218,7 @@ static void ctrl_msg(moshpit_t *mp, const uint8_t id[32], mp_peer_t *p,
     }
     case MP_MSG_DONE:
         p->done_gid = m->u.done.group_id;
+        mp__engine_round_on_done(mp, p, &m->u.done);
         break;
     case MP_MSG_BYE:
         p->left = true;

@@ -22,6 +22,7 @@
 #include "core/fetch.h"
 #include "core/grid.h"
 #include "core/group.h"
+#include "core/linkstat.h"
 #include "core/swim.h"
 #include "core/matchmaker.h"
 #include "core/rendezvous.h"
@@ -141,6 +142,12 @@ typedef struct mp_peer {
      * an odd address, and ARMv7's exclusive loads fault there) */
     _Alignas(8) uint8_t stash_msg[64];
     uint32_t stash_bytes;
+    /* what we measured of its link (core/linkstat.h): round trips of our
+     * PINGs and JOINs to it (the one in flight: seq and when sent, 0: none),
+     * and the time between its scatter parts */
+    mp_link_t link;
+    uint64_t ping_seq, ping_ms, join_seq, join_ms;
+    uint64_t part_ms; /* its last scatter part of the round in progress */
 } mp_peer_t;
 
 /* Serving state (config serve_state): `serve` is what downloads read;
@@ -176,6 +183,17 @@ typedef struct mp_round {
     uint32_t n, self;
     mp_peer_t *members[MP_GROUP_MAX]; /* NULL for self */
     uint64_t bytes_sent, bytes_received;
+    /* the group's start here, and per member the bytes of its scatter
+     * parts and when the last arrived (its report in our DONE) */
+    uint64_t start_ms;
+    uint64_t scat_bytes[MP_GROUP_MAX], scat_last_ms[MP_GROUP_MAX];
+    /* a slow member's scatter parts go to one reducer after another
+     * (mp__group_is_slow): to seq_dest, paced at seq_kbps, the next one
+     * not before seq_next_ms */
+    bool seq;
+    uint32_t seq_dest, seq_kbps;
+    uint64_t seq_next_ms;
+    bool replay; /* handing the group the frames held before it formed */
 } mp_round_t;
 
 struct moshpit {
@@ -264,6 +282,11 @@ struct moshpit {
     uint64_t owed_gid;
     uint32_t owed_n;
     mp_peer_t *owed[MP_GROUP_MAX];
+    /* this peer's upload as its mates report it in their DONEs, and the
+     * ids of the roster whose reports are collected (uplink.gid) */
+    mp_uplink_t uplink;
+    uint32_t up_n;
+    uint8_t up_ids[MP_GROUP_MAX][32];
     mp_cmd_t *close_cmd; /* a moshpit_close waiting for the owed mates */
     uint64_t close_deadline_ms;
     bool leave_linger; /* closing gracefully: control sockets linger */

@@ -27,10 +27,23 @@ static uint32_t member_index(const mp_round_t *r, const mp_peer_t *p) {
 
 /* Hands an opened part (in mp->scratch) to the group machine. */
 static void deliver(moshpit_t *mp, mp_peer_t *p, uint32_t from,
-                    const mp_data_hdr_t *h, bool finite) {
+                    const mp_data_hdr_t *h, size_t len, bool finite) {
+    uint64_t now = mp__engine_now_ms();
+    mp_round_t *r = &mp->round;
     mp_part_status_t st = mp__group_on_part_checked(
-        mp->round.group, mp__engine_now_ms(), from, (mp_part_kind_t)h->kind,
-        h->share, h->part, mp->scratch, h->count, h->wsum, finite ? 1 : 0);
+        r->group, now, from, (mp_part_kind_t)h->kind, h->share, h->part,
+        mp->scratch, h->count, h->wsum, finite ? 1 : 0);
+    if (st == MP_PART_OK && h->kind == MP_PART_SCATTER) {
+        /* the time since its previous part (or since the group started
+         * here) measures its link (linkstat.h), unless the part waited for
+         * our GROUP; the bytes and the last arrival go into our DONE */
+        uint64_t since = p->part_ms != 0 ? p->part_ms : r->start_ms;
+        if (!r->replay)
+            mp__link_part(&p->link, len, now > since ? now - since : 0);
+        p->part_ms = now;
+        r->scat_bytes[from] += len;
+        r->scat_last_ms[from] = now;
+    }
     if (st != MP_PART_OK && st != MP_PART_DUP && st != MP_PART_LATE)
         mp__engine_log(
             mp, MOSHPIT_LOG_WARN, "part from %.8s rejected (status %d)%s",
@@ -80,7 +93,7 @@ void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
          * by the group machine like a float32 one */
         bool fin =
             mp__codec_decode(h->codec, mp->encbuf, h->count, mp->scratch);
-        deliver(mp, p, from, h, fin);
+        deliver(mp, p, from, h, len, fin);
         return;
     }
     size_t plen = (size_t)h->count * 4u;
@@ -100,7 +113,7 @@ void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
     }
     mp__replay_take(&p->rx_window, h->counter);
     r->bytes_received += len;
-    deliver(mp, p, from, h, (nonfinite & MP_VEC_NONFINITE) == 0);
+    deliver(mp, p, from, h, len, (nonfinite & MP_VEC_NONFINITE) == 0);
 }
 
 void mp__engine_on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {
@@ -208,12 +221,60 @@ static bool send_stash(moshpit_t *mp, mp_peer_t *p) {
     return mp__engine_data_send(mp, p, mp__engine_stash_of(p)) >= 0;
 }
 
+/* A slow member's next reducer: seq_dest or the first one after it (in
+ * roster order, wrapping) still owed scatter parts. */
+static void seq_advance(mp_round_t *r) {
+    for (uint32_t k = 0; k < r->n; k++) {
+        uint32_t d = (r->seq_dest + k) % r->n;
+        if (mp__group_scatter_left(r->group, d) > 0) {
+            r->seq_dest = d;
+            return;
+        }
+    }
+}
+
+/* Takes the next part for member i: with the one-after-another order of a
+ * slow member, a scatter part only for seq_dest and only once the part
+ * before it had the time to leave at the measured rate; gathers always. */
+static bool take_part(moshpit_t *mp, uint32_t i, uint64_t now, mp_send_t *s) {
+    mp_round_t *r = &mp->round;
+    if (!r->seq)
+        return mp__group_next_send(r->group, i, s);
+    seq_advance(r);
+    if (mp__group_scatter_left(r->group, i) > 0 &&
+        (i != r->seq_dest || now < r->seq_next_ms))
+        return mp__group_next_gather(r->group, i, s);
+    if (!mp__group_next_send(r->group, i, s))
+        return false;
+    if (s->kind == MP_PART_SCATTER) {
+        /* 7/8 of the time the part needs at the measured rate: the link
+         * never runs dry, and little waits in the socket buffers; at most
+         * MP_LINK_PACE_MAX_MS, so reports that make the rate too low
+         * cannot hold the parts back for long */
+        uint64_t ms = (uint64_t)s->nbytes * 7u / r->seq_kbps;
+        r->seq_next_ms =
+            now + (ms < MP_LINK_PACE_MAX_MS ? ms : MP_LINK_PACE_MAX_MS);
+    }
+    return true;
+}
+
+uint64_t mp__engine_pump_wakeup(const moshpit_t *mp) {
+    const mp_round_t *r = &mp->round;
+    if (r->group == NULL || !r->seq)
+        return UINT64_MAX;
+    for (uint32_t d = 0; d < r->n; d++)
+        if (mp__group_scatter_left(r->group, d) > 0)
+            return r->seq_next_ms;
+    return UINT64_MAX;
+}
+
 /* Moves as many parts to the sockets as they take. Returns true if some
  * member's socket is full (the loop must poll it for POLLOUT). */
 void mp__engine_pump_sends(moshpit_t *mp) {
     mp_round_t *r = &mp->round;
     if (r->group == NULL)
         return;
+    uint64_t now = mp__engine_now_ms();
     bool progress = true;
     while (progress) {
         progress = false;
@@ -227,7 +288,7 @@ void mp__engine_pump_sends(moshpit_t *mp) {
             }
             if (!p->stash_full) {
                 mp_send_t s;
-                if (!mp__group_next_send(r->group, i, &s))
+                if (!take_part(mp, i, now, &s))
                     continue;
                 if (!seal_part(mp, p, &s)) {
                     mp__engine_log(mp, MOSHPIT_LOG_ERROR,

@@ -78,11 +78,15 @@ void mp__engine_peer_free(mp_peer_t *p);
 bool mp__engine_round_on_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m);
 void mp__engine_round_pump(moshpit_t *mp);
 uint64_t mp__engine_round_wakeup(const moshpit_t *mp);
+/* When a slow member's next paced scatter part is due (UINT64_MAX: none). */
+uint64_t mp__engine_pump_wakeup(const moshpit_t *mp);
 void mp__engine_pump_sends(moshpit_t *mp);
 void mp__engine_round_end(moshpit_t *mp, moshpit_err_t e, bool alone);
 /* Every mate of the last round in a group said DONE for it or is gone. */
 bool mp__engine_owed_settled(const moshpit_t *mp);
 void mp__engine_round_peer_failed(moshpit_t *mp, mp_peer_t *p);
+/* A DONE from p: its report of our upload rate (linkstat.h). */
+void mp__engine_round_on_done(moshpit_t *mp, mp_peer_t *p, const mp_done_t *d);
 /* p is a member of the group all-reduce running now. */
 bool mp__engine_round_has_member(const moshpit_t *mp, const mp_peer_t *p);
 void mp__engine_round_progress(moshpit_t *mp);

@@ -54,6 +54,40 @@ bool mp__engine_owed_settled(const moshpit_t *mp) {
     return true;
 }
 
+/* Deadlines from what this peer measured of its mates' links (DESIGN.md,
+ * "Deadlines that follow the link"): each member's silence limit from the
+ * time its parts took in earlier rounds, and the round's hard end from the
+ * bytes expected from each, within the configured bounds. */
+static void adapt_deadlines(moshpit_t *mp, uint64_t now) {
+    mp_round_t *r = &mp->round;
+    uint64_t own = mp__group_part_bytes(r->group, r->self), sum = 0;
+    bool all = true;
+    for (uint32_t i = 0; i < r->n; i++) {
+        mp_peer_t *p = r->members[i];
+        if (i == r->self || p == NULL)
+            continue;
+        uint64_t pb = mp__group_part_bytes(r->group, i), t;
+        uint32_t lim = mp__link_silence_ms(&p->link, pb > own ? pb : own,
+                                           mp->cfg.peer_timeout_ms);
+        mp__group_set_silence(r->group, i, lim);
+        /* summed: everything comes in over this peer's one link, and a
+         * member's gathers may arrive slower than its scatter parts did */
+        if (mp__link_bytes_ms(&p->link, mp__group_bytes_from(r->group, i), &t))
+            sum = mp__add_sat_u64(sum, t);
+        else
+            all = false;
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                       "round %016llx: member %u (%.8s) silence limit %u ms",
+                       (unsigned long long)r->gid, i, p->id_txt, lim);
+    }
+    if (all && r->n > 1) {
+        uint64_t end = mp__add_sat_u64(
+            now, mp__add_sat_u64(MP_LINK_DEADLINE_FLOOR_MS,
+                                 sum > UINT64_MAX / 4 ? UINT64_MAX : 4 * sum));
+        mp__rnd_set_deadline(mp->rnd, end);
+    }
+}
+
 /* The group all-reduce of this peer's call exists: map its roster to
  * sessions (members without one are dropped at once), then feed it the
  * frames that raced ahead of our GROUP message. */
@@ -90,7 +124,32 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
             r->members[i] = NULL;
             mp__rnd_member_failed(mp->rnd, now, i);
         }
+        if (r->members[i] != NULL)
+            r->members[i]->part_ms = 0;
     }
+    r->start_ms = now;
+    adapt_deadlines(mp, now);
+    uint64_t owed[MP_GROUP_MAX];
+    for (uint32_t i = 0; i < n; i++)
+        owed[i] = i == self ? 0 : mp__group_share_bytes(r->group, i);
+    mp__link_up_open(&mp->uplink, gid, n, owed);
+    uint32_t up = mp__link_up_mbps(&mp->uplink);
+    r->seq = mp__group_is_slow(r->group) && up > 0;
+    if (r->seq) {
+        r->seq_kbps = up > UINT32_MAX / 1000u ? UINT32_MAX : up * 1000u;
+        r->seq_dest = (self + 1) % n;
+        r->seq_next_ms = now;
+        mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                       "round %016llx: our uplink (%u Mbit/s measured) is the "
+                       "group's slowest: scatter parts go to one reducer "
+                       "after another",
+                       (unsigned long long)gid, up);
+    }
+    mp->up_n = n;
+    for (uint32_t i = 0; i < n; i++)
+        memcpy(mp->up_ids[i], m[i].id, 32);
+    /* frames that came before our GROUP say nothing of their link */
+    r->replay = true;
     for (size_t i = 0; i < mp->nearly;) {
         if (mp->early[i].round_id != gid) {
             i++;
@@ -107,6 +166,21 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
         }
         mp__engine_early_free_at(mp, i);
     }
+    r->replay = false;
+}
+
+/* What a DONE to p for round gid reports: the rate at which p's scatter
+ * parts reached this peer (0: none). */
+static uint32_t done_report(const moshpit_t *mp, const mp_peer_t *p,
+                            uint64_t gid) {
+    const mp_round_t *r = &mp->round;
+    if (r->group == NULL || r->gid != gid)
+        return 0;
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->members[i] == p && r->scat_bytes[i] > 0)
+            return mp__link_rate_kbps(r->scat_bytes[i],
+                                      r->scat_last_ms[i] - r->start_ms);
+    return 0;
 }
 
 /* Carries out what the round machine asked for: its messages go to peers
@@ -136,7 +210,13 @@ static void drain(moshpit_t *mp) {
         if (o.msg == MP_RND_DONE && o.alive && o.group_id == mp->owed_gid &&
             mp->owed_n < MP_GROUP_MAX)
             mp->owed[mp->owed_n++] = p;
+        if (o.msg == MP_RND_JOIN) {
+            p->join_seq = o.seq;
+            p->join_ms = now;
+        }
         mp__round_msg_from_out(&o, mp->msg);
+        if (o.msg == MP_RND_DONE)
+            mp->msg->u.done.up_kbps = done_report(mp, p, o.group_id);
         mp__engine_send_msg(mp, p, mp->msg);
     }
 }
@@ -230,8 +310,13 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
     uint8_t(*ids)[32] = malloc(n * 32);
     uint8_t(*ordered)[32] = malloc(n * 32);
     uint32_t *order = malloc(n * sizeof(*order));
+    uint32_t *ack = malloc(n * sizeof(*ack));
+    /* the upload rate the mates measured (DONE "up") lowers the announced
+     * bandwidth (docs/DESIGN.md, "Shares that follow the measured
+     * upload") */
+    mp__rnd_set_bandwidth(mp->rnd, mp__link_up_mbps(&mp->uplink));
     moshpit_err_t e = MOSHPIT_ENOMEM;
-    if (ids != NULL && ordered != NULL && order != NULL) {
+    if (ids != NULL && ordered != NULL && order != NULL && ack != NULL) {
         /* matchmaker candidates: ourselves unless outbound-only, and the
          * live peers that are not outbound-only and that we did not fail
          * to reach at their advertised address (docs/DESIGN.md, "Peers
@@ -250,20 +335,27 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
                 memcpy(ids[k++], p->id, 32);
         }
         mp__rendezvous_order(key, key_len, (const uint8_t(*)[32])ids, k, order);
-        for (size_t i = 0; i < k; i++)
+        for (size_t i = 0; i < k; i++) {
             memcpy(ordered[i], ids[order[i]], 32);
+            const mp_peer_t *p = mp__engine_find_peer(mp, ordered[i]);
+            ack[i] = p != NULL ? mp__link_ack_ms(&p->link, UINT32_MAX) : 0;
+            if (ack[i] == UINT32_MAX)
+                ack[i] = 0;
+        }
         mp_rnd_call_t call = {.key = key,
                               .key_len = key_len,
                               .cands = (const uint8_t(*)[32])ordered,
                               .ncands = k,
                               .weight = c->weight,
                               .values = c->values,
-                              .count = c->count};
+                              .count = c->count,
+                              .ack_ms = ack};
         e = mp__rnd_start(mp->rnd, now, &call);
     }
     free(ids);
     free(ordered);
     free(order);
+    free(ack);
     if (e != MOSHPIT_OK) {
         mp__engine_round_end(mp, e, true);
         return;
@@ -275,6 +367,11 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
  * round machine; false if m is none of these. */
 bool mp__engine_round_on_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m) {
     uint64_t now = mp__engine_now_ms();
+    if (m->type == MP_MSG_JOIN_ACK && p->join_ms != 0 &&
+        m->u.ack.seq == p->join_seq) {
+        mp__link_rtt(&p->link, now - p->join_ms);
+        p->join_ms = 0;
+    }
     mp_rnd_msg_status_t st = mp__round_msg_dispatch(mp->rnd, now, p->id, m);
     switch (st) {
     case MP_RND_MSG_OTHER:
@@ -345,7 +442,23 @@ void mp__engine_round_progress(moshpit_t *mp) {
 }
 
 uint64_t mp__engine_round_wakeup(const moshpit_t *mp) {
-    return mp__rnd_next_wakeup(mp->rnd);
+    uint64_t a = mp__rnd_next_wakeup(mp->rnd), b = mp__engine_pump_wakeup(mp);
+    return a < b ? a : b;
+}
+
+void mp__engine_round_on_done(moshpit_t *mp, mp_peer_t *p, const mp_done_t *d) {
+    if (d->up_kbps == 0 || d->group_id != mp->uplink.gid)
+        return;
+    for (uint32_t i = 0; i < mp->up_n; i++)
+        if (memcmp(mp->up_ids[i], p->id, 32) == 0) {
+            if (mp__link_up_report(&mp->uplink, d->group_id, i, d->up_kbps))
+                mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                               "round %016llx: %.8s got our parts at %u "
+                               "kbit/s",
+                               (unsigned long long)d->group_id, p->id_txt,
+                               d->up_kbps);
+            return;
+        }
 }
 
 /* ------------------------------------------------------------------ */

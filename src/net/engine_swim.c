@@ -96,6 +96,11 @@ static void swim_send(moshpit_t *mp, const mp_swim_out_t *o) {
         if (mp__engine_ctrl_send(mp, p, mp->msgbuf, len, NULL, 0) < 0)
             mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
                            "membership message to %.8s lost", p->id_txt);
+        else if (o->msg.type == MP_SWIM_MSG_PING) {
+            /* its direct ACK gives a round trip (linkstat.h) */
+            p->ping_seq = o->msg.seq;
+            p->ping_ms = mp__engine_now_ms();
+        }
         return;
     }
     /* copied before dialling: the HELLO that dialling sends is encoded
@@ -257,6 +262,12 @@ bool mp__engine_swim_on_ctrl(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
         mp__wire_swim_msg_decode(buf, len, mp->swim_msg) != MOSHPIT_OK)
         return false;
     if (p != NULL && p->state == MP_PEER_LIVE) {
+        const mp_swim_msg_t *sm = mp->swim_msg;
+        if (sm->type == MP_SWIM_MSG_ACK && !sm->has_target && p->ping_ms != 0 &&
+            sm->seq == p->ping_seq) {
+            mp__link_rtt(&p->link, mp__engine_now_ms() - p->ping_ms);
+            p->ping_ms = 0;
+        }
         mp_swim_stats_t before, after;
         mp__swim_get_stats(mp->swim, &before);
         mp__swim_on_message(mp->swim, mp__engine_now_ms(), p->id, mp->swim_msg);

@@ -91,6 +91,7 @@ void mp__round_msg_from_out(const mp_rnd_out_t *o, mp_msg_t *m) {
     case MP_RND_DONE:
         m->type = MP_MSG_DONE;
         m->u.done.group_id = o->group_id;
+        m->u.done.up_kbps = 0; /* the engine fills it in */
         break;
     }
 }

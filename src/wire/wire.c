@@ -68,6 +68,7 @@ enum {
     K_NR,
     K_OA,
     K_NS,
+    K_UP,
     K_COUNT
 };
 
@@ -80,7 +81,7 @@ static const char *const key_names[K_COUNT] = {
     [K_VER] = "ver", [K_FIRST] = "first", [K_N] = "n",     [K_RND] = "rnd",
     [K_CNT] = "cnt", [K_DIG] = "dig",     [K_CT] = "ct",   [K_SE] = "se",
     [K_PH] = "ph",   [K_RW] = "rw",       [K_OB] = "ob",   [K_DR] = "dr",
-    [K_NR] = "nr",   [K_OA] = "oa",       [K_NS] = "ns",
+    [K_NR] = "nr",   [K_OA] = "oa",       [K_NS] = "ns",   [K_UP] = "up",
 };
 
 /* ------------------------------------------------------------------ */
@@ -220,7 +221,10 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
     case MP_MSG_BYE:
         entries = 2;
         break;
-    default: /* REFUSE, PEERS, JOIN_ACK, ALONE, LEAVE, DONE */
+    case MP_MSG_DONE:
+        entries = 3u + (msg->u.done.up_kbps != 0);
+        break;
+    default: /* REFUSE, PEERS, JOIN_ACK, ALONE, LEAVE */
         entries = 3;
         break;
     }
@@ -344,6 +348,8 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         break;
     case MP_MSG_DONE:
         put_u64(pk, K_GID, msg->u.done.group_id);
+        if (msg->u.done.up_kbps != 0) /* optional, as "ph" in JOIN */
+            put_u64(pk, K_UP, msg->u.done.up_kbps);
         break;
     case MP_MSG_GROUP: {
         const mp_group_msg_t *g = &msg->u.group;
@@ -788,6 +794,10 @@ static int decode_map(const msgpack_object *root, mp_msg_t *msg) {
         return decode_state_info(val, &msg->u.state_info);
     case MP_MSG_DONE:
         msg->type = MP_MSG_DONE;
+        msg->u.done.up_kbps = 0;
+        if (val[K_UP] != NULL &&
+            mp__pack_get_u32(val[K_UP], &msg->u.done.up_kbps) != 0)
+            return -1;
         return val[K_GID] &&
                        mp__pack_get_u64(val[K_GID], &msg->u.done.group_id) ==
                            0 &&

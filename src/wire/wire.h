@@ -118,6 +118,9 @@ typedef struct mp_group_msg {
 
 typedef struct mp_done { /* DONE */
     uint64_t group_id;   /* nonzero */
+    uint32_t up_kbps;    /* "up", optional: the rate the receiver's scatter
+                            parts reached the sender (kbit/s); 0 is not
+                            sent */
 } mp_done_t;
 
 typedef struct mp_state_req {

@@ -171,6 +171,7 @@ static int g_fd = -1;
 static int g_log_fd = -1; /* cfg log_dir: the peer's log file */
 
 static const char *g_notify_log;
+static uint32_t g_stop_at_group, g_groups_seen;
 
 /* the peer's log so far (the log callback runs on the engine thread) */
 #define LOG_KEEP_MAX ((size_t)4 << 20)
@@ -239,6 +240,8 @@ static void peer_log(void *user, int level, const char *msg) {
         memset(&r, 0, sizeof(r));
         r.type = EV_GROUP;
         (void)send_all(g_fd, &r, sizeof(r));
+        if (g_stop_at_group != 0 && ++g_groups_seen == g_stop_at_group)
+            (void)raise(SIGSTOP);
     }
 }
 
@@ -344,6 +347,8 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
     cfg.weight_cap = pc->weight_cap;
     cfg.compression = pc->compression;
     g_notify_log = pc->notify_log;
+    g_stop_at_group = pc->stop_at_group;
+    g_groups_seen = 0;
     cfg.grid_position = pc->grid ? pc->grid_position : -1;
     const char *boot[2] = {pc->bootstrap, NULL};
     if (pc->bootstrap[0])

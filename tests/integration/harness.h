@@ -57,6 +57,11 @@ typedef struct it_peer_cfg {
      * (tests/netns). Nonzero: the peer reports a failed start. NULL: none. */
     int (*child_init)(void *arg, size_t index, moshpit_config_t *cfg);
     void *child_arg;
+    /* with notify_group: nonzero k makes the peer stop itself (SIGSTOP)
+     * right after it reported its k-th group, on the engine thread, before
+     * any part of that round is sent: a member that dies silently at the
+     * start of a round (the test then cuts its link and kills it) */
+    uint32_t stop_at_group;
 } it_peer_cfg_t;
 
 typedef struct it_peer {

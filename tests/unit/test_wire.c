@@ -151,6 +151,12 @@ static void msg_done(mp_msg_t *m) {
     m->u.done.group_id = 0xdeadbeefcafef00du;
 }
 
+/* a DONE with its optional upload report ("up") */
+static void msg_done_up(mp_msg_t *m) {
+    msg_done(m);
+    m->u.done.up_kbps = 4321;
+}
+
 static void msg_state_req(mp_msg_t *m) {
     memset(m, 0, sizeof *m);
     m->type = MP_MSG_STATE_REQ;
@@ -202,6 +208,7 @@ static const struct {
     {"state_req", msg_state_req},
     {"state_info", msg_state_info},
     {"done", msg_done},
+    {"done_up", msg_done_up},
 };
 #define NFIXED (sizeof fixed / sizeof fixed[0])
 
@@ -348,6 +355,8 @@ static void test_roundtrips(void) {
     roundtrip("done min", m);
     m->u.done.group_id = UINT64_MAX;
     roundtrip("done max", m);
+    m->u.done.up_kbps = UINT32_MAX;
+    roundtrip("done up max", m);
 
     memset(m, 0, sizeof *m);
     m->type = MP_MSG_GROUP;
@@ -641,6 +650,11 @@ static void spec_for(msg_fn make, spec_t *s) {
         break;
     case MP_MSG_DONE:
         add_uint(s, "gid", m->u.done.group_id);
+        if (m->u.done.up_kbps != 0) {
+            add_begin();
+            msgpack_pack_uint64(&fpk, m->u.done.up_kbps);
+            add_end(s, "up", A_UINT, 1);
+        }
         break;
     case MP_MSG_GROUP:
         add_uint(s, "seq", m->u.group.seq);
@@ -828,6 +842,10 @@ static void test_values(void) {
           "u32 field = 2^32");
     CHECK(dec_with(msg_hello, "bw", bw_2p32, 9) == MOSHPIT_EPROTO,
           "hello bw = 2^32");
+    CHECK(dec_with(msg_done_up, "up", bw_2p32, 9) == MOSHPIT_EPROTO,
+          "done up = 2^32");
+    CHECK(dec_with(msg_done_up, "up", neg5, 2) == MOSHPIT_EPROTO,
+          "done up = -5");
     CHECK(dec_with(msg_hello, "ci", bw_2p32, 9) == MOSHPIT_EPROTO,
           "hello ci = 2^32");
     CHECK(dec_with(msg_refuse, "why", bw_2p32, 9) == MOSHPIT_EPROTO,
