@@ -155,6 +155,9 @@ static void on_ctrl(moshpit_t *mp) {
     case MP_MSG_DONE:
         p->done_gid = m->u.done.group_id;
         break;
+    case MP_MSG_HAVE:
+        mp__engine_resume_on_have(mp, p, &m->u.have);
+        break;
     case MP_MSG_BYE:
         p->left = true;
         mp__engine_peer_set_state(mp, p, MP_PEER_DEAD, "left");

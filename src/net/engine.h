@@ -151,6 +151,15 @@ typedef struct mp_round {
     uint32_t n, self;
     mp_peer_t *members[MP_GROUP_MAX]; /* NULL for self */
     uint64_t bytes_sent, bytes_received;
+    /* engine_resume.c: this peer holds everything and said DONE (at
+     * done_at), and now waits for its mates' DONEs; parts that arrived
+     * twice */
+    bool done_sent;
+    uint64_t done_at;
+    uint32_t dups;
+    /* by member index: a HAVE is due at once (a gap in its frame counters,
+     * or answering its MARK), and a MARK is due to it */
+    uint64_t have_asap, have_mark, mark_due;
 } mp_round_t;
 
 struct moshpit {

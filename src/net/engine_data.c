@@ -31,7 +31,9 @@ static void deliver(moshpit_t *mp, mp_peer_t *p, uint32_t from,
     mp_part_status_t st = mp__group_on_part_checked(
         mp->round.group, mp__engine_now_ms(), from, (mp_part_kind_t)h->kind,
         h->share, h->part, mp->scratch, h->count, h->wsum, finite ? 1 : 0);
-    if (st != MP_PART_OK && st != MP_PART_DUP && st != MP_PART_LATE)
+    if (st == MP_PART_DUP)
+        mp->round.dups++; /* sent again though it had arrived */
+    else if (st != MP_PART_OK && st != MP_PART_LATE)
         mp__engine_log(
             mp, MOSHPIT_LOG_WARN, "part from %.8s rejected (status %d)%s",
             p->id_txt, (int)st,
@@ -48,6 +50,11 @@ void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
     if (h->counter <= p->rx_counter) {
         mp__engine_log(mp, MOSHPIT_LOG_WARN,
                        "replayed data frame from %.8s dropped", p->id_txt);
+        return;
+    }
+    uint64_t prev = p->rx_counter;
+    if (h->kind == MP_PART_MARK) {
+        mp__engine_resume_on_mark(mp, p, from, buf, len, h);
         return;
     }
     if (h->codec != mp->cfg.compression) {
@@ -73,6 +80,7 @@ void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
             return;
         }
         p->rx_counter = h->counter;
+        mp__engine_resume_accepted(mp, from, prev, h->counter);
         r->bytes_received += len;
         /* decoded only once authenticated; a part that decodes to a NaN or
          * an infinity (a non-finite scale, a binary16 infinity) is refused
@@ -98,6 +106,7 @@ void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
         return;
     }
     p->rx_counter = h->counter;
+    mp__engine_resume_accepted(mp, from, prev, h->counter);
     r->bytes_received += len;
     deliver(mp, p, from, h, (nonfinite & MP_VEC_NONFINITE) == 0);
 }
@@ -125,7 +134,7 @@ void mp__engine_on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {
         mp__engine_process_frame(mp, p, buf, len, &h);
         return;
     }
-    if (mp__engine_recent_gid(mp, h.round_id))
+    if (mp__engine_recent_gid(mp, h.round_id) || h.kind == MP_PART_MARK)
         return;
     /* maybe a round we are about to start: hold it (bounded in total and
      * per sender, so one peer cannot take the room of the others) */
@@ -224,7 +233,7 @@ void mp__engine_pump_sends(moshpit_t *mp) {
                 mp__engine_stash_drop(p);
                 continue;
             }
-            if (!p->stash_full) {
+            if (!p->stash_full && !mp__engine_resume_mark(mp, p, i)) {
                 mp_send_t s;
                 if (!mp__group_next_send(r->group, i, &s))
                     continue;
@@ -233,6 +242,7 @@ void mp__engine_pump_sends(moshpit_t *mp) {
                                    "sealing a part failed");
                     continue;
                 }
+                mp__group_stamp(r->group, i, &s, p->tx_counter);
             }
             if (send_stash(p)) {
                 p->stash_full = false;

@@ -123,6 +123,30 @@ void mp__engine_swim_check_sessions(moshpit_t *mp, uint64_t now);
 /* Dials a known peer again at once (membership says it is back). */
 void mp__engine_peer_redial(moshpit_t *mp, mp_peer_t *p, const char *addr);
 
+/* engine_resume.c: a round survives a connection reset (docs/DESIGN.md,
+ * "On a lossy network"). mp__engine_resume_on_have takes a mate's HAVE
+ * (what it holds from us) and queues what it lacks again;
+ * mp__engine_resume_send_haves tells the mates that went quiet what this
+ * peer holds from them; mp__engine_resume_settled is true once this peer,
+ * whose group machine is done, may end its call: it says DONE to its mates
+ * (once) and waits for theirs, at most MP_RESUME_WAIT_TIMEOUTS times
+ * peer_timeout_ms; mp__engine_resume_wakeup is when that wait ends. */
+#define MP_RESUME_WAIT_TIMEOUTS 2u
+/* engine_data.c calls these: a frame from round member `from` was accepted
+ * with counter after prev; a MARK frame of the running round arrived from
+ * p (checked here); a MARK is due to member i, sealed into p's stash (true)
+ * or not (false). */
+void mp__engine_resume_accepted(moshpit_t *mp, uint32_t from, uint64_t prev,
+                                uint64_t counter);
+void mp__engine_resume_on_mark(moshpit_t *mp, mp_peer_t *p, uint32_t from,
+                               const uint8_t *buf, size_t len,
+                               const mp_data_hdr_t *h);
+bool mp__engine_resume_mark(moshpit_t *mp, mp_peer_t *p, uint32_t i);
+void mp__engine_resume_on_have(moshpit_t *mp, mp_peer_t *p, const mp_have_t *h);
+void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now);
+bool mp__engine_resume_settled(moshpit_t *mp, uint64_t now);
+uint64_t mp__engine_resume_wakeup(const moshpit_t *mp);
+
 /* engine_state.c: serving and downloading state */
 void mp__engine_state_round_done(moshpit_t *mp, uint64_t gid, const float *v,
                                  size_t count);

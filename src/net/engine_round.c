@@ -128,6 +128,9 @@ static void drain(moshpit_t *mp) {
         if (o.msg == MP_RND_DONE && o.alive && o.group_id == mp->owed_gid &&
             mp->owed_n < MP_GROUP_MAX)
             mp->owed[mp->owed_n++] = p;
+        if (o.msg == MP_RND_DONE && mp->round.done_sent &&
+            o.group_id == mp->round.gid)
+            continue; /* said when it held everything (engine_resume.c) */
         mp__round_msg_from_out(&o, mp->msg);
         mp__engine_send_msg(mp, p, mp->msg);
     }
@@ -143,6 +146,17 @@ void mp__engine_round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
          * still be queued in ZeroMQ or on the wire) */
         mp->owed_gid = r->gid;
         mp->owed_n = 0;
+    }
+    if (r->group != NULL) {
+        uint32_t resent = mp__group_resent(r->group);
+        if (resent > 0)
+            mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                           "round %016llx: %u parts re-sent",
+                           (unsigned long long)r->gid, resent);
+        if (r->dups > 0)
+            mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                           "round %016llx: %u duplicate parts ignored",
+                           (unsigned long long)r->gid, r->dups);
     }
     mp_rnd_result_t res;
     mp__rnd_end(mp->rnd, now, e, alone, &res);
@@ -308,7 +322,8 @@ static bool round_finished(moshpit_t *mp) {
         if (r->members[i] != NULL && r->members[i]->stash_full &&
             mp__group_member_alive(r->group, i))
             return false;
-    return true;
+    /* and every mate holds what this peer sent it (or a bound passed) */
+    return mp__engine_resume_settled(mp, mp__engine_now_ms());
 }
 
 void mp__engine_round_progress(moshpit_t *mp) {
@@ -324,12 +339,15 @@ void mp__engine_round_progress(moshpit_t *mp) {
     if (r->cmd == NULL || r->group == NULL)
         return;
     mp__engine_pump_sends(mp);
+    mp__engine_resume_send_haves(mp, now);
     if (round_finished(mp))
         mp__engine_round_end(mp, MOSHPIT_OK, false);
 }
 
 uint64_t mp__engine_round_wakeup(const moshpit_t *mp) {
-    return mp__rnd_next_wakeup(mp->rnd);
+    uint64_t w = mp__rnd_next_wakeup(mp->rnd);
+    uint64_t t = mp__engine_resume_wakeup(mp);
+    return t < w ? t : w;
 }
 
 /* ------------------------------------------------------------------ */

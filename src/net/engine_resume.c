@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine_resume.c - a group round that survives a connection reset: when a
+ * data connection breaks mid-round, what was in its buffers is lost while
+ * ZeroMQ dials again and the session (its keys, counters and tag) goes on.
+ * A member that heard nothing from a mate for half of peer_timeout_ms while
+ * it still expects parts from it sends a HAVE (what it holds from that
+ * mate); the mate hands out again only the parts it had handed out that
+ * are missing, sealed afresh from the caller's buffer under the session's
+ * keys. A member whose group machine is done says DONE at once and keeps
+ * its call open until every mate said DONE too (or a bound), so that what
+ * it sent last can still be repaired (docs/DESIGN.md, "On a lossy
+ * network"; docs/PROTOCOL.md, HAVE).
+ */
+#include "engine_int.h"
+
+#include <string.h>
+#include <zmq.h>
+
+static uint32_t member_index(const mp_round_t *r, const mp_peer_t *p) {
+    for (uint32_t i = 0; i < r->n; i++)
+        if (p != NULL && r->members[i] == p)
+            return i;
+    return UINT32_MAX;
+}
+
+static uint64_t bit(uint32_t i) {
+    return (uint64_t)1 << i;
+}
+
+void mp__engine_resume_on_have(moshpit_t *mp, mp_peer_t *p,
+                               const mp_have_t *h) {
+    mp_round_t *r = &mp->round;
+    uint32_t from = member_index(r, p);
+    if (r->group == NULL || h->group_id != r->gid || from == UINT32_MAX) {
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                       "HAVE from %.8s for another round dropped", p->id_txt);
+        return;
+    }
+    uint32_t unsure = 0;
+    uint32_t q = mp__group_on_have(r->group, mp__engine_now_ms(), from, h->sc,
+                                   h->sc_len, h->ga, h->ga_len, h->rx, &unsure);
+    if (q > 0)
+        mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                       "round %016llx: %.8s lacks %u parts sent to it before "
+                       "its last frame from us (a connection reset?), "
+                       "sending them again",
+                       (unsigned long long)r->gid, p->id_txt, q);
+    /* parts it lacks that may still be on their way: a MARK behind them
+     * on the data connection asks it again once they are through (not in
+     * answer to a MARK's HAVE, so marks and HAVEs never chase each other) */
+    if (unsure > 0 && !h->mark)
+        r->mark_due |= bit(from);
+    if (q > 0 || unsure > 0)
+        mp__engine_pump_sends(mp);
+}
+
+void mp__engine_resume_accepted(moshpit_t *mp, uint32_t from, uint64_t prev,
+                                uint64_t counter) {
+    /* a frame went missing between prev and counter: say at once what we
+     * hold (frames of one connection arrive in order, so the ones before
+     * were lost, or come late over a connection that broke and are then
+     * refused as replays) */
+    if (counter != prev + 1 && from < MP_GROUP_MAX)
+        mp->round.have_asap |= bit(from);
+}
+
+void mp__engine_resume_on_mark(moshpit_t *mp, mp_peer_t *p, uint32_t from,
+                               const uint8_t *buf, size_t len,
+                               const mp_data_hdr_t *h) {
+    mp_round_t *r = &mp->round;
+    if (len != MP_DATA_HDR_BYTES + MP_DATA_TAG_BYTES ||
+        mp__session_open(p->keys, h->counter, buf, MP_DATA_HDR_BYTES,
+                         buf + MP_DATA_HDR_BYTES, 0, buf + MP_DATA_HDR_BYTES,
+                         (uint8_t *)mp->scratch) != MOSHPIT_OK) {
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "data frame from %.8s failed authentication, dropped",
+                       p->id_txt);
+        return;
+    }
+    uint64_t prev = p->rx_counter;
+    p->rx_counter = h->counter;
+    r->bytes_received += len;
+    mp__engine_resume_accepted(mp, from, prev, h->counter);
+    mp__group_heard(r->group, mp__engine_now_ms(), from);
+    r->have_asap |= bit(from);
+    r->have_mark |= bit(from);
+}
+
+bool mp__engine_resume_mark(moshpit_t *mp, mp_peer_t *p, uint32_t i) {
+    mp_round_t *r = &mp->round;
+    if (i >= MP_GROUP_MAX || !(r->mark_due & bit(i)))
+        return false;
+    r->mark_due &= ~bit(i);
+    zmq_msg_t *zm = mp__engine_stash_of(p);
+    size_t total = MP_DATA_HDR_BYTES + MP_DATA_TAG_BYTES;
+    if (zmq_msg_init_size(zm, total) != 0)
+        return false;
+    uint8_t *buf = zmq_msg_data(zm);
+    mp_data_hdr_t h = {.kind = MP_PART_MARK,
+                       .codec = MOSHPIT_COMPRESS_NONE,
+                       .tag = p->their_tag,
+                       .counter = ++p->tx_counter,
+                       .round_id = r->gid};
+    mp__wire_data_hdr_encode(&h, buf);
+    if (mp__session_seal(p->keys, h.counter, buf, MP_DATA_HDR_BYTES, buf, 0,
+                         buf + MP_DATA_HDR_BYTES,
+                         buf + MP_DATA_HDR_BYTES) != MOSHPIT_OK) {
+        zmq_msg_close(zm);
+        return false;
+    }
+    p->stash_full = true;
+    p->stash_bytes = (uint32_t)total;
+    return true;
+}
+
+void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
+    mp_round_t *r = &mp->round;
+    if (r->group == NULL)
+        return;
+    for (uint32_t i = 0; i < r->n; i++) {
+        mp_peer_t *p = r->members[i];
+        bool asap = (r->have_asap & bit(i)) != 0;
+        if (p == NULL || p->state != MP_PEER_LIVE ||
+            (!asap && !mp__group_have_due(r->group, now, i)))
+            continue;
+        mp_msg_t *m = mp->msg;
+        memset(m, 0, sizeof(*m));
+        m->type = MP_MSG_HAVE;
+        mp_have_t *h = &m->u.have;
+        h->group_id = r->gid;
+        h->rx = p->rx_counter;
+        h->mark = (r->have_mark & bit(i)) != 0;
+        r->have_asap &= ~bit(i);
+        r->have_mark &= ~bit(i);
+        size_t sl = 0, gl = 0;
+        mp__group_holds(r->group, i, h->sc, sizeof(h->sc), &sl, h->ga,
+                        sizeof(h->ga), &gl);
+        h->sc_len = (uint32_t)sl;
+        h->ga_len = (uint32_t)gl;
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                       "round %016llx: HAVE to %.8s (%s, up to frame %llu)",
+                       (unsigned long long)r->gid, p->id_txt,
+                       h->mark ? "its mark"
+                       : asap  ? "frames missing"
+                               : "quiet for a while",
+                       (unsigned long long)h->rx);
+        mp__engine_send_msg(mp, p, m);
+    }
+}
+
+static uint64_t wait_ms(const moshpit_t *mp) {
+    return (uint64_t)MP_RESUME_WAIT_TIMEOUTS * mp->cfg.peer_timeout_ms;
+}
+
+bool mp__engine_resume_settled(moshpit_t *mp, uint64_t now) {
+    mp_round_t *r = &mp->round;
+    if (!r->done_sent) {
+        /* this peer holds everything it will get: say so now (the round
+         * machine's DONEs at the end of the call are not sent again) */
+        r->done_sent = true;
+        r->done_at = now;
+        mp_msg_t *m = mp->msg;
+        for (uint32_t i = 0; i < r->n; i++) {
+            mp_peer_t *p = r->members[i];
+            if (p == NULL || p->state != MP_PEER_LIVE)
+                continue;
+            memset(m, 0, sizeof(*m));
+            m->type = MP_MSG_DONE;
+            m->u.done.group_id = r->gid;
+            mp__engine_send_msg(mp, p, m);
+        }
+    }
+    if (now - r->done_at >= wait_ms(mp))
+        return true;
+    for (uint32_t i = 0; i < r->n; i++) {
+        const mp_peer_t *p = r->members[i];
+        if (p != NULL && p->state == MP_PEER_LIVE &&
+            mp__group_member_alive(r->group, i) && p->done_gid != r->gid)
+            return false;
+    }
+    return true;
+}
+
+uint64_t mp__engine_resume_wakeup(const moshpit_t *mp) {
+    const mp_round_t *r = &mp->round;
+    return r->group != NULL && r->done_sent ? r->done_at + wait_ms(mp)
+                                            : UINT64_MAX;
+}
