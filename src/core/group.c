@@ -793,9 +793,6 @@ uint64_t mp__group_next_wakeup(const mp_group_t *g) {
             uint64_t at = mp__add_sat_u64(g->heard[m], lim);
             if (at < t)
                 t = at;
-            at = have_time(g, m);
-            if (at < t)
-                t = at;
         }
     }
     return t;
@@ -918,6 +915,19 @@ bool mp__group_have_due(mp_group_t *g, uint64_t now_ms, uint32_t m) {
         return false;
     g->have_at[m] = now_ms > 0 ? now_ms : 1;
     return true;
+}
+
+uint64_t mp__group_have_wakeup(const mp_group_t *g) {
+    uint64_t t = UINT64_MAX;
+    if (g == NULL || g->done)
+        return t;
+    for (uint32_t m = 0; m < g->n; m++) {
+        if (m == g->self || !is_alive(g, m) || silence_limit(g, m) == 0)
+            continue;
+        uint64_t at = have_time(g, m);
+        t = at < t ? at : t;
+    }
+    return t;
 }
 
 uint32_t mp__group_resent(const mp_group_t *g) {

@@ -198,8 +198,10 @@ void mp__group_heard(mp_group_t *g, uint64_t now_ms, uint32_t m);
  * from m are still expected, nothing was accepted from m for half of
  * peer_timeout_ms, and the last HAVE to m is at least that old. A true
  * answer counts as the HAVE sent (at now_ms). Never with peer_timeout_ms
- * 0. mp__group_next_wakeup includes these times. */
+ * 0. mp__group_have_wakeup is the earliest such time (UINT64_MAX: none);
+ * a driver that sends no HAVEs ignores both. */
 bool mp__group_have_due(mp_group_t *g, uint64_t now_ms, uint32_t m);
+uint64_t mp__group_have_wakeup(const mp_group_t *g);
 
 /* Parts handed out again after a HAVE, in total. */
 uint32_t mp__group_resent(const mp_group_t *g);

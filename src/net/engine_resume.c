@@ -184,6 +184,9 @@ bool mp__engine_resume_settled(moshpit_t *mp, uint64_t now) {
 
 uint64_t mp__engine_resume_wakeup(const moshpit_t *mp) {
     const mp_round_t *r = &mp->round;
-    return r->group != NULL && r->done_sent ? r->done_at + wait_ms(mp)
-                                            : UINT64_MAX;
+    if (r->group == NULL)
+        return UINT64_MAX;
+    if (r->done_sent)
+        return r->done_at + wait_ms(mp);
+    return mp__group_have_wakeup(r->group);
 }

@@ -155,6 +155,8 @@ static void msg_have(mp_msg_t *m) {
     memset(m, 0, sizeof *m);
     m->type = MP_MSG_HAVE;
     m->u.have.group_id = 0x0102030405060708u;
+    m->u.have.rx = 77;
+    m->u.have.mark = 1;
     m->u.have.sc_len = 2;
     m->u.have.sc[0] = 0xff;
     m->u.have.sc[1] = 0x03;
@@ -345,6 +347,8 @@ static void test_roundtrips(void) {
     m->u.have.group_id = 1;
     roundtrip("have empty", m);
     m->u.have.group_id = UINT64_MAX;
+    m->u.have.rx = UINT64_MAX;
+    m->u.have.mark = 1;
     m->u.have.sc_len = 300;
     m->u.have.ga_len = 7;
     memset(m->u.have.sc, 0xa5, 300);
@@ -636,6 +640,12 @@ static void spec_for(msg_fn make, spec_t *s) {
         break;
     case MP_MSG_HAVE:
         add_uint(s, "gid", m->u.have.group_id);
+        add_uint(s, "rx", m->u.have.rx);
+        if (m->u.have.mark) {
+            add_begin();
+            msgpack_pack_true(&fpk);
+            add_end(s, "mk", A_BOOL, 1);
+        }
         /* bitmaps are any bin of 0 to MP_HAVE_BYTES_MAX bytes */
         add_bin(s, "sc", m->u.have.sc, m->u.have.sc_len, A_BIN1 | A_BIN32, 0);
         add_bin(s, "ga", m->u.have.ga, m->u.have.ga_len, A_BIN1 | A_BIN32, 0);
@@ -1218,6 +1228,7 @@ static void test_encode_rejects(void) {
     REJECT((msg_bye(&m), m.type = (mp_msg_type_t)0), "type 0");
     REJECT((msg_bye(&m), m.type = (mp_msg_type_t)14), "type 14");
     REJECT((msg_have(&m), m.u.have.group_id = 0), "have of group 0");
+    REJECT((msg_have(&m), m.u.have.mark = 2), "have mark 2");
     REJECT((msg_have(&m), m.u.have.sc_len = MP_HAVE_BYTES_MAX + 1),
            "have bitmap too long");
     REJECT((msg_done(&m), m.u.done.group_id = 0), "done of group 0");
