@@ -113,9 +113,12 @@
  *
  * Done. The machine is done when every own part is final, every part of
  * every other share is received or given up, and every send owed to a live
- * member has been handed out, or when the deadline passed. After that it
- * rejects parts (MP_PART_LATE), hands out no sends and never touches values
- * again.
+ * member has been handed out (including the parts queued again by
+ * mp__group_on_have), or when the deadline passed. After that it rejects
+ * parts (MP_PART_LATE), hands out no sends and never touches values again,
+ * unless mp__group_on_have queues a lost part (a HAVE, only before the
+ * deadline): then it is open until that part is handed out, reading the
+ * values again (the driver still owns them until its call ends).
  *
  * Result. group_size = n - dropped (self included); peers_failed = dropped;
  * group_weight = sum of the weights of members not dropped;

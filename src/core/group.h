@@ -143,8 +143,9 @@ uint64_t mp__group_next_wakeup(const mp_group_t *g);
 
 /* True once this member has everything it will get and has handed out
  * every send owed to a live member (or the deadline passed). From then on
- * the machine never touches values; the data of the last send handed out
- * stays valid until the next call into g. */
+ * the machine never touches values, unless mp__group_on_have queues a lost
+ * part again (then it is not done until that is handed out); the data of
+ * the last send handed out stays valid until the next call into g. */
 bool mp__group_done(const mp_group_t *g);
 
 /* True if member m is (still) considered alive by this member. */
