@@ -99,6 +99,8 @@ typedef struct mp_peer {
                           doubted it (0: not since it was last alive) */
     bool left;         /* it said BYE: not dialled again unasked */
     uint64_t done_gid; /* the last round it said DONE for */
+    uint64_t ctrl_down_ms; /* our control connection to it broke during a
+                              round it is in, at (0: up); engine.c */
     uint64_t next_hello_ms;
     uint32_t hello_tries;
     /* limits: control message token bucket (thousandths of a message),
@@ -160,6 +162,9 @@ typedef struct mp_round {
     /* by member index: a HAVE is due at once (a gap in its frame counters,
      * or answering its MARK), and a MARK is due to it */
     uint64_t have_asap, have_mark, mark_due;
+    /* by member index: a HAVE restarted its silence clock since the last
+     * frame accepted from it */
+    uint64_t have_rearmed;
 } mp_round_t;
 
 struct moshpit {

@@ -61,8 +61,11 @@ void mp__engine_resume_accepted(moshpit_t *mp, uint32_t from, uint64_t prev,
      * hold (frames of one connection arrive in order, so the ones before
      * were lost, or come late over a connection that broke and are then
      * refused as replays) */
-    if (counter != prev + 1 && from < MP_GROUP_MAX)
+    if (from >= MP_GROUP_MAX)
+        return;
+    if (counter != prev + 1)
         mp->round.have_asap |= bit(from);
+    mp->round.have_rearmed &= ~bit(from);
 }
 
 void mp__engine_resume_on_mark(moshpit_t *mp, mp_peer_t *p, uint32_t from,
@@ -133,6 +136,13 @@ void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
         h->mark = (r->have_mark & bit(i)) != 0;
         r->have_asap &= ~bit(i);
         r->have_mark &= ~bit(i);
+        if (!asap && !(r->have_rearmed & bit(i))) {
+            /* the first HAVE to a mate gone quiet gives the repair a whole
+             * peer_timeout_ms (its frames may queue behind others on a
+             * slow link); it is dropped if nothing more comes after that */
+            r->have_rearmed |= bit(i);
+            mp__group_heard(r->group, now, i);
+        }
         size_t sl = 0, gl = 0;
         mp__group_holds(r->group, i, h->sc, sizeof(h->sc), &sl, h->ga,
                         sizeof(h->ga), &gl);

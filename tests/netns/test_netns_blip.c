@@ -9,8 +9,12 @@
  * sends RSTs to the other ends. ZeroMQ dials again at once; what was in
  * the kernel's buffers and in ZeroMQ's encoder is gone.
  *
+ * A second round resets peer 3's control connections (CURVE, both
+ * directions) the same way: its sessions (and their data keys) and the
+ * round go on once ZeroMQ has dialled them again.
+ *
  * Config: group_size 4, grid_dims 1, matchmaking_ms 2000, peer_timeout_ms
- * 2000, round_timeout_ms 20000; every round starts from fresh vectors.
+ * 3000, round_timeout_ms 20000; every round starts from fresh vectors.
  *
  * Pass rule:
  * - the round with the reset ends MOSHPIT_OK at every peer, with all 4
@@ -20,6 +24,9 @@
  *   missing: the peers' logs say they re-sent at least one part, at most
  *   as many as the round sends over the reset connections, and no
  *   receiver got a part it already held (no "duplicate parts" line);
+ * - the round with the control reset is exact with all 4 members too,
+ *   some control connection logs that it is back with its session, and no
+ *   session keys are derived meanwhile;
  * - a clean round before and after is exact too.
  * Without the repair (HAVE messages, docs/PROTOCOL.md) the parts lost in
  * the reset are never sent again and peer 3's mates drop it (or keep local
@@ -78,6 +85,22 @@ static void scan_logs(const char *dir, unsigned long *resent,
     }
 }
 
+/* Lines containing text over the peers' logs in dir. */
+static unsigned long count_lines(const char *dir, const char *text) {
+    unsigned long n = 0;
+    for (size_t i = 0; i < N; i++) {
+        char path[512], line[1024];
+        snprintf(path, sizeof(path), "%s/peer-%zu.log", dir, i);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        while (fgets(line, sizeof(line), f) != NULL)
+            n += strstr(line, text) != NULL;
+        fclose(f);
+    }
+    return n;
+}
+
 static void clean_dir(const char *dir) {
     DIR *d = opendir(dir);
     struct dirent *e;
@@ -113,11 +136,42 @@ static void check_exact(nn_swarm_t *s, const char *what) {
     }
 }
 
+/* A round in which peer BLIP's connections matching filter are reset once
+ * it has sent SENT_BEFORE_RESET bytes of it; the round must stay exact
+ * with every member. */
+static void blip_round(nn_swarm_t *s, uint64_t seed, const char *filter,
+                       const char *what) {
+    char name[64];
+    nn_round_send(s, NULL, seed);
+    IT_CHECK(it_wait_group(&s->peer[BLIP], 20000) == 0, "peer %d never grouped",
+             BLIP);
+    uint64_t rx0, tx0, rx, tx, t0 = it_now_ms();
+    IT_CHECK(nn_bytes(BLIP, &rx0, &tx0) == 0, "counters");
+    do {
+        IT_CHECK(nn_bytes(BLIP, &rx, &tx) == 0, "counters");
+        if (tx - tx0 >= SENT_BEFORE_RESET)
+            break;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL); /* polling a counter, not waiting for it */
+    } while (it_now_ms() - t0 < 15000);
+    IT_CHECK(tx - tx0 >= SENT_BEFORE_RESET, "peer %d sent only %llu bytes",
+             BLIP, (unsigned long long)(tx - tx0));
+    if (getenv("NN_BLIP_SKIP_RESET") == NULL)
+        IT_CHECK(nn_reset_tcp(BLIP, filter) == 0, "ss -K %s", filter);
+    printf("reset the %s connections of peer %d after %llu bytes sent, "
+           "%llu received (%s)\n",
+           what, BLIP, (unsigned long long)(tx - tx0),
+           (unsigned long long)(rx - rx0), filter);
+    nn_round_collect(s, NULL);
+    snprintf(name, sizeof(name), "round with a %s reset", what);
+    check_exact(s, name);
+}
+
 int main(void) {
     nn_open(N);
     char dir[] = "/tmp/nn-blip-XXXXXX";
     IT_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
-    it_peer_cfg_t cfg = nn_config("nn-blip", N, 2000, 2000, 20000);
+    it_peer_cfg_t cfg = nn_config("nn-blip", N, 2000, 3000, 20000);
     cfg.grid_dims = 1;
     cfg.log_dir = dir;
     cfg.log_info = 1;
@@ -134,42 +188,22 @@ int main(void) {
         return 1;
 
     /* the control ports: everything else in the peer's namespace is data */
-    char filter[400];
-    size_t fl = (size_t)snprintf(filter, sizeof(filter), "not ( sport = :%u",
+    char ctrl[400], filter[400];
+    size_t fl = (size_t)snprintf(ctrl, sizeof(ctrl), "not ( sport = :%u",
                                  port_of(s.peer[BLIP].endpoint));
     for (size_t i = 0; i < N; i++)
         if (i != BLIP)
-            fl += (size_t)snprintf(filter + fl, sizeof(filter) - fl,
+            fl += (size_t)snprintf(ctrl + fl, sizeof(ctrl) - fl,
                                    " or dport = :%u",
                                    port_of(s.peer[i].endpoint));
-    snprintf(filter + fl, sizeof(filter) - fl, " )");
+    snprintf(ctrl + fl, sizeof(ctrl) - fl, " )");
+    snprintf(filter, sizeof(filter), "%s", ctrl);
 
     nn_round(&s, NULL, 1000); /* collecting skips the GROUP notice */
     check_exact(&s, "clean round");
 
     IT_CHECK(nn_rate(BLIP, RATE_MBIT) == 0, "rate limit");
-    nn_round_send(&s, NULL, 2000);
-    IT_CHECK(it_wait_group(&s.peer[BLIP], 20000) == 0, "peer %d never grouped",
-             BLIP);
-    uint64_t rx0, tx0, rx, tx, t0 = it_now_ms();
-    IT_CHECK(nn_bytes(BLIP, &rx0, &tx0) == 0, "counters");
-    do {
-        IT_CHECK(nn_bytes(BLIP, &rx, &tx) == 0, "counters");
-        if (tx - tx0 >= SENT_BEFORE_RESET)
-            break;
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL); /* polling a counter, not waiting for it */
-    } while (it_now_ms() - t0 < 15000);
-    IT_CHECK(tx - tx0 >= SENT_BEFORE_RESET, "peer %d sent only %llu bytes",
-             BLIP, (unsigned long long)(tx - tx0));
-    if (getenv("NN_BLIP_SKIP_RESET") == NULL)
-        IT_CHECK(nn_reset_tcp(BLIP, filter) == 0, "ss -K %s", filter);
-    printf("reset the data connections of peer %d after %llu bytes sent, "
-           "%llu received (%s)\n",
-           BLIP, (unsigned long long)(tx - tx0), (unsigned long long)(rx - rx0),
-           filter);
-    nn_round_collect(&s, NULL);
-    check_exact(&s, "round with a reset");
+    blip_round(&s, 2000, filter, "data");
     unsigned long resent, dups, repairs;
     scan_logs(dir, &resent, &dups, &repairs);
     /* what the round sends over the reset connections, in parts of 2^16
@@ -182,6 +216,20 @@ int main(void) {
     IT_CHECK(resent >= 1 && resent < bound,
              "re-sent %lu parts (expected 1..%lu)", resent, bound - 1);
     IT_CHECK(dups == 0, "%lu receivers got parts they already held", dups);
+
+    /* the control connections now (CURVE, both directions): the sessions
+     * and the round go on once ZeroMQ has dialled them again */
+    snprintf(filter, sizeof(filter), "%s", ctrl + 4); /* without "not " */
+    unsigned long keys0 = count_lines(dir, "session keys with");
+    blip_round(&s, 4000, filter, "control");
+    unsigned long keys1 = count_lines(dir, "session keys with"),
+                  back = count_lines(dir, "back, session kept");
+    printf("control connections dialled again with the session kept: %lu; "
+           "session keys derived meanwhile: %lu\n",
+           back, keys1 - keys0);
+    IT_CHECK(back >= 1 && keys1 == keys0,
+             "control reset: %lu connections back, %lu new session keys", back,
+             keys1 - keys0);
 
     IT_CHECK(nn_rate(BLIP, 0) == 0, "rate limit off");
     nn_round(&s, NULL, 3000);
