@@ -90,7 +90,8 @@
  * it then drops; the longer limit keeps one silent member from cascading
  * into more drops). peer_timeout_ms == 0 disables silence detection. The
  * silence clock of every member starts at cfg.now_ms and restarts on each
- * part accepted from it (MP_PART_OK). When m is dropped: its contributions
+ * part accepted from it (MP_PART_OK) and on mp__group_heard (the driver's
+ * evidence that m is sending). When m is dropped: its contributions
  * that already arrived stay in their parts (including the earlier parts of
  * a member later caught sending non-finite data: they were finite and are
  * averaged like any other), its missing contributions are no longer awaited
