@@ -3,8 +3,9 @@
  * engine_int.h - what the files of the engine thread (engine.c: the loop
  * and socket readers; engine_peers.c: sessions and membership;
  * engine_swim.c: SWIM membership; engine_round.c: rounds and matchmaking;
- * engine_data.c: the data plane; engine_state.c: serving and downloading
- * state) share with each other. Engine thread only; never included outside
+ * engine_data.c: the data plane; engine_resume.c: a round over a
+ * connection reset; engine_state.c: serving and downloading state) share
+ * with each other. Engine thread only; never included outside
  * src/net/.
  */
 #ifndef MP_NET_ENGINE_INT_H
