@@ -272,6 +272,23 @@ typedef struct moshpit_config {
                                MOSHPIT_EINVAL. All members of a group must
                                agree: peers with different values never
                                group */
+    uint32_t data_streams;  /* TCP connections that carry this peer's data
+                               parts to each other peer, 1..16; each part
+                               goes to one that has room. 0 (default) = 1
+                               when they use bbr, else 4: one connection
+                               of a loss-based algorithm such as cubic
+                               carries a few Mbit/s on a long lossy link */
+    const char *congestion; /* TCP congestion control of the data
+                               connections, set on both ends: an
+                               algorithm's name ("bbr", "cubic", ...) or
+                               "default" (leave the system's); NULL or ""
+                               (default) = "bbr" where this process may
+                               use it (listed in
+                               net.ipv4.tcp_allowed_congestion_control,
+                               or CAP_NET_ADMIN and available), else the
+                               system's. A name this process cannot use
+                               is MOSHPIT_EINVAL (logged). Read only
+                               during moshpit_open */
 } moshpit_config_t;
 
 /* What one moshpit_average() call did. Grows at its end like

@@ -55,4 +55,21 @@ void mp_plat_sleep_ms(uint32_t ms);
  * deadlines. */
 uint64_t mp_plat_wallclock_s(void);
 
+/* TCP congestion control per socket (Linux and FreeBSD: TCP_CONGESTION;
+ * elsewhere every call returns ENOTSUP). Names are at most
+ * MP_PLAT_CC_NAME_MAX - 1 characters. */
+#define MP_PLAT_CC_NAME_MAX 16
+/* Sets the algorithm of TCP socket fd. EPERM: the process may not pick it
+ * (not in net.ipv4.tcp_allowed_congestion_control, and no CAP_NET_ADMIN);
+ * ENOENT: not available in this kernel. */
+int mp_plat_tcp_cc_set(int fd, const char *name);
+/* The algorithm of TCP socket fd, into out (NUL-terminated). */
+int mp_plat_tcp_cc_get(int fd, char out[MP_PLAT_CC_NAME_MAX]);
+/* Whether a new TCP socket of this process (in its network namespace)
+ * can use name: 0, or the error mp_plat_tcp_cc_set would give. */
+int mp_plat_tcp_cc_probe(const char *name);
+/* What new TCP sockets get when nobody sets it (the namespace's
+ * net.ipv4.tcp_congestion_control), read from a new socket. */
+int mp_plat_tcp_cc_default(char out[MP_PLAT_CC_NAME_MAX]);
+
 #endif

@@ -38,7 +38,7 @@ static inline int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
                strcmp(x->ctrl_addr, y->ctrl_addr) == 0 &&
                strcmp(x->data_addr, y->data_addr) == 0 &&
                x->serves_state == y->serves_state &&
-               x->has_cert == y->has_cert &&
+               x->reorder_ok == y->reorder_ok && x->has_cert == y->has_cert &&
                memcmp(x->cert, y->cert, sizeof x->cert) == 0;
     }
     case MP_MSG_STATE_REQ:

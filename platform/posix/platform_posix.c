@@ -2,13 +2,19 @@
 /*
  * platform_posix.c - the OS contract of platform.h on POSIX systems:
  * pthread mutexes, condition variables waiting on CLOCK_MONOTONIC, threads,
- * the monotonic clock, the wall clock (seconds) and sleeping.
+ * the monotonic clock, the wall clock (seconds), sleeping, and TCP
+ * congestion control per socket.
  */
 #include "platform.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 int mp_plat_mutex_init(mp_plat_mutex_t *m) {
     return pthread_mutex_init(&m->m, NULL);
@@ -105,3 +111,73 @@ void mp_plat_sleep_ms(uint32_t ms) {
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
+
+#if defined(TCP_CONGESTION)
+int mp_plat_tcp_cc_set(int fd, const char *name) {
+    size_t n = strlen(name);
+    if (n == 0 || n >= MP_PLAT_CC_NAME_MAX)
+        return EINVAL;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, (socklen_t)n) != 0)
+        return errno != 0 ? errno : EIO;
+    return 0;
+}
+
+int mp_plat_tcp_cc_get(int fd, char out[MP_PLAT_CC_NAME_MAX]) {
+    char buf[MP_PLAT_CC_NAME_MAX + 1];
+    socklen_t len = MP_PLAT_CC_NAME_MAX;
+    memset(buf, 0, sizeof(buf));
+    if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, buf, &len) != 0)
+        return errno != 0 ? errno : EIO;
+    buf[MP_PLAT_CC_NAME_MAX - 1] = '\0';
+    memcpy(out, buf, MP_PLAT_CC_NAME_MAX);
+    return 0;
+}
+
+/* A TCP socket that is never connected: what a new socket gets. */
+static int probe_socket(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        fd = socket(AF_INET6, SOCK_STREAM, 0);
+    return fd;
+}
+
+int mp_plat_tcp_cc_probe(const char *name) {
+    int fd = probe_socket();
+    if (fd < 0)
+        return errno != 0 ? errno : EIO;
+    int e = mp_plat_tcp_cc_set(fd, name);
+    close(fd);
+    return e;
+}
+
+int mp_plat_tcp_cc_default(char out[MP_PLAT_CC_NAME_MAX]) {
+    int fd = probe_socket();
+    if (fd < 0)
+        return errno != 0 ? errno : EIO;
+    int e = mp_plat_tcp_cc_get(fd, out);
+    close(fd);
+    return e;
+}
+#else
+int mp_plat_tcp_cc_set(int fd, const char *name) {
+    (void)fd;
+    (void)name;
+    return ENOTSUP;
+}
+
+int mp_plat_tcp_cc_get(int fd, char out[MP_PLAT_CC_NAME_MAX]) {
+    (void)fd;
+    out[0] = '\0';
+    return ENOTSUP;
+}
+
+int mp_plat_tcp_cc_probe(const char *name) {
+    (void)name;
+    return ENOTSUP;
+}
+
+int mp_plat_tcp_cc_default(char out[MP_PLAT_CC_NAME_MAX]) {
+    out[0] = '\0';
+    return ENOTSUP;
+}
+#endif

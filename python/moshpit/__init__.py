@@ -375,7 +375,7 @@ _UINT_LIMITS = {
 
 # Fields Peer fills itself (pointers, callbacks) or that take keys.
 _KEY_FIELDS = ("public_key", "secret_key", "swarm_secret", "authority_key")
-_STRING_FIELDS = ("swarm", "listen", "advertise")
+_STRING_FIELDS = ("swarm", "listen", "advertise", "congestion")
 CONFIG_FIELDS = tuple(
     name for name, _ in _abi.Config._fields_ if not name.startswith("reserved")
 )
@@ -559,7 +559,9 @@ class Peer:
     moshpit_config_t:
 
     swarm (str, required), listen (str, default "tcp://127.0.0.1:0"),
-    advertise (str), bootstrap (list of endpoints, or one str),
+    advertise (str), congestion (str: TCP congestion control of the data
+    connections, "default" for the system's), bootstrap (list of
+    endpoints, or one str),
     public_key / secret_key / swarm_secret / authority_key (32 bytes or
     40-character Z85 text), authorized_keys (list of such keys; sets
     authorized_count), cert (160 bytes or 200-character Z85 text),
@@ -569,7 +571,7 @@ class Peer:
     round_timeout_ms, log_level, peer_timeout_ms, bandwidth_mbps, grid_dims,
     serve_state, state_clients_max, aggregation (AGG_*), trim, clip_tau,
     clip_iters, weight_cap, peers_max, peer_msg_rate, compression
-    (COMPRESS_*). Fields not given keep
+    (COMPRESS_*), data_streams. Fields not given keep
     the library's defaults. authorized_count is accepted only if it matches
     len(authorized_keys).
 

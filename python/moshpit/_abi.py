@@ -98,6 +98,8 @@ class Config(ctypes.Structure):
         ("peer_msg_rate", ctypes.c_uint32),
         ("reserved_pad0", ctypes.c_uint32),
         ("compression", ctypes.c_uint32),
+        ("data_streams", ctypes.c_uint32),
+        ("congestion", ctypes.c_char_p),
     ]
 
 

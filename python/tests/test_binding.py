@@ -53,6 +53,9 @@ def test_open_errors_from_the_library():
         dict(grid_dims=9),
         dict(aggregation=7),
         dict(compression=5),
+        dict(data_streams=17),
+        dict(congestion="mp_no_such_cc"),
+        dict(congestion="not a name"),
         dict(listen="udp://nowhere"),
         dict(bootstrap=["not an endpoint"]),
     ):
@@ -138,12 +141,14 @@ def test_every_config_field_reaches_the_struct():
         peers_max=100,
         peer_msg_rate=500,
         compression=moshpit.COMPRESS_INT8,
+        data_streams=3,
+        congestion="reno",
     )
     assert set(config) == set(moshpit.CONFIG_FIELDS)
     cfg, keep = moshpit.build_config(config)
     for name, value in config.items():
         got = getattr(cfg, name)
-        if name in ("swarm", "listen", "advertise"):
+        if name in ("swarm", "listen", "advertise", "congestion"):
             assert got == value.encode()
         elif name in ("public_key", "swarm_secret", "authority_key", "cert"):
             assert bytes(got) == value

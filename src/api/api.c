@@ -165,6 +165,22 @@ int moshpit_errno(moshpit_t *mp) {
 
 /* ------------------------------------------------------------------ */
 
+/* An algorithm's name as the kernel spells them (at most 15 characters of
+ * letters, digits, '_' and '-'), "default", or "" (the default); whether
+ * this process may use it is for moshpit_open to find out. */
+static bool congestion_name_ok(const char *s) {
+    size_t n = strnlen(s, 16);
+    if (n >= 16)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+              (ch >= '0' && ch <= '9') || ch == '_' || ch == '-'))
+            return false;
+    }
+    return true;
+}
+
 static moshpit_err_t check_config(const moshpit_config_t *c) {
     if (c->swarm == NULL || c->swarm[0] == '\0' ||
         strlen(c->swarm) > MP_SWARM_NAME_MAX)
@@ -198,6 +214,10 @@ static moshpit_err_t check_config(const moshpit_config_t *c) {
         return MOSHPIT_EINVAL;
     if (c->peer_msg_rate != 0 && (c->peer_msg_rate < MP_MSG_RATE_MIN ||
                                   c->peer_msg_rate > MP_MSG_RATE_MAX))
+        return MOSHPIT_EINVAL;
+    if (c->data_streams > MP_DATA_STREAMS_MAX)
+        return MOSHPIT_EINVAL;
+    if (c->congestion != NULL && !congestion_name_ok(c->congestion))
         return MOSHPIT_EINVAL;
     mp_agg_t agg;
     if (mp__agg_from_config(c, &agg) != MOSHPIT_OK)

@@ -441,9 +441,12 @@ static void housekeeping(moshpit_t *mp, uint64_t now) {
          * does not always fire for an event that arrives while earlier
          * commands are pending: read every monitor once a second, so no
          * disconnect waits longer than that */
-        for (size_t i = 0; i < mp->npeers; i++)
+        for (size_t i = 0; i < mp->npeers; i++) {
             if (mp->peers[i]->mon != NULL)
                 on_monitor(mp, mp->peers[i]);
+            if (mp->peers[i]->dmon != NULL)
+                mp__engine_data_on_monitor(mp, mp->peers[i]);
+        }
         /* held frames of rounds that never came */
         for (size_t i = 0; i < mp->nearly;)
             if (now - mp->early[i].arrived_ms > mp->cfg.round_timeout_ms)
@@ -533,7 +536,7 @@ void mp__engine_main(void *arg) {
         if (mp->stopping)
             break;
 
-        size_t need = 4 + 2 * mp->npeers;
+        size_t need = 4 + 3 * mp->npeers;
         if (need > items_cap) {
             size_t cap = need * 2;
             zmq_pollitem_t *ni = realloc(items, cap * sizeof(*ni));
@@ -567,6 +570,12 @@ void mp__engine_main(void *arg) {
             size_t fdsz = sizeof(fd);
             if (p->mon != NULL &&
                 zmq_getsockopt(p->mon, ZMQ_FD, &fd, &fdsz) == 0) {
+                item_peer[n] = p;
+                items[n++] = (zmq_pollitem_t){NULL, fd, ZMQ_POLLIN, 0};
+            }
+            fdsz = sizeof(fd);
+            if (p->dmon != NULL &&
+                zmq_getsockopt(p->dmon, ZMQ_FD, &fd, &fdsz) == 0) {
                 item_peer[n] = p;
                 items[n++] = (zmq_pollitem_t){NULL, fd, ZMQ_POLLIN, 0};
             }
@@ -612,14 +621,22 @@ void mp__engine_main(void *arg) {
         /* monitors may close sockets: check the peer still has the
          * monitor whose descriptor fired */
         for (size_t i = 4; i < n; i++) {
-            if (items[i].socket != NULL || items[i].revents == 0 ||
-                item_peer[i]->mon == NULL)
+            if (items[i].socket != NULL || items[i].revents == 0)
                 continue;
+            mp_peer_t *p = item_peer[i];
             zmq_fd_t fd;
             size_t fdsz = sizeof(fd);
-            if (zmq_getsockopt(item_peer[i]->mon, ZMQ_FD, &fd, &fdsz) == 0 &&
+            if (p->mon != NULL &&
+                zmq_getsockopt(p->mon, ZMQ_FD, &fd, &fdsz) == 0 &&
+                fd == items[i].fd) {
+                on_monitor(mp, p);
+                continue;
+            }
+            fdsz = sizeof(fd);
+            if (p->dmon != NULL &&
+                zmq_getsockopt(p->dmon, ZMQ_FD, &fd, &fdsz) == 0 &&
                 fd == items[i].fd)
-                on_monitor(mp, item_peer[i]);
+                mp__engine_data_on_monitor(mp, p);
         }
     }
     free(items);
@@ -700,8 +717,9 @@ moshpit_err_t mp__engine_setup(moshpit_t *mp) {
     if (zmq_bind(mp->ctrl, ep) != 0)
         return MOSHPIT_ESYS;
     snprintf(ep, sizeof(ep), "tcp://%s:*", host);
-    if (zmq_bind(mp->data, ep) != 0)
-        return MOSHPIT_ESYS;
+    e = mp__engine_streams_setup(mp, ep); /* binds the data ROUTER */
+    if (e != MOSHPIT_OK)
+        return e;
 
     /* what others dial: the advertised host (or the bound one) + our ports */
     char bound[MP_ADDR_MAX];

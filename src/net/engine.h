@@ -27,6 +27,7 @@
 #include "core/rendezvous.h"
 #include "core/round.h"
 #include "crypto/crypto.h"
+#include "crypto/replay.h"
 #include "crypto/session.h"
 #include "engine_api.h"
 #include "moshpit.h"
@@ -66,6 +67,7 @@ typedef struct mp_peer {
     void *ctrl; /* DEALER, CURVE client, to their control ROUTER */
     void *data; /* DEALER to their data ROUTER */
     void *mon;  /* PAIR reading ctrl's monitor events */
+    void *dmon; /* PAIR reading data's CONNECTED and DISCONNECTED events */
     bool hello_recv;
     /* session key agreement (docs/PROTOCOL.md, "Session setup"): our
      * ephemeral X25519 key for this peer, made fresh for every session;
@@ -89,7 +91,8 @@ typedef struct mp_peer {
     uint32_t st_next, st_end;
     bool st_blocked; /* its data socket was full */
     mp_session_keys_t *keys;
-    uint64_t tx_counter, rx_counter;
+    uint64_t tx_counter;
+    mp_replay_t rx_window; /* counters of its data frames taken */
     uint64_t state_since_ms;
     uint64_t refused_ms;     /* when we last refused its HELLO (0: never) */
     uint64_t cert_not_after; /* its certificate's end (certificate mode) */
@@ -159,12 +162,22 @@ typedef struct mp_round {
     bool done_sent;
     uint64_t done_at;
     uint32_t dups;
-    /* by member index: a HAVE is due at once (a gap in its frame counters,
-     * or answering its MARK), and a MARK is due to it */
-    uint64_t have_asap, have_mark, mark_due;
-    /* by member index: a HAVE restarted its silence clock since the last
-     * frame accepted from it */
-    uint64_t have_rearmed;
+    /* by member index: a MARK is due to it (a data connection to it broke,
+     * or its HAVE left parts that may still be on their way), and a HAVE
+     * restarted its silence clock since the last frame accepted from it */
+    uint64_t mark_due, have_rearmed;
+    /* by member index: its latest MARK still to be answered (its counter,
+     * 0: none), whether every counter below it arrived, when the last
+     * frame below it arrived, and the lowest counter accepted from it in
+     * this round */
+    uint64_t mark_ctr[MP_GROUP_MAX];
+    /* by member index: our frame counter to it when we last saw one of
+     * our data connections to it break in this round (0: none); frames
+     * sealed later were not lost with it */
+    uint64_t broke_ctr[MP_GROUP_MAX];
+    uint64_t mark_full; /* bit by member index */
+    uint64_t mark_fill_at[MP_GROUP_MAX];
+    uint64_t lo_ctr[MP_GROUP_MAX];
 } mp_round_t;
 
 struct moshpit {
@@ -180,6 +193,12 @@ struct moshpit {
     uint8_t *swarm_secret; /* secure memory, 32, or NULL (open swarm) */
     uint8_t swarm_hash[32];
     uint32_t ciphers;
+    /* data connections (engine_streams.c): the congestion control set on
+     * them ("": none set, they keep the system's), the system's, and how
+     * many connections carry the parts to each peer */
+    char cc[MP_PLAT_CC_NAME_MAX];
+    char cc_system[MP_PLAT_CC_NAME_MAX];
+    uint32_t streams;
 
     /* sockets (engine thread after start) */
     void *zctx;

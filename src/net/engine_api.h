@@ -28,6 +28,7 @@
 #define MP_MSG_RATE_MIN 50u
 #define MP_MSG_RATE_MAX 1000000u
 #define MP_STATE_CLIENTS_MAX 64u /* cap on state_clients_max */
+#define MP_DATA_STREAMS_MAX 16u  /* cap on data_streams */
 
 typedef enum { MP_CMD_AVERAGE = 1, MP_CMD_CLOSE, MP_CMD_FETCH } mp_cmd_type_t;
 

@@ -47,12 +47,12 @@ void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
     uint32_t from = member_index(r, p);
     if (from == UINT32_MAX || r->group == NULL)
         return;
-    if (h->counter <= p->rx_counter) {
+    if (!mp__replay_fresh(&p->rx_window, h->counter)) {
         mp__engine_log(mp, MOSHPIT_LOG_WARN,
-                       "replayed data frame from %.8s dropped", p->id_txt);
+                       "replayed (or too old) data frame from %.8s dropped",
+                       p->id_txt);
         return;
     }
-    uint64_t prev = p->rx_counter;
     if (h->kind == MP_PART_MARK) {
         mp__engine_resume_on_mark(mp, p, from, buf, len, h);
         return;
@@ -79,8 +79,8 @@ void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
                 p->id_txt);
             return;
         }
-        p->rx_counter = h->counter;
-        mp__engine_resume_accepted(mp, from, prev, h->counter);
+        mp__replay_take(&p->rx_window, h->counter);
+        mp__engine_resume_accepted(mp, p, from, h->counter);
         r->bytes_received += len;
         /* decoded only once authenticated; a part that decodes to a NaN or
          * an infinity (a non-finite scale, a binary16 infinity) is refused
@@ -105,8 +105,8 @@ void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
                        p->id_txt);
         return;
     }
-    p->rx_counter = h->counter;
-    mp__engine_resume_accepted(mp, from, prev, h->counter);
+    mp__replay_take(&p->rx_window, h->counter);
+    mp__engine_resume_accepted(mp, p, from, h->counter);
     r->bytes_received += len;
     deliver(mp, p, from, h, (nonfinite & MP_VEC_NONFINITE) == 0);
 }

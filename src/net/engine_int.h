@@ -91,6 +91,18 @@ void mp__engine_stash_drop(mp_peer_t *p);
 void mp__engine_update_members(moshpit_t *mp);
 zmq_msg_t *mp__engine_stash_of(mp_peer_t *p);
 
+/* engine_streams.c: the data connections. mp__engine_streams_setup
+ * decides their congestion control and count from the config (EINVAL, logged,
+ * for an algorithm this process cannot use) and binds the data ROUTER
+ * with it; mp__engine_data_dial opens p's data DEALER to p->data_addr
+ * (over the configured number of connections if p takes frames out of
+ * order, its HELLO's "rw", else one), mp__engine_data_close closes it;
+ * mp__engine_data_on_monitor sets the algorithm on p's new data connections. */
+moshpit_err_t mp__engine_streams_setup(moshpit_t *mp, const char *bind_ep);
+bool mp__engine_data_dial(moshpit_t *mp, mp_peer_t *p, bool reorder_ok);
+void mp__engine_data_close(mp_peer_t *p);
+void mp__engine_data_on_monitor(moshpit_t *mp, mp_peer_t *p);
+
 /* engine_swim.c: membership */
 moshpit_err_t mp__engine_swim_setup(moshpit_t *mp);
 void mp__engine_swim_teardown(moshpit_t *mp);
@@ -133,12 +145,14 @@ void mp__engine_peer_redial(moshpit_t *mp, mp_peer_t *p, const char *addr);
  * (once) and waits for theirs, at most MP_RESUME_WAIT_TIMEOUTS times
  * peer_timeout_ms; mp__engine_resume_wakeup is when that wait ends. */
 #define MP_RESUME_WAIT_TIMEOUTS 2u
-/* engine_data.c calls these: a frame from round member `from` was accepted
- * with counter after prev; a MARK frame of the running round arrived from
- * p (checked here); a MARK is due to member i, sealed into p's stash (true)
- * or not (false). */
-void mp__engine_resume_accepted(moshpit_t *mp, uint32_t from, uint64_t prev,
-                                uint64_t counter);
+/* engine_data.c calls these: a frame from round member `from` (p) was
+ * accepted with counter; a MARK frame of the running round arrived from p
+ * (checked here); a MARK is due to member i, sealed into p's stash (true)
+ * or not (false). engine_streams.c calls mp__engine_resume_data_down when
+ * a data connection to p broke (a MARK to it, if it is a round's member). */
+void mp__engine_resume_accepted(moshpit_t *mp, const mp_peer_t *p,
+                                uint32_t from, uint64_t counter);
+void mp__engine_resume_data_down(moshpit_t *mp, mp_peer_t *p);
 void mp__engine_resume_on_mark(moshpit_t *mp, mp_peer_t *p, uint32_t from,
                                const uint8_t *buf, size_t len,
                                const mp_data_hdr_t *h);

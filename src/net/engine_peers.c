@@ -89,12 +89,12 @@ void mp__engine_peer_close(mp_peer_t *p) {
         zmq_socket_monitor(p->ctrl, NULL, 0);
     mp__net_close(&p->mon);
     mp__net_close(&p->ctrl);
-    mp__net_close(&p->data);
+    mp__engine_data_close(p);
     mp__session_keys_free(p->keys);
     p->keys = NULL;
     memset(p->their_eph, 0, sizeof(p->their_eph));
     p->hello_recv = false;
-    p->rx_counter = 0;
+    mp__replay_reset(&p->rx_window);
 }
 
 /* Makes a fresh ephemeral key for p's next session, wiping the old one;
@@ -180,6 +180,7 @@ void mp__engine_send_hello(moshpit_t *mp, mp_peer_t *p, bool reply) {
     h->tag = p->my_tag;
     h->bandwidth = mp->cfg.bandwidth_mbps;
     h->serves_state = mp->cfg.serve_state != 0;
+    h->reorder_ok = 1; /* a receive window: several data streams welcome */
     if (!mp__crypto_is_zero(mp->cfg.cert, sizeof(h->cert))) {
         memcpy(h->cert, mp->cfg.cert, sizeof(h->cert));
         h->has_cert = 1;
@@ -529,7 +530,7 @@ void mp__engine_on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
         }
         p->my_eph_used = true;
         memcpy(p->their_eph, h->eph, 32);
-        p->rx_counter = 0;
+        mp__replay_reset(&p->rx_window);
         uint64_t txid, rxid;
         mp__session_keys_ids(p->keys, &txid, &rxid);
         mp__engine_log(
@@ -545,11 +546,10 @@ void mp__engine_on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
     p->serves_state = h->serves_state != 0;
     p->ciphers = h->ciphers;
     if (p->data == NULL || strcmp(p->data_addr, h->data_addr) != 0) {
-        mp__net_close(&p->data);
+        mp__engine_data_close(p);
         mp__engine_stash_drop(p);
         snprintf(p->data_addr, sizeof(p->data_addr), "%s", h->data_addr);
-        p->data = mp__net_data_dealer(mp->zctx, p->data_addr);
-        if (p->data == NULL) {
+        if (!mp__engine_data_dial(mp, p, h->reorder_ok != 0)) {
             mp__engine_log(mp, MOSHPIT_LOG_WARN, "cannot dial data %s",
                            p->data_addr);
             return;

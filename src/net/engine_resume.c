@@ -3,14 +3,19 @@
  * engine_resume.c - a group round that survives a connection reset: when a
  * data connection breaks mid-round, what was in its buffers is lost while
  * ZeroMQ dials again and the session (its keys, counters and tag) goes on.
- * A member that heard nothing from a mate for half of peer_timeout_ms while
- * it still expects parts from it sends a HAVE (what it holds from that
- * mate); the mate hands out again only the parts it had handed out that
- * are missing, sealed afresh from the caller's buffer under the session's
- * keys. A member whose group machine is done says DONE at once and keeps
- * its call open until every mate said DONE too (or a bound), so that what
- * it sent last can still be repaired (docs/DESIGN.md, "On a lossy
- * network"; docs/PROTOCOL.md, HAVE).
+ * A sender whose data connection to a mate broke (its monitor's
+ * DISCONNECTED) sends a MARK behind everything it sealed. Frames travel on
+ * several connections and overtake each other, so the mate answers a MARK
+ * with a HAVE (what it holds from the sender) only once every frame below
+ * it arrived, or once none below it arrived for half of peer_timeout_ms; a
+ * member that heard nothing from a mate for that long asks for a MARK with
+ * a HAVE that claims nothing lost. The sender hands out again only the
+ * parts the mate lacks that were sealed before both the MARK and the last
+ * break, sealed afresh from the caller's buffer under the session's keys.
+ * A member whose group machine is done says DONE at once and keeps its
+ * call open until every mate said DONE too (or a bound), so that what it
+ * sent last can still be repaired (docs/DESIGN.md, "On a lossy network";
+ * docs/PROTOCOL.md, HAVE).
  */
 #include "engine_int.h"
 
@@ -37,14 +42,20 @@ void mp__engine_resume_on_have(moshpit_t *mp, mp_peer_t *p,
                        "HAVE from %.8s for another round dropped", p->id_txt);
         return;
     }
+    /* frames are lost only with a connection that broke: what was sealed
+     * after the last break to it this round is on its way (a stalled
+     * connection delivers late, never not at all), so only parts sealed
+     * up to then count as lost, however far rx reaches */
+    uint64_t upto = h->rx;
+    if (from < MP_GROUP_MAX && r->broke_ctr[from] < upto)
+        upto = r->broke_ctr[from];
     uint32_t unsure = 0;
     uint32_t q = mp__group_on_have(r->group, mp__engine_now_ms(), from, h->sc,
-                                   h->sc_len, h->ga, h->ga_len, h->rx, &unsure);
+                                   h->sc_len, h->ga, h->ga_len, upto, &unsure);
     if (q > 0)
         mp__engine_log(mp, MOSHPIT_LOG_INFO,
                        "round %016llx: %.8s lacks %u parts sent to it before "
-                       "its last frame from us (a connection reset?), "
-                       "sending them again",
+                       "a data connection to it broke, sending them again",
                        (unsigned long long)r->gid, p->id_txt, q);
     /* parts it lacks that may still be on their way: a MARK behind them
      * on the data connection asks it again once they are through (not in
@@ -55,17 +66,57 @@ void mp__engine_resume_on_have(moshpit_t *mp, mp_peer_t *p,
         mp__engine_pump_sends(mp);
 }
 
-void mp__engine_resume_accepted(moshpit_t *mp, uint32_t from, uint64_t prev,
-                                uint64_t counter) {
-    /* a frame went missing between prev and counter: say at once what we
-     * hold (frames of one connection arrive in order, so the ones before
-     * were lost, or come late over a connection that broke and are then
-     * refused as replays) */
+/* How long a MARK waits for the frames below it that have not arrived:
+ * the frames still on their way over other connections keep arriving
+ * meanwhile (each restarts the wait); once none came for this long, the
+ * ones missing were lost. */
+static uint64_t settle_ms(const moshpit_t *mp) {
+    return mp->cfg.peer_timeout_ms / 2;
+}
+
+/* Whether every frame of this round from member i below its MARK arrived
+ * (counted from the lowest this round took from it, so a MARK ahead of
+ * every frame of the round waits). */
+static void check_mark(mp_round_t *r, const mp_peer_t *p, uint32_t i) {
+    uint64_t m = r->mark_ctr[i];
+    if (m != 0 && r->lo_ctr[i] < m &&
+        mp__replay_all_taken(&p->rx_window, r->lo_ctr[i], m))
+        r->mark_full |= bit(i);
+}
+
+void mp__engine_resume_accepted(moshpit_t *mp, const mp_peer_t *p,
+                                uint32_t from, uint64_t counter) {
+    /* no conclusion from a gap in the counters: frames travel on several
+     * connections and overtake each other; a MARK asks once a connection
+     * broke (mp__engine_resume_data_down) */
+    mp_round_t *r = &mp->round;
     if (from >= MP_GROUP_MAX)
         return;
-    if (counter != prev + 1)
-        mp->round.have_asap |= bit(from);
-    mp->round.have_rearmed &= ~bit(from);
+    if (r->lo_ctr[from] == 0 || counter < r->lo_ctr[from])
+        r->lo_ctr[from] = counter;
+    r->have_rearmed &= ~bit(from);
+    if (r->mark_ctr[from] != 0 && counter < r->mark_ctr[from]) {
+        r->mark_fill_at[from] = mp__engine_now_ms();
+        check_mark(r, p, from);
+    }
+}
+
+void mp__engine_resume_data_down(moshpit_t *mp, mp_peer_t *p) {
+    mp_round_t *r = &mp->round;
+    uint32_t i = member_index(r, p);
+    if (r->group == NULL || i == UINT32_MAX ||
+        !mp__group_member_alive(r->group, i))
+        return;
+    if (!(r->mark_due & bit(i)))
+        mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                       "round %016llx: a data connection to %.8s broke, "
+                       "asking what it holds",
+                       (unsigned long long)r->gid, p->id_txt);
+    /* every frame lost with it was sealed by now (the event is read after
+     * the break) */
+    r->broke_ctr[i] = p->tx_counter;
+    r->mark_due |= bit(i);
+    mp__engine_pump_sends(mp);
 }
 
 void mp__engine_resume_on_mark(moshpit_t *mp, mp_peer_t *p, uint32_t from,
@@ -81,13 +132,17 @@ void mp__engine_resume_on_mark(moshpit_t *mp, mp_peer_t *p, uint32_t from,
                        p->id_txt);
         return;
     }
-    uint64_t prev = p->rx_counter;
-    p->rx_counter = h->counter;
+    mp__replay_take(&p->rx_window, h->counter);
     r->bytes_received += len;
-    mp__engine_resume_accepted(mp, from, prev, h->counter);
+    mp__engine_resume_accepted(mp, p, from, h->counter);
     mp__group_heard(r->group, mp__engine_now_ms(), from);
-    r->have_asap |= bit(from);
-    r->have_mark |= bit(from);
+    if (from >= MP_GROUP_MAX || h->counter <= r->mark_ctr[from])
+        return;
+    /* answered (the latest one only) once the frames below it are in */
+    r->mark_ctr[from] = h->counter;
+    r->mark_full &= ~bit(from);
+    r->mark_fill_at[from] = mp__engine_now_ms();
+    check_mark(r, p, from);
 }
 
 bool mp__engine_resume_mark(moshpit_t *mp, mp_peer_t *p, uint32_t i) {
@@ -123,20 +178,31 @@ void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
         return;
     for (uint32_t i = 0; i < r->n; i++) {
         mp_peer_t *p = r->members[i];
-        bool asap = (r->have_asap & bit(i)) != 0;
+        if (p == NULL || p->state != MP_PEER_LIVE)
+            r->mark_ctr[i] = 0; /* no answer to a session that ended */
+        bool mark =
+            r->mark_ctr[i] != 0 && ((r->mark_full & bit(i)) ||
+                                    now - r->mark_fill_at[i] >= settle_ms(mp));
         if (p == NULL || p->state != MP_PEER_LIVE ||
-            (!asap && !mp__group_have_due(r->group, now, i)))
+            (!mark && !mp__group_have_due(r->group, now, i)))
             continue;
         mp_msg_t *m = mp->msg;
         memset(m, 0, sizeof(*m));
         m->type = MP_MSG_HAVE;
         mp_have_t *h = &m->u.have;
         h->group_id = r->gid;
-        h->rx = p->rx_counter;
-        h->mark = (r->have_mark & bit(i)) != 0;
-        r->have_asap &= ~bit(i);
-        r->have_mark &= ~bit(i);
-        if (!asap && !(r->have_rearmed & bit(i))) {
+        /* everything below rx that was not lost is here: the MARK's
+         * counter once the frames below it settled; a HAVE to a mate gone
+         * quiet proves nothing lost (a frame may sit on a stalled
+         * connection while others delivered later ones): rx 0, and the
+         * mate answers with a MARK behind the parts this one lacks */
+        h->rx = mark ? r->mark_ctr[i] : 0;
+        h->mark = mark;
+        if (mark) {
+            r->mark_ctr[i] = 0;
+            r->mark_full &= ~bit(i);
+        }
+        if (!mark && !(r->have_rearmed & bit(i))) {
             /* the first HAVE to a mate gone quiet gives the repair a whole
              * peer_timeout_ms (its frames may queue behind others on a
              * slow link); it is dropped if nothing more comes after that */
@@ -151,9 +217,7 @@ void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
         mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
                        "round %016llx: HAVE to %.8s (%s, up to frame %llu)",
                        (unsigned long long)r->gid, p->id_txt,
-                       h->mark ? "its mark"
-                       : asap  ? "frames missing"
-                               : "quiet for a while",
+                       h->mark ? "its mark" : "quiet for a while",
                        (unsigned long long)h->rx);
         mp__engine_send_msg(mp, p, m);
     }
@@ -196,7 +260,14 @@ uint64_t mp__engine_resume_wakeup(const moshpit_t *mp) {
     const mp_round_t *r = &mp->round;
     if (r->group == NULL)
         return UINT64_MAX;
-    if (r->done_sent)
-        return r->done_at + wait_ms(mp);
-    return mp__group_have_wakeup(r->group);
+    uint64_t w = r->done_sent ? r->done_at + wait_ms(mp)
+                              : mp__group_have_wakeup(r->group);
+    for (uint32_t i = 0; i < r->n && i < MP_GROUP_MAX; i++) {
+        if (r->mark_ctr[i] == 0)
+            continue;
+        uint64_t t =
+            (r->mark_full & bit(i)) ? 0 : r->mark_fill_at[i] + settle_ms(mp);
+        w = t < w ? t : w;
+    }
+    return w;
 }

@@ -384,9 +384,10 @@ void mp__engine_state_on_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
         !mp__fetch_chunk_wanted(mp->fetch, p->id, h->round_id, h->part,
                                 h->count, &off))
         return;
-    if (h->counter <= p->rx_counter) {
+    if (!mp__replay_fresh(&p->rx_window, h->counter)) {
         mp__engine_log(mp, MOSHPIT_LOG_WARN,
-                       "replayed state chunk from %.8s dropped", p->id_txt);
+                       "replayed (or too old) state chunk from %.8s dropped",
+                       p->id_txt);
         return;
     }
     size_t plen = (size_t)h->count * 4u;
@@ -404,7 +405,7 @@ void mp__engine_state_on_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
                        p->id_txt);
         return;
     }
-    p->rx_counter = h->counter;
+    mp__replay_take(&p->rx_window, h->counter);
     mp__fetch_chunk_done(mp->fetch, mp__engine_now_ms(), h->part);
     fetch_progress(mp);
 }

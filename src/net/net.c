@@ -1,14 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * net.c - ZeroMQ socket helpers: control DEALERs with CURVE and a monitor,
- * data DEALERs and monitor-event decoding (see net.h).
+ * data DEALERs with one or more connections (and a monitor that reports
+ * their descriptors), a bind that sets the listener's TCP congestion
+ * control, and monitor-event decoding (see net.h).
  */
 #include "net.h"
 
+#include "platform.h"
+
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <zmq.h>
 
 static int set_int(void *s, int opt, int v) {
@@ -75,22 +83,213 @@ fail:;
     return NULL;
 }
 
-void *mp__net_data_dealer(void *zctx, const char *addr) {
+/* The k-th spelling of "tcp://host:port": k zeros before the port. libzmq
+ * connects a DEALER once per endpoint string (a second zmq_connect of the
+ * same string is a no-op), and parses the port as a decimal number, so
+ * these make k + 1 connections to one address. */
+static int stream_addr(char *out, size_t cap, const char *addr, uint32_t k) {
+    const char *colon = strrchr(addr, ':');
+    if (colon == NULL ||
+        (size_t)(colon - addr) + 1 + k + strlen(colon + 1) >= cap)
+        return -1;
+    size_t head = (size_t)(colon - addr) + 1;
+    memcpy(out, addr, head);
+    memset(out + head, '0', k);
+    snprintf(out + head + k, cap - head - k, "%s", colon + 1);
+    return 0;
+}
+
+void *mp__net_data_dealer(void *zctx, const char *addr, uint32_t streams,
+                          const char *mon_ep, void **mon) {
+    if (mon != NULL)
+        *mon = NULL;
+    if (streams < 1)
+        streams = 1;
     void *s = zmq_socket(zctx, ZMQ_DEALER);
     if (s == NULL)
         return NULL;
     int64_t maxmsg = 4096; /* handshake commands pass through it */
-    if (set_int(s, ZMQ_LINGER, 0) != 0 || set_int(s, ZMQ_SNDHWM, 4) != 0 ||
+    /* the high-water mark is per connection, and each connection also
+     * holds the frame it is writing: 4 + 1 frames per destination on one
+     * connection, about as many on up to 2, 2 per connection beyond */
+    int hwm = streams == 1 ? 4 : (int)(4 / streams) - 1;
+    if (hwm < 1)
+        hwm = 1; /* 0 would mean no limit */
+    if (set_int(s, ZMQ_LINGER, 0) != 0 || set_int(s, ZMQ_SNDHWM, hwm) != 0 ||
         set_int(s, ZMQ_RECONNECT_IVL, 100) ||
         set_int(s, ZMQ_RECONNECT_IVL_MAX, 2000) ||
-        zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg)) != 0 ||
-        zmq_connect(s, addr) != 0) {
-        int e = errno;
-        mp__net_close(&s);
-        errno = e;
-        return NULL;
+        zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg)) != 0)
+        goto fail;
+    /* the monitor first, so that no connection's CONNECTED is missed */
+    if (mon_ep != NULL && mon != NULL) {
+        if (zmq_socket_monitor(
+                s, mon_ep, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0)
+            goto fail;
+        *mon = zmq_socket(zctx, ZMQ_PAIR);
+        if (*mon == NULL)
+            goto fail;
+        set_int(*mon, ZMQ_LINGER, 0);
+        if (zmq_connect(*mon, mon_ep) != 0)
+            goto fail;
+    }
+    for (uint32_t k = 0; k < streams; k++) {
+        char ep[300];
+        if (stream_addr(ep, sizeof(ep), addr, k) != 0) {
+            errno = EINVAL;
+            goto fail;
+        }
+        if (zmq_connect(s, ep) != 0)
+            goto fail;
     }
     return s;
+fail:;
+    int e = errno;
+    if (mon != NULL && *mon != NULL) {
+        mp__net_close(mon);
+        zmq_socket_monitor(s, NULL, 0);
+    }
+    mp__net_close(&s);
+    errno = e;
+    return NULL;
+}
+
+/* Reads one monitor event: its id and value (the descriptor, for the
+ * connection events), and with ep its endpoint text (cap bytes, NUL
+ * terminated). Returns -1 if none. */
+static int read_event_ep(void *mon, uint16_t *id, uint32_t *value, char *ep,
+                         size_t cap) {
+    zmq_msg_t a, b;
+    zmq_msg_init(&a);
+    if (zmq_msg_recv(&a, mon, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&a);
+        return -1;
+    }
+    *id = 0;
+    *value = 0;
+    if (zmq_msg_size(&a) >= 6) {
+        memcpy(id, zmq_msg_data(&a), 2);
+        memcpy(value, (const uint8_t *)zmq_msg_data(&a) + 2, 4);
+    } else if (zmq_msg_size(&a) >= 2) {
+        memcpy(id, zmq_msg_data(&a), 2);
+    }
+    int more = zmq_msg_more(&a);
+    zmq_msg_close(&a);
+    if (ep != NULL && cap > 0)
+        ep[0] = '\0';
+    while (more) { /* the endpoint frame */
+        zmq_msg_init(&b);
+        if (zmq_msg_recv(&b, mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&b);
+            break;
+        }
+        if (ep != NULL && cap > 0) {
+            size_t n = zmq_msg_size(&b) < cap - 1 ? zmq_msg_size(&b) : cap - 1;
+            memcpy(ep, zmq_msg_data(&b), n);
+            ep[n] = '\0';
+        }
+        more = zmq_msg_more(&b);
+        zmq_msg_close(&b);
+    }
+    return 0;
+}
+
+static int read_event_raw(void *mon, uint16_t *id, uint32_t *value) {
+    return read_event_ep(mon, id, value, NULL, 0);
+}
+
+/* Whether TCP socket fd is connected to the port of endpoint ep
+ * ("tcp://host:port", the port maybe with leading zeros), and to its host
+ * when that is a numeric address. */
+static bool fd_matches(int fd, const char *ep) {
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof(sa);
+    memset(&sa, 0, sizeof(sa));
+    if (getpeername(fd, (struct sockaddr *)&sa, &len) != 0)
+        return false;
+    const char *colon = strrchr(ep, ':');
+    if (colon == NULL)
+        return false;
+    unsigned long port = strtoul(colon + 1, NULL, 10);
+    const char *host = strncmp(ep, "tcp://", 6) == 0 ? ep + 6 : ep;
+    char h[64];
+    size_t hl = (size_t)(colon - host);
+    if (hl >= sizeof(h))
+        return false;
+    memcpy(h, host, hl);
+    h[hl] = '\0';
+    if (sa.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&sa;
+        struct in_addr want;
+        if (inet_pton(AF_INET, h, &want) == 1 &&
+            want.s_addr != a->sin_addr.s_addr)
+            return false;
+        return ntohs(a->sin_port) == port;
+    }
+    if (sa.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&sa;
+        struct in6_addr want;
+        if (hl >= 2 && h[0] == '[') {
+            memmove(h, h + 1, hl - 2);
+            h[hl - 2] = '\0';
+        }
+        if (inet_pton(AF_INET6, h, &want) == 1 &&
+            memcmp(&want, &a->sin6_addr, sizeof(want)) != 0)
+            return false;
+        return ntohs(a->sin6_port) == port;
+    }
+    return false;
+}
+
+int mp__net_read_connected(void *mon, int *fd, bool *down) {
+    uint16_t id;
+    uint32_t v;
+    char ep[300];
+    if (read_event_ep(mon, &id, &v, ep, sizeof(ep)) != 0)
+        return -1;
+    *down = id == ZMQ_EVENT_DISCONNECTED;
+    /* the descriptor may have been closed and its number taken by another
+     * socket since the event was sent: only a connection to the event's
+     * own address counts */
+    *fd = id == ZMQ_EVENT_CONNECTED && fd_matches((int)v, ep) ? (int)v : -1;
+    return 0;
+}
+
+int mp__net_bind_cc(void *zctx, void *sock, const char *ep, const char *cc,
+                    const char *mon_ep, int *cc_err) {
+    *cc_err = 0;
+    if (cc == NULL || cc[0] == '\0')
+        return zmq_bind(sock, ep);
+    /* the listener's descriptor arrives in the LISTENING event, which
+     * zmq_bind sends from this thread before it returns; connections
+     * accepted from it inherit an algorithm set on it */
+    void *mon = NULL;
+    if (zmq_socket_monitor(sock, mon_ep, ZMQ_EVENT_LISTENING) != 0)
+        return -1;
+    mon = zmq_socket(zctx, ZMQ_PAIR);
+    if (mon == NULL || set_int(mon, ZMQ_LINGER, 0) != 0 ||
+        set_int(mon, ZMQ_RCVTIMEO, 1000) != 0 ||
+        zmq_connect(mon, mon_ep) != 0) {
+        int e = errno;
+        mp__net_close(&mon);
+        zmq_socket_monitor(sock, NULL, 0);
+        errno = e;
+        return -1;
+    }
+    int rc = zmq_bind(sock, ep);
+    int e = errno;
+    if (rc == 0) {
+        zmq_pollitem_t it = {mon, 0, ZMQ_POLLIN, 0};
+        uint16_t id = 0;
+        uint32_t v = 0;
+        *cc_err = EAGAIN;
+        if (zmq_poll(&it, 1, 1000) > 0 && read_event_raw(mon, &id, &v) == 0 &&
+            id == ZMQ_EVENT_LISTENING)
+            *cc_err = mp_plat_tcp_cc_set((int)v, cc);
+    }
+    zmq_socket_monitor(sock, NULL, 0);
+    mp__net_close(&mon);
+    errno = e;
+    return rc;
 }
 
 int mp__net_read_event(void *mon, mp_net_event_t *ev) {

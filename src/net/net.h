@@ -8,6 +8,7 @@
 #ifndef MP_NET_H
 #define MP_NET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,8 +21,27 @@ void *mp__net_ctrl_dealer(void *zctx, const char *addr,
                           const uint8_t server_pub[32],
                           const uint8_t my_pub[32], const uint8_t my_sec[32],
                           const char *mon_ep, void **mon);
-/* Creates a data DEALER dialing addr (sealed frames only). */
-void *mp__net_data_dealer(void *zctx, const char *addr);
+/* Creates a data DEALER dialing addr (sealed frames only) over `streams`
+ * TCP connections (1..16); ZeroMQ hands each frame to one with room. With
+ * mon_ep, *mon receives a PAIR bound to the DEALER's CONNECTED and
+ * DISCONNECTED events (mp__net_read_connected); else mon may be NULL.
+ * Returns the DEALER or NULL (errno set). */
+void *mp__net_data_dealer(void *zctx, const char *addr, uint32_t streams,
+                          const char *mon_ep, void **mon);
+/* Reads one event of a data DEALER's monitor: *fd is the descriptor of a
+ * new connection, -1 for other events; *down is true when the event says
+ * one of its connections broke. Returns -1 if none waits. The
+ * descriptor belongs to ZeroMQ's I/O thread, which may have closed it
+ * (and the number been reused) by the time this is read: it is given only
+ * if it is connected to the event's address (port, and host when
+ * numeric), else -1. */
+int mp__net_read_connected(void *mon, int *fd, bool *down);
+/* zmq_bind(sock, ep); with cc (not NULL or ""), TCP congestion control cc
+ * is set on the listening socket, so every connection accepted from it
+ * uses it: *cc_err is 0, or the errno value why not (EAGAIN: its
+ * descriptor was not reported). mon_ep: an unused inproc endpoint. */
+int mp__net_bind_cc(void *zctx, void *sock, const char *ep, const char *cc,
+                    const char *mon_ep, int *cc_err);
 /* Closes a socket if non-NULL (linger 0). */
 void mp__net_close(void **sock);
 /* Closes a socket if non-NULL, letting what is queued on it reach the

@@ -66,6 +66,7 @@ enum {
     K_GA,
     K_RX,
     K_MK,
+    K_RW,
     K_COUNT
 };
 
@@ -78,7 +79,7 @@ static const char *const key_names[K_COUNT] = {
     [K_VER] = "ver", [K_FIRST] = "first", [K_N] = "n",     [K_RND] = "rnd",
     [K_CNT] = "cnt", [K_DIG] = "dig",     [K_CT] = "ct",   [K_SE] = "se",
     [K_PH] = "ph",   [K_SC] = "sc",       [K_GA] = "ga",   [K_RX] = "rx",
-    [K_MK] = "mk",
+    [K_MK] = "mk",   [K_RW] = "rw",
 };
 
 /* ------------------------------------------------------------------ */
@@ -139,7 +140,7 @@ static moshpit_err_t check_msg(const mp_msg_t *msg) {
             (!h->has_cert && !mp__all_zero(h->cert, sizeof h->cert)))
             return MOSHPIT_EINVAL;
         if (!str_ok(h->ctrl_addr) || !str_ok(h->data_addr) ||
-            h->serves_state > 1)
+            h->serves_state > 1 || h->reorder_ok > 1)
             return MOSHPIT_EINVAL;
         return MOSHPIT_OK;
     }
@@ -198,7 +199,7 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
     switch (msg->type) {
     case MP_MSG_HELLO:
         entries = 11u + msg->u.hello.has_proof + msg->u.hello.serves_state +
-                  msg->u.hello.has_cert;
+                  msg->u.hello.has_cert + msg->u.hello.reorder_ok;
         break;
     case MP_MSG_STATE_REQ:
         entries = 6;
@@ -258,6 +259,10 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         if (h->has_cert) {
             put_key(pk, K_CT);
             mp__pack_bin(pk, h->cert, sizeof h->cert);
+        }
+        if (h->reorder_ok) {
+            put_key(pk, K_RW);
+            msgpack_pack_true(pk);
         }
         break;
     }
@@ -584,6 +589,8 @@ static int decode_hello(const msgpack_object *const *val, mp_hello_t *h) {
         h->has_proof = 1;
     }
     if (val[K_SS] && get_bool(val[K_SS], &h->serves_state) != 0)
+        return -1;
+    if (val[K_RW] && get_bool(val[K_RW], &h->reorder_ok) != 0)
         return -1;
     if (val[K_CT]) {
         /* a certificate has one fixed size; anything else is malformed */

@@ -57,7 +57,10 @@ typedef struct mp_hello {
     char ctrl_addr[MP_ADDR_MAX]; /* sender's control endpoint */
     char data_addr[MP_ADDR_MAX]; /* sender's data endpoint */
     uint8_t serves_state;        /* 1 = answers STATE_REQ (optional key) */
-    uint8_t has_cert;            /* 1 = cert holds the sender's certificate */
+    uint8_t reorder_ok; /* 1 = opens data frames out of order (a receive
+                           window): a sender may use several data
+                           connections to it (optional key "rw") */
+    uint8_t has_cert;   /* 1 = cert holds the sender's certificate */
     uint8_t cert[MOSHPIT_CERT_BYTES]; /* optional key "ct"; its content is
                                          checked by admission, not here */
 } mp_hello_t;

@@ -189,6 +189,8 @@ int main(int argc, char **argv) {
     cfg.matchmaking_ms = 10000;
     cfg.round_timeout_ms = 120000;
     cfg.compression = (uint32_t)a.compression;
+    cfg.data_streams = (uint32_t)a.data_streams;
+    cfg.congestion = a.congestion;
     cfg.log = on_log;
     cfg.log_level = lvl != NULL ? atoi(lvl) : MOSHPIT_LOG_WARN;
     if (a.rank > 0) {

@@ -73,7 +73,7 @@ typedef struct options {
     int peers;
     size_t bytes;
     int rounds, warmup;
-    int only; /* -1 = all */
+    int only; /* -1 = all, else a bit per system */
     int json;
     int keep_tmp;
     int corrupt;     /* self-check: verification must fail */
@@ -87,6 +87,10 @@ typedef struct options {
     int offload;
     const char *cc; /* congestion control of every TCP socket; NULL: the
                        namespace's default */
+    /* moshpit's config congestion (NULL: the library's default) and
+     * data_streams (0: the library's default) */
+    const char *moshpit_cc;
+    int data_streams;
 } options_t;
 
 /* What one rank wrote back. */
@@ -595,6 +599,14 @@ static void run_moshpit(sys_result_t *res) {
         snprintf(comp, sizeof comp, "%d", opt.compression);
         argv[a++] = "--compression";
         argv[a++] = comp;
+        char streams[16];
+        snprintf(streams, sizeof streams, "%d", opt.data_streams);
+        argv[a++] = "--data-streams";
+        argv[a++] = streams;
+        if (opt.moshpit_cc != NULL) {
+            argv[a++] = "--congestion";
+            argv[a++] = (char *)opt.moshpit_cc;
+        }
         argv[a] = NULL;
         keep[0] = rep[1];
         keep[1] = con[0];
@@ -675,7 +687,7 @@ static double gbps(double s) {
 }
 
 static int selected(int sys) {
-    return opt.only < 0 || opt.only == sys;
+    return opt.only < 0 || (opt.only & (1 << sys)) != 0;
 }
 
 static void print_json_array(const double *v, int n) {
@@ -770,10 +782,12 @@ static void print_json(const sys_result_t *r) {
     int first = 1;
     printf("{\n  \"peers\": %d,\n  \"size_bytes\": %zu,\n  \"size_mib\": "
            "%.4f,\n  \"rounds\": %d,\n  \"warmup\": %d,\n  \"seed\": %llu,\n"
-           "  \"compression\": \"%s\",\n",
+           "  \"compression\": \"%s\",\n  \"moshpit_cc\": \"%s\",\n"
+           "  \"data_streams\": %d,\n",
            opt.peers, opt.bytes, (double)opt.bytes / MIB, opt.rounds,
            opt.warmup, (unsigned long long)opt.seed,
-           compress_names[opt.compression]);
+           compress_names[opt.compression],
+           opt.moshpit_cc != NULL ? opt.moshpit_cc : "", opt.data_streams);
     if (opt.wan) {
         printf("  \"network\": {\"delay_ms\": %.3f, \"rtt_ms\": %.3f, "
                "\"jitter_ms\": %.3f, \"rate_mbit\": %u, \"loss_pct\": %.2f, "
@@ -832,7 +846,7 @@ static void print_json(const sys_result_t *r) {
 static void usage(FILE *f) {
     fprintf(f, "usage: moshpit-bench --peers N --size BYTES [--rounds R] "
                "[--warmup W]\n"
-               "                     [--only moshpit|gloo|mpi] [--json] "
+               "                     [--only moshpit|gloo|mpi[,...]] [--json] "
                "[--seed S]\n"
                "                     [--timeout SECONDS] [--keep-tmp] "
                "[--corrupt]\n"
@@ -840,7 +854,8 @@ static void usage(FILE *f) {
                "none|fp16|bf16|int8|int4]\n"
                "                     [--delay-ms D] [--jitter-ms J] "
                "[--rate-mbit R] [--loss-pct P]\n"
-               "                     [--cc ALGO] [--offload]\n"
+               "                     [--cc ALGO] [--offload] "
+               "[--moshpit-cc ALGO|default] [--data-streams N]\n"
                "  Times an all-reduce of BYTES (suffix k, M or G = KiB, MiB, "
                "GiB) of floats\n"
                "  among N local processes on loopback with moshpit, Gloo "
@@ -986,18 +1001,36 @@ static int parse_options(int argc, char **argv) {
             bad = parse_int(v, 1, 100000, &r);
             opt.rate_mbit = (unsigned)r;
             opt.wan = 1;
+        } else if (strcmp(k, "--moshpit-cc") == 0) {
+            opt.moshpit_cc = v;
+            bad = strlen(v) > 15;
+        } else if (strcmp(k, "--data-streams") == 0) {
+            bad = parse_int(v, 0, 16, &opt.data_streams);
         } else if (strcmp(k, "--cc") == 0) {
             opt.cc = v;
             bad = strlen(v) == 0 || strlen(v) > 15;
             opt.wan = 1;
         } else if (strcmp(k, "--only") == 0) {
-            bad = -1;
-            for (int s = 0; s < SYS_COUNT; s++) {
-                if (strcmp(v, sys_names[s]) == 0) {
-                    opt.only = s;
-                    bad = 0;
+            /* one system, or several separated by commas */
+            const char *q = v;
+            opt.only = 0;
+            bad = 0;
+            while (!bad && *q != '\0') {
+                size_t len = strcspn(q, ",");
+                bad = -1;
+                for (int s = 0; s < SYS_COUNT; s++) {
+                    if (strlen(sys_names[s]) == len &&
+                        strncmp(q, sys_names[s], len) == 0) {
+                        opt.only |= 1 << s;
+                        bad = 0;
+                    }
                 }
+                q += len;
+                if (*q == ',')
+                    q++;
             }
+            if (opt.only == 0)
+                bad = -1;
         } else {
             fprintf(stderr, "moshpit-bench: unknown option %s\n", k);
             return -1;

@@ -164,7 +164,8 @@ static void on_router_msg(hostile_t *h, zmq_msg_t *rid, zmq_msg_t *body) {
             p->tag = m.u.hello.tag;
             p->n_hello++;
             if (p->data == NULL) {
-                p->data = mp__net_data_dealer(h->ctx, m.u.hello.data_addr);
+                p->data = mp__net_data_dealer(h->ctx, m.u.hello.data_addr, 1,
+                                              NULL, NULL);
                 if (p->data != NULL) {
                     set_int(p->data, ZMQ_SNDTIMEO, 5000);
                     set_int(p->data, ZMQ_SNDHWM, 1000);

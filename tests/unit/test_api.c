@@ -260,6 +260,9 @@ static void test_config_defaults(void) {
           c.trim, (double)c.clip_tau, c.clip_iters, c.weight_cap);
     CHECK(c.compression == MOSHPIT_COMPRESS_NONE, "compression %u",
           c.compression);
+    CHECK(c.data_streams == 0 && c.congestion == NULL,
+          "data_streams %u congestion %s", c.data_streams,
+          c.congestion != NULL ? c.congestion : "(null)");
     CHECK(c.peers_max == 4096 && c.peer_msg_rate == 1000,
           "peers_max %u peer_msg_rate %u", c.peers_max, c.peer_msg_rate);
     CHECK(c.listen != NULL, "listen is NULL");
@@ -856,6 +859,75 @@ static void test_two_peers(void) {
     moshpit_close(a);
 }
 
+/* Log lines of moshpit_open, for test_congestion. */
+static char cc_log[4096];
+
+static void cc_log_cb(void *user, int level, const char *msg) {
+    (void)user;
+    (void)level;
+    size_t n = strlen(cc_log);
+    snprintf(cc_log + n, sizeof(cc_log) - n, "%s\n", msg);
+}
+
+/* Opens with congestion cc and data_streams ds; the result, log in cc_log. */
+static moshpit_err_t open_cc(const char *cc, uint32_t ds) {
+    moshpit_config_t c;
+    base_config(&c);
+    c.congestion = cc;
+    c.data_streams = ds;
+    c.log = cc_log_cb;
+    c.log_level = MOSHPIT_LOG_INFO;
+    cc_log[0] = '\0';
+    moshpit_t *mp = NULL;
+    moshpit_err_t e = moshpit_open(&c, &mp);
+    CHECK((e == MOSHPIT_OK) == (mp != NULL), "open result and handle");
+    moshpit_close(mp);
+    return e;
+}
+
+/* congestion and data_streams: names the kernel could not know, algorithms
+ * this process cannot use and stream counts over 16 are EINVAL, with the
+ * reason in the log; "default", reno (every Linux process may pick it) and
+ * the automatic choice open and say what the data connections use. */
+static void test_congestion(void) {
+    moshpit_err_t e = open_cc("no such!", 0);
+    CHECK(e == MOSHPIT_EINVAL, "congestion \"no such!\": %s",
+          moshpit_strerror(e));
+    e = open_cc("abcdefghijklmnop", 0); /* 16 characters */
+    CHECK(e == MOSHPIT_EINVAL, "congestion of 16 characters: %s",
+          moshpit_strerror(e));
+    e = open_cc("mp_no_such_cc", 0);
+    CHECK(e == MOSHPIT_EINVAL, "congestion mp_no_such_cc: %s",
+          moshpit_strerror(e));
+    CHECK(strstr(cc_log, "congestion control 'mp_no_such_cc' cannot be used") !=
+              NULL,
+          "no reason logged: %s", cc_log);
+    e = open_cc(NULL, 17);
+    CHECK(e == MOSHPIT_EINVAL, "data_streams 17: %s", moshpit_strerror(e));
+    e = open_cc(NULL, UINT32_MAX);
+    CHECK(e == MOSHPIT_EINVAL, "data_streams UINT32_MAX: %s",
+          moshpit_strerror(e));
+    e = open_cc("default", 0);
+    CHECK(e == MOSHPIT_OK, "congestion default: %s", moshpit_strerror(e));
+    CHECK(strstr(cc_log, "data connections: congestion control ") != NULL &&
+              strstr(cc_log, "set per socket") == NULL,
+          "default sets nothing: %s", cc_log);
+    e = open_cc("reno", 16);
+    CHECK(e == MOSHPIT_OK, "congestion reno: %s", moshpit_strerror(e));
+    CHECK(strstr(cc_log, "congestion control reno set per socket") != NULL &&
+              strstr(cc_log, "16 per peer") != NULL,
+          "reno, 16 streams: %s", cc_log);
+    e = open_cc("", 0);
+    CHECK(e == MOSHPIT_OK, "congestion \"\" (automatic): %s",
+          moshpit_strerror(e));
+    CHECK(strstr(cc_log, "data connections: congestion control ") != NULL,
+          "automatic choice not logged: %s", cc_log);
+    /* bbr where it may be used, one stream with it, four without */
+    int bbr = strstr(cc_log, "congestion control bbr") != NULL;
+    CHECK(strstr(cc_log, bbr ? "1 per peer" : "4 per peer") != NULL,
+          "default streams: %s", cc_log);
+}
+
 int main(void) {
     test_strerror();
     test_version_constants();
@@ -864,6 +936,7 @@ int main(void) {
     test_key_text_reject();
     test_config_defaults();
     test_open_invalid();
+    test_congestion();
     test_open_cert();
     test_open_endpoint();
     test_lone_peer();

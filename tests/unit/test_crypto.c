@@ -8,9 +8,11 @@
  * ECRYPTO; in-place sealing; fresh ephemeral keys give unrelated sessions;
  * the cipher choice; admission proofs and swarm hashes depend on every input
  * (and follow the construction documented in crypto.h); degenerate inputs
- * are refused; and a golden ChaCha20-Poly1305 vector pins the data-plane
- * format. Every failed check prints file:line; the exit status is 1 if any
- * check failed.
+ * are refused; a golden ChaCha20-Poly1305 vector pins the data-plane
+ * format; and the receive window of data-frame counters takes each counter
+ * once in any order within its width and refuses replays and older ones.
+ * Every failed check prints file:line; the exit status is 1 if any check
+ * failed.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +23,7 @@
 #include "crypto/aegis.h"
 #include "crypto/cpu.h"
 #include "crypto/crypto.h"
+#include "crypto/replay.h"
 #include "crypto/session.h"
 
 #include "test_util.h"
@@ -673,6 +676,88 @@ static void test_cpu_choice(void) {
            cipher_name(mp__session_pick_cipher(no_aes, here)));
 }
 
+/* The receive window (crypto/replay.h) against a plain list of the
+ * counters taken: out-of-order arrival within the window is accepted once,
+ * replays and counters at or below top - W are refused. */
+static void test_replay(void) {
+    mp_replay_t w;
+    mp__replay_reset(&w);
+    CHECK(!mp__replay_fresh(&w, 0), "counter 0 is never valid");
+    CHECK(mp__replay_fresh(&w, 1) && mp__replay_fresh(&w, 9), "fresh");
+    mp__replay_take(&w, 5);
+    CHECK(!mp__replay_fresh(&w, 5), "5 taken");
+    CHECK(mp__replay_fresh(&w, 4) && mp__replay_fresh(&w, 1),
+          "below the top, not taken");
+    mp__replay_take(&w, 3);
+    CHECK(!mp__replay_fresh(&w, 3) && mp__replay_fresh(&w, 4), "3 taken");
+    /* a jump of the whole width: everything at or below top - W is old */
+    mp__replay_take(&w, 5 + MP_REPLAY_WINDOW);
+    CHECK(!mp__replay_fresh(&w, 5) && !mp__replay_fresh(&w, 4),
+          "older than the window");
+    CHECK(mp__replay_fresh(&w, 6) && !mp__replay_fresh(&w, 5),
+          "the window's lowest counter");
+    CHECK(!mp__replay_fresh(&w, 5 + MP_REPLAY_WINDOW), "top taken");
+    /* random order against a model: counters 1..n shuffled within blocks
+     * of W/2 (so none arrives W or more behind the top), each offered
+     * twice */
+    enum { N = 3 * MP_REPLAY_WINDOW, B = MP_REPLAY_WINDOW / 2 };
+    static uint64_t order[N];
+    static uint8_t taken[N + 1];
+    for (uint64_t i = 0; i < N; i++)
+        order[i] = i + 1;
+    uint64_t rng = 12345;
+    for (uint64_t b = 0; b < N; b += B)
+        for (uint64_t i = B - 1; i > 0; i--) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            uint64_t j = (rng >> 33) % (i + 1);
+            uint64_t t = order[b + i];
+            order[b + i] = order[b + j];
+            order[b + j] = t;
+        }
+    mp__replay_reset(&w);
+    memset(taken, 0, sizeof(taken));
+    uint32_t bad = 0;
+    for (uint64_t i = 0; i < N; i++) {
+        uint64_t c = order[i];
+        bool want = !taken[c] && (c > w.top || w.top - c < MP_REPLAY_WINDOW);
+        if (mp__replay_fresh(&w, c) != want)
+            bad++;
+        if (want) {
+            mp__replay_take(&w, c);
+            taken[c] = 1;
+        }
+        if (mp__replay_fresh(&w, c))
+            bad++; /* offered again at once */
+    }
+    uint32_t missed = 0;
+    for (uint64_t c = 1; c <= N; c++)
+        missed += taken[c] ? 0 : 1;
+    CHECK(bad == 0, "window agrees with the model");
+    CHECK(missed == 0, "every counter within the window was taken once");
+}
+
+/* mp__replay_all_taken, which a MARK's answer waits on (engine_resume.c):
+ * true only for a range whose every counter was taken, false for a hole,
+ * a range past the top or one the window no longer covers. */
+static void test_replay_all_taken(void) {
+    mp_replay_t w;
+    mp__replay_reset(&w);
+    CHECK(mp__replay_all_taken(&w, 5, 5), "an empty range");
+    CHECK(!mp__replay_all_taken(&w, 1, 2), "nothing taken yet");
+    for (uint64_t c = 10; c >= 2; c--)
+        if (c != 6)
+            mp__replay_take(&w, c); /* out of order, 6 missing */
+    CHECK(mp__replay_all_taken(&w, 2, 6), "2..5 taken");
+    CHECK(mp__replay_all_taken(&w, 7, 11), "7..10 taken");
+    CHECK(!mp__replay_all_taken(&w, 2, 11), "6 is missing");
+    CHECK(!mp__replay_all_taken(&w, 7, 12), "11 is above the top");
+    CHECK(!mp__replay_all_taken(&w, 0, 3), "counter 0 is never taken");
+    mp__replay_take(&w, 6);
+    CHECK(mp__replay_all_taken(&w, 2, 11), "6 arrived late");
+    mp__replay_take(&w, 10 + MP_REPLAY_WINDOW);
+    CHECK(!mp__replay_all_taken(&w, 10, 11), "below the window");
+}
+
 int main(void) {
     CHECK(mp__crypto_init() == MOSHPIT_OK, "crypto init");
     CHECK(mp__crypto_init() == MOSHPIT_OK, "crypto init is not idempotent");
@@ -695,6 +780,7 @@ int main(void) {
     test_session_reject();
     test_pick_cipher();
     test_cpu_choice();
+    test_replay_all_taken();
     test_admit_proof();
     test_swarm_hash();
     test_helpers();
@@ -702,6 +788,7 @@ int main(void) {
     test_derivation(MP_CIPHER_AESGCM);
     test_derivation(MP_CIPHER_AEGIS);
     test_derivation(MP_CIPHER_AEGISX2);
+    test_replay();
 
     return test_summary("test_crypto");
 }

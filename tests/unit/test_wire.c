@@ -287,6 +287,7 @@ static void test_roundtrips(void) {
     m->u.hello.serves_state = 1;
     m->u.hello.has_cert = 1;
     memset(m->u.hello.cert, 0xff, sizeof m->u.hello.cert);
+    m->u.hello.reorder_ok = 1;
     roundtrip("hello max", m);
 
     memset(m, 0, sizeof *m);
@@ -593,6 +594,11 @@ static void spec_for(msg_fn make, spec_t *s) {
         }
         if (m->u.hello.has_cert) /* no sample is 160 bytes long */
             add_bin(s, "ct", m->u.hello.cert, sizeof m->u.hello.cert, 0, 1);
+        if (m->u.hello.reorder_ok) {
+            add_begin();
+            msgpack_pack_true(&fpk);
+            add_end(s, "rw", A_BOOL, 1);
+        }
         break;
     case MP_MSG_REFUSE:
         add_uint(s, "why", m->u.refuse.reason);
@@ -1233,6 +1239,7 @@ static void test_encode_rejects(void) {
            "have bitmap too long");
     REJECT((msg_done(&m), m.u.done.group_id = 0), "done of group 0");
     REJECT((msg_hello(&m), m.u.hello.serves_state = 2), "serves_state 2");
+    REJECT((msg_hello(&m), m.u.hello.reorder_ok = 2), "reorder_ok 2");
     REJECT((msg_state_req(&m), m.u.state_req.n = 0), "state req of 0");
     REJECT((msg_state_req(&m), m.u.state_req.n = MP_STATE_GET_MAX + 1),
            "state req above MP_STATE_GET_MAX");
@@ -1266,6 +1273,8 @@ static void test_encode_rejects(void) {
         msg_hello(&h2);
         h2.u.hello.serves_state = 1;
         roundtrip("hello serving state", &h2);
+        h2.u.hello.reorder_ok = 1;
+        roundtrip("hello with a receive window", &h2);
         msg_state_req(&h2);
         h2.u.state_req.version = 0;
         h2.u.state_req.n = 0;

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine_streams.c - the data connections between peers: which TCP
+ * congestion control they use (config congestion: bbr where this process
+ * may pick it, set on the data ROUTER's listening socket, which accepted
+ * connections inherit, and on every connection of a data DEALER as its
+ * monitor reports it) and how many connections carry the parts to one
+ * peer (config data_streams), so that a long lossy link is not held to
+ * what one loss-based TCP connection carries (docs/DESIGN.md, "Data
+ * connections").
+ */
+#include "engine_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "net/net.h"
+
+static bool is_bbr(const char *cc) {
+    return strncmp(cc, "bbr", 3) == 0;
+}
+
+moshpit_err_t mp__engine_streams_setup(moshpit_t *mp, const char *bind_ep) {
+    const char *want = mp->cfg.congestion;
+    mp->cfg.congestion = NULL; /* read only during moshpit_open */
+    bool automatic = want == NULL || want[0] == '\0';
+    if (automatic)
+        want = "bbr";
+    mp->cc[0] = '\0';
+    if (mp_plat_tcp_cc_default(mp->cc_system) != 0)
+        snprintf(mp->cc_system, sizeof(mp->cc_system), "unknown");
+    if (strcmp(want, "default") != 0) {
+        int e = mp_plat_tcp_cc_probe(want);
+        if (e == 0 && strcmp(want, mp->cc_system) == 0) {
+            /* new sockets get it anyway: no monitors, no system calls */
+        } else if (e == 0) {
+            snprintf(mp->cc, sizeof(mp->cc), "%s", want);
+        } else if (automatic) {
+            mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                           "congestion control bbr not usable here (%s): "
+                           "data connections keep the system's %s",
+                           strerror(e), mp->cc_system);
+        } else {
+            mp__engine_log(
+                mp, MOSHPIT_LOG_ERROR,
+                "congestion control '%s' cannot be used: %s (%s; "
+                "unprivileged processes may pick those listed in "
+                "net.ipv4.tcp_allowed_congestion_control; \"default\" "
+                "keeps the system's, %s)",
+                want, strerror(e),
+                e == ENOENT  ? "not available in this kernel"
+                : e == EPERM ? "not allowed for this process"
+                             : "refused",
+                mp->cc_system);
+            return MOSHPIT_EINVAL;
+        }
+    }
+    const char *used = mp->cc[0] != '\0' ? mp->cc : mp->cc_system;
+    mp->streams = mp->cfg.data_streams != 0 ? mp->cfg.data_streams
+                  : is_bbr(used)            ? 1u
+                                            : 4u;
+    /* at most 8 data frames (2 MiB of 256 KiB parts) queued per sender,
+     * then TCP pushes back: memory bounded by parts and members, not by
+     * the vector (docs/DESIGN.md, "What a peer needs"); the high-water
+     * mark counts per connection, and each connection also holds the
+     * frame it is reading, so a sender with as many connections as this
+     * peer has 8 + 1 frames here on one, 8 on 2 or 4, 2 per connection
+     * beyond */
+    int rcvhwm = mp->streams == 1 ? 8 : (int)(8 / mp->streams) - 1;
+    if (rcvhwm < 1)
+        rcvhwm = 1; /* 0 would mean no limit */
+    if (zmq_setsockopt(mp->data, ZMQ_RCVHWM, &rcvhwm, sizeof(rcvhwm)) != 0)
+        return MOSHPIT_ESYS;
+    char mon_ep[64];
+    snprintf(mon_ep, sizeof(mon_ep), "inproc://moshpit-dlisten-%u",
+             ++mp->mon_seq);
+    int cc_err = 0;
+    if (mp__net_bind_cc(mp->zctx, mp->data, bind_ep, mp->cc, mon_ep, &cc_err) !=
+        0)
+        return MOSHPIT_ESYS;
+    if (cc_err != 0)
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "congestion control %s not set on the data listener: "
+                       "%s",
+                       mp->cc, strerror(cc_err));
+    mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                   "data connections: congestion control %s%s (system "
+                   "default %s), %u per peer",
+                   used, mp->cc[0] != '\0' ? " set per socket" : "",
+                   mp->cc_system, mp->streams);
+    return MOSHPIT_OK;
+}
+
+bool mp__engine_data_dial(moshpit_t *mp, mp_peer_t *p, bool reorder_ok) {
+    /* always a monitor: besides setting the algorithm on new connections,
+     * a connection that breaks mid-round lost what was in its buffers,
+     * and the mate is asked what it holds (engine_resume.c) */
+    char mon_ep[64];
+    snprintf(mon_ep, sizeof(mon_ep), "inproc://moshpit-dmon-%u", ++mp->mon_seq);
+    /* a peer of an older version drops frames that overtake others as
+     * replays: one connection to it */
+    p->data = mp__net_data_dealer(
+        mp->zctx, p->data_addr, reorder_ok ? mp->streams : 1, mon_ep, &p->dmon);
+    return p->data != NULL;
+}
+
+void mp__engine_data_close(mp_peer_t *p) {
+    if (p->dmon != NULL && p->data != NULL)
+        zmq_socket_monitor(p->data, NULL, 0);
+    mp__net_close(&p->dmon);
+    mp__net_close(&p->data);
+}
+
+/* A CONNECTED event's descriptor belongs to ZeroMQ's I/O thread: if that
+ * connection broke before this reads the event, the number may already
+ * name another descriptor of this process. mp__net_read_connected gives
+ * it only while it is connected to the event's address; what remains (a
+ * new connection to the same address between the check and the call)
+ * would give that connection the data plane's algorithm. */
+void mp__engine_data_on_monitor(moshpit_t *mp, mp_peer_t *p) {
+    int fd;
+    bool down;
+    while (p->dmon != NULL &&
+           mp__net_read_connected(p->dmon, &fd, &down) == 0) {
+        if (down)
+            mp__engine_resume_data_down(mp, p);
+        if (fd < 0 || mp->cc[0] == '\0')
+            continue;
+        int e = mp_plat_tcp_cc_set(fd, mp->cc);
+        if (e != 0)
+            mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                           "congestion control %s not set on a data "
+                           "connection to %.8s: %s",
+                           mp->cc, p->id_txt, strerror(e));
+        else
+            mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                           "data connection to %.8s: congestion control %s",
+                           p->id_txt, mp->cc);
+    }
+}

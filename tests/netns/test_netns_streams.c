@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_netns_streams.c - the data connections on a lossy link: 4 peers,
+ * one per namespace, every link dropping 1% of the packets each way, with
+ * config congestion "reno" (an algorithm every process may pick and not
+ * the namespaces' default) and data_streams 3.
+ *
+ * Pass rule:
+ * - 4 rounds of fresh vectors of 2^20 floats, all four in one group: every
+ *   call returns MOSHPIT_OK in time, nobody is dropped, and every peer
+ *   holds the exact weighted mean of the four (parts that travel on three
+ *   connections arrive out of order; the receive window must take every
+ *   one of them once);
+ * - in each namespace, as the kernel reports it (ss -tin): the connections
+ *   of the data plane use reno on both ends and the control connections
+ *   keep the namespace's default: 3 outgoing data connections to each of
+ *   the 3 others, 3 accepted from each (18 reno connections), and 6
+ *   control connections that are not reno;
+ * - the parts are striped: to each of the others at least 2 of the 3
+ *   outgoing data connections carried 256 KiB or more (a part).
+ * No assertion on speed; the round times are printed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "swarm.h"
+
+#define N 4
+#define STREAMS 3
+#define COUNT (1u << 20)
+#define ROUNDS 4
+#define PART_BYTES (256u * 1024u)
+
+typedef struct conn {
+    char local[64], peer[64];
+    int reno;
+    unsigned long long acked;
+} conn_t;
+
+/* The established TCP connections of namespace i (at most cap). */
+static size_t list_conns(size_t i, conn_t *c, size_t cap) {
+    if (nn_enter(i) != 0)
+        return 0;
+    FILE *f = popen("ss -tin state established 2>/dev/null", "r");
+    size_t n = 0;
+    char line[4096];
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        char a[64], b[64];
+        unsigned long rq, sq;
+        if (sscanf(line, "%lu %lu %63s %63s", &rq, &sq, a, b) == 4 && n < cap) {
+            memset(&c[n], 0, sizeof(c[n]));
+            snprintf(c[n].local, sizeof(c[n].local), "%s", a);
+            snprintf(c[n].peer, sizeof(c[n].peer), "%s", b);
+            n++;
+            continue;
+        }
+        if (n == 0 || (line[0] != '\t' && line[0] != ' '))
+            continue;
+        /* the info line of the connection above */
+        c[n - 1].reno = strstr(line, " reno ") != NULL ||
+                        strncmp(line + strspn(line, " \t"), "reno ", 5) == 0;
+        const char *ba = strstr(line, "bytes_acked:");
+        if (ba != NULL)
+            c[n - 1].acked = strtoull(ba + 12, NULL, 10);
+    }
+    if (f != NULL)
+        pclose(f);
+    nn_enter((size_t)-1);
+    return n;
+}
+
+static const char *port_of(const char *addr) {
+    const char *c = strrchr(addr, ':');
+    return c != NULL ? c + 1 : "";
+}
+
+/* Checks namespace i: see the pass rule. */
+static void check_conns(size_t i) {
+    conn_t c[256];
+    size_t n = list_conns(i, c, 256);
+    /* the data listener's port: the local port shared by the accepted
+     * reno connections */
+    const char *dport = NULL;
+    for (size_t k = 0; k < n && dport == NULL; k++)
+        for (size_t j = k + 1; j < n; j++)
+            if (c[k].reno && c[j].reno &&
+                strcmp(port_of(c[k].local), port_of(c[j].local)) == 0) {
+                dport = port_of(c[k].local);
+                break;
+            }
+    size_t reno = 0, other = 0, accepted = 0;
+    for (size_t k = 0; k < n; k++) {
+        reno += c[k].reno ? 1u : 0u;
+        other += c[k].reno ? 0u : 1u;
+        if (c[k].reno && dport != NULL &&
+            strcmp(port_of(c[k].local), dport) == 0)
+            accepted++;
+    }
+    printf("namespace %zu: %zu connections, %zu reno (%zu accepted on data "
+           "port %s), %zu other\n",
+           i, n, reno, accepted, dport != NULL ? dport : "?", other);
+    IT_CHECK(reno == 2 * STREAMS * (N - 1) && accepted == STREAMS * (N - 1),
+             "namespace %zu: %zu reno connections, %zu accepted, want %u "
+             "and %u",
+             i, reno, accepted, 2 * STREAMS * (N - 1), STREAMS * (N - 1));
+    IT_CHECK(other == 2 * (N - 1),
+             "namespace %zu: %zu control connections, want %u", i, other,
+             2 * (N - 1));
+    /* outgoing data connections, per destination address */
+    for (size_t j = 0; j < N; j++) {
+        if (j == i)
+            continue;
+        size_t used = 0, conns = 0;
+        for (size_t k = 0; k < n; k++) {
+            const char *host = c[k].peer;
+            size_t hl = strlen(nn_addr(j));
+            if (!c[k].reno || strncmp(host, nn_addr(j), hl) != 0 ||
+                host[hl] != ':' ||
+                (dport != NULL && strcmp(port_of(c[k].local), dport) == 0))
+                continue;
+            conns++;
+            used += c[k].acked >= PART_BYTES ? 1u : 0u;
+        }
+        printf("  to peer %zu: %zu data connections, %zu carried a part or "
+               "more\n",
+               j, conns, used);
+        IT_CHECK(conns == STREAMS && used >= 2,
+                 "namespace %zu to %zu: %zu data connections, %zu used", i, j,
+                 conns, used);
+    }
+}
+
+int main(void) {
+    nn_open(N);
+    it_peer_cfg_t cfg = nn_config("nn-streams", N, 2000, 5000, 30000);
+    cfg.grid_dims = 1;
+    cfg.min_group_size = N;
+    cfg.congestion = "reno";
+    cfg.data_streams = STREAMS;
+    nn_swarm_t s;
+    for (size_t i = 0; i < N; i++)
+        IT_CHECK(nn_loss(i, 10, 10) == 0, "loss rules of peer %zu", i);
+    if (nn_swarm_init(&s, &cfg, N, COUNT) != 0 || nn_swarm_start(&s) != 0)
+        return 1;
+    for (int r = 0; r < ROUNDS; r++) {
+        uint64_t ms = nn_round(&s, NULL, 1000 + 100 * (uint64_t)r);
+        for (size_t i = 0; i < N; i++)
+            IT_CHECK(s.got[i] && s.res[i].info.group_size == N &&
+                         s.res[i].info.peers_failed == 0,
+                     "round %d peer %zu: group of %u, %u dropped", r, i,
+                     s.got[i] ? s.res[i].info.group_size : 0,
+                     s.got[i] ? s.res[i].info.peers_failed : 0);
+        double d = nn_dev_from_mean(&s, NULL, NULL);
+        IT_CHECK(d <= 1e-5, "round %d: %.3g from the exact mean", r, d);
+        printf("round %d: longest call %llu ms, %.3g from the mean\n", r + 1,
+               (unsigned long long)ms, d);
+    }
+    for (size_t i = 0; i < N; i++)
+        check_conns(i);
+    return nn_swarm_end(&s);
+}
