@@ -168,8 +168,8 @@ typedef struct mp_round {
     uint64_t mark_due, have_rearmed;
     /* by member index: its latest MARK still to be answered (its counter,
      * 0: none), whether every counter below it arrived, when the last
-     * frame below it arrived, and the lowest counter accepted from it in
-     * this round */
+     * frame below it arrived, and the lowest counter its frames of this
+     * round can have (one above the highest taken before the round) */
     uint64_t mark_ctr[MP_GROUP_MAX];
     /* by member index: our frame counter to it when we last saw one of
      * our data connections to it break in this round (0: none); frames

@@ -74,12 +74,13 @@ static uint64_t settle_ms(const moshpit_t *mp) {
     return mp->cfg.peer_timeout_ms / 2;
 }
 
-/* Whether every frame of this round from member i below its MARK arrived
- * (counted from the lowest this round took from it, so a MARK ahead of
- * every frame of the round waits). */
+/* Whether every frame of this round from member i below its MARK arrived:
+ * from lo_ctr, one above the highest counter taken from it before the
+ * round's group formed (engine_round.c), since every frame of the round
+ * was sealed after those. */
 static void check_mark(mp_round_t *r, const mp_peer_t *p, uint32_t i) {
     uint64_t m = r->mark_ctr[i];
-    if (m != 0 && r->lo_ctr[i] < m &&
+    if (m != 0 && r->lo_ctr[i] != 0 &&
         mp__replay_all_taken(&p->rx_window, r->lo_ctr[i], m))
         r->mark_full |= bit(i);
 }
@@ -92,8 +93,6 @@ void mp__engine_resume_accepted(moshpit_t *mp, const mp_peer_t *p,
     mp_round_t *r = &mp->round;
     if (from >= MP_GROUP_MAX)
         return;
-    if (r->lo_ctr[from] == 0 || counter < r->lo_ctr[from])
-        r->lo_ctr[from] = counter;
     r->have_rearmed &= ~bit(from);
     if (r->mark_ctr[from] != 0 && counter < r->mark_ctr[from]) {
         r->mark_fill_at[from] = mp__engine_now_ms();

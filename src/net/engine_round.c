@@ -81,6 +81,10 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
                            (unsigned long long)gid, i);
             r->members[i] = NULL;
             mp__rnd_member_failed(mp->rnd, now, i);
+        } else if (i != self) {
+            /* its frames of this round were sealed after every frame
+             * taken from it so far (engine_resume.c) */
+            r->lo_ctr[i] = p->rx_window.top + 1;
         }
     }
     for (size_t i = 0; i < mp->nearly;) {
