@@ -30,8 +30,11 @@ struct mp_rnd {
     /* The most callers any key can have: the larger of the live peers
      * counted at the last two mp__rnd_key (0 = none), so that one view
      * that misses a peer for a moment (a session being re-made on a
-     * loaded machine) does not close a key before that peer's JOIN. */
-    uint64_t view_n, view_last;
+     * loaded machine) does not close a key before that peer's JOIN;
+     * view_now: the live peers when the last JOIN came
+     * (mp__rnd_set_view_now), so a peer back since those calls is
+     * waited for too. */
+    uint64_t view_n, view_last, view_now;
     mm_slot_t mms[MP_RND_MM_KEYS];
     mp_mm_out_t *mm_out; /* scratch of poll_mm, made with the first mm */
     uint64_t recent[MP_RND_RECENT];
@@ -232,6 +235,15 @@ uint32_t mp__rnd_key(mp_rnd_t *rm, size_t view_n, uint64_t count,
     return mp__rnd_key_of(&rm->grid, count, &rm->cfg.agg, key);
 }
 
+void mp__rnd_set_view_now(mp_rnd_t *rm, size_t view_n) {
+    rm->view_now = view_n;
+}
+
+/* How many callers at most can share a key: see mp__rnd_set_view_now. */
+static uint64_t expect_n(const mp_rnd_t *rm) {
+    return rm->view_now > rm->view_n ? rm->view_now : rm->view_n;
+}
+
 bool mp__rnd_key_ok(const mp_rnd_t *rm, const uint8_t *key, size_t len) {
     if (key == NULL || len < 9 || len > MP_KEY_MAX || key[8] < 1 ||
         key[8] > MP_GRID_DIMS_MAX || len < 8u + key[8] ||
@@ -258,7 +270,7 @@ static mp_mm_t *mm_for_key(mp_rnd_t *rm, uint64_t now, const uint8_t *key,
         }
         if (s->key_len == len && memcmp(s->key, key, len) == 0) {
             s->last_used_ms = now;
-            mp__mm_set_expect(s->mm, rm->view_n);
+            mp__mm_set_expect(s->mm, expect_n(rm));
             return s->mm;
         }
         if (mp__mm_pending(s->mm) == 0 &&
@@ -282,7 +294,7 @@ static mp_mm_t *mm_for_key(mp_rnd_t *rm, uint64_t now, const uint8_t *key,
     memcpy(free_slot->key, key, len);
     free_slot->key_len = len;
     free_slot->last_used_ms = now;
-    mp__mm_set_expect(free_slot->mm, rm->view_n);
+    mp__mm_set_expect(free_slot->mm, expect_n(rm));
     return free_slot->mm;
 }
 

@@ -167,6 +167,12 @@ uint32_t mp__rnd_phase(const mp_rnd_t *rm);
 /* The grid key the machine moves on at every round end. */
 const mp_grid_t *mp__rnd_grid(const mp_rnd_t *rm);
 
+/* The peers this peer sees live now (itself included), for the matchmaker
+ * side: a key closes at once only when as many JOINs are pending as the
+ * larger of this and the views of the last two calls (a peer that came
+ * back since the last call is waited for). 0 (the default): the calls'
+ * views alone. */
+void mp__rnd_set_view_now(mp_rnd_t *rm, size_t view_n);
 /* The group key of a call: the vector length (8 bytes little endian; peers
  * only group with peers averaging vectors of the same length), the grid key
  * for a swarm of view_n peers (mp__grid_set_estimate), then the

@@ -391,6 +391,8 @@ bool mp__engine_round_on_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m) {
         mp__link_rtt(&p->link, now - p->join_ms);
         p->join_ms = 0;
     }
+    if (m->type == MP_MSG_JOIN) /* who may still come (round.h) */
+        mp__rnd_set_view_now(mp->rnd, mp__engine_view_count(mp));
     mp_rnd_msg_status_t st = mp__round_msg_dispatch(mp->rnd, now, p->id, m);
     switch (st) {
     case MP_RND_MSG_OTHER:

@@ -315,6 +315,19 @@ static void test_everyone_here(void) {
         }
         drain_all();
     }
+    /* peer 2 is back (the engine saw it live when the JOINs came) before
+     * any call of the matchmaker counted it: the pair's key waits for it */
+    for (uint32_t q = 0; q < 3; q++)
+        mp__rnd_set_view_now(W.rm[q], 3);
+    uint32_t formed0 = W.formed[0];
+    for (uint32_t q = 0; q < 2; q++)
+        start(q, pair, 2, NULL, NULL);
+    drain_all();
+    CHECK(W.formed[0] == formed0,
+          "a key of 2 closed at once though 3 peers are live now");
+    while (W.formed[0] == formed0 && W.now < 200000)
+        tick_all(W.now + 100);
+    CHECK(W.formed[0] == formed0 + 1, "no group of the pair after the window");
 }
 
 static void test_join_refusals(void) {
