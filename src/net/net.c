@@ -131,8 +131,7 @@ void *mp__net_data_dealer(void *zctx, const char *addr, uint32_t streams,
         goto fail;
     /* the monitor first, so that no connection's CONNECTED is missed */
     if (mon_ep != NULL && mon != NULL) {
-        if (zmq_socket_monitor(
-                s, mon_ep, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) != 0)
+        if (zmq_socket_monitor(s, mon_ep, ZMQ_EVENT_CONNECTED) != 0)
             goto fail;
         *mon = zmq_socket(zctx, ZMQ_PAIR);
         if (*mon == NULL)
@@ -249,13 +248,12 @@ static bool fd_matches(int fd, const char *ep) {
     return false;
 }
 
-int mp__net_read_connected(void *mon, int *fd, bool *down) {
+int mp__net_read_connected(void *mon, int *fd) {
     uint16_t id;
     uint32_t v;
     char ep[300];
     if (read_event_ep(mon, &id, &v, ep, sizeof(ep)) != 0)
         return -1;
-    *down = id == ZMQ_EVENT_DISCONNECTED;
     /* the descriptor may have been closed and its number taken by another
      * socket since the event was sent: only a connection to the event's
      * own address counts */
