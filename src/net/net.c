@@ -35,6 +35,20 @@ void mp__net_close(void **sock) {
     mp__net_close_linger(sock, 0);
 }
 
+/* Starts s's monitor for events on inproc endpoint mon_ep and connects
+ * *mon, a PAIR, to it. On failure *mon may be set (the caller closes it
+ * and stops the monitor). */
+static int attach_monitor(void *zctx, void *s, const char *mon_ep, int events,
+                          void **mon) {
+    if (zmq_socket_monitor(s, mon_ep, events) != 0)
+        return -1;
+    *mon = zmq_socket(zctx, ZMQ_PAIR);
+    if (*mon == NULL)
+        return -1;
+    set_int(*mon, ZMQ_LINGER, 0);
+    return zmq_connect(*mon, mon_ep);
+}
+
 /* No socket sets ZMQ_HEARTBEAT_*: libzmq 4.3.4 aborts the process
  * ("Assertion failed: !_io_error", stream_engine_base.cpp) when a heartbeat
  * fires on a connection whose input the receive high-water mark stopped and
@@ -57,18 +71,13 @@ void *mp__net_ctrl_dealer(void *zctx, const char *addr,
         set_int(s, ZMQ_RECONNECT_IVL_MAX, 2000) ||
         zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg)) != 0)
         goto fail;
-    if (zmq_socket_monitor(s, mon_ep,
-                           ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECTED |
-                               ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0)
-        goto fail;
-    *mon = zmq_socket(zctx, ZMQ_PAIR);
-    if (*mon == NULL)
-        goto fail;
-    set_int(*mon, ZMQ_LINGER, 0);
-    if (zmq_connect(*mon, mon_ep) != 0)
+    if (attach_monitor(zctx, s, mon_ep,
+                       ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECTED |
+                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                           ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                           ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL,
+                       mon) != 0)
         goto fail;
     if (zmq_connect(s, addr) != 0)
         goto fail;
@@ -130,16 +139,9 @@ void *mp__net_data_dealer(void *zctx, const char *addr, uint32_t streams,
                         zmq_setsockopt(s, ZMQ_ROUTING_ID, rid, rid_len) != 0))
         goto fail;
     /* the monitor first, so that no connection's CONNECTED is missed */
-    if (mon_ep != NULL && mon != NULL) {
-        if (zmq_socket_monitor(s, mon_ep, ZMQ_EVENT_CONNECTED) != 0)
-            goto fail;
-        *mon = zmq_socket(zctx, ZMQ_PAIR);
-        if (*mon == NULL)
-            goto fail;
-        set_int(*mon, ZMQ_LINGER, 0);
-        if (zmq_connect(*mon, mon_ep) != 0)
-            goto fail;
-    }
+    if (mon_ep != NULL && mon != NULL &&
+        attach_monitor(zctx, s, mon_ep, ZMQ_EVENT_CONNECTED, mon) != 0)
+        goto fail;
     for (uint32_t k = 0; k < streams; k++) {
         char ep[300];
         if (stream_addr(ep, sizeof(ep), addr, k) != 0) {

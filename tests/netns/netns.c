@@ -693,14 +693,10 @@ int nn_nat(unsigned nat, const size_t *peers, size_t k) {
     return 0;
 }
 
-int nn_enter(size_t i) {
-    if (i == (size_t)-1)
-        return g_home_fd >= 0 && setns(g_home_fd, CLONE_NEWNET) == 0 ? 0 : -1;
-    char ns[NAME_MAX_LEN], path[sizeof(NETNS_DIR) + NAME_MAX_LEN];
-    if (i >= g_peers)
-        return -1;
-    peer_ns(i, ns, sizeof(ns));
-    snprintf(path, sizeof(path), NETNS_DIR "%s", ns);
+/* Moves the calling thread into the named network namespace. */
+static int enter_named(const char *name) {
+    char path[sizeof(NETNS_DIR) + NAME_MAX_LEN];
+    snprintf(path, sizeof(path), NETNS_DIR "%s", name);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
@@ -709,17 +705,20 @@ int nn_enter(size_t i) {
     return rc == 0 ? 0 : -1;
 }
 
+int nn_enter(size_t i) {
+    if (i == (size_t)-1)
+        return g_home_fd >= 0 && setns(g_home_fd, CLONE_NEWNET) == 0 ? 0 : -1;
+    char ns[NAME_MAX_LEN];
+    if (i >= g_peers)
+        return -1;
+    peer_ns(i, ns, sizeof(ns));
+    return enter_named(ns);
+}
+
 int nn_enter_switch(void) {
-    char path[sizeof(NETNS_DIR) + NAME_MAX_LEN];
     if (g_count == 0)
         return -1;
-    snprintf(path, sizeof(path), NETNS_DIR "%s", g_switch);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = setns(fd, CLONE_NEWNET);
-    close(fd);
-    return rc == 0 ? 0 : -1;
+    return enter_named(g_switch);
 }
 
 const char *nn_switch_host(void) {
