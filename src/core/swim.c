@@ -189,6 +189,36 @@ moshpit_err_t mp__swim_join(mp_swim_t *sw, uint64_t now_ms,
     return MOSHPIT_OK;
 }
 
+moshpit_err_t mp__swim_set_self_addr(mp_swim_t *sw, const char *addr) {
+    if (sw == NULL || addr == NULL || addr[0] == '\0' || !sw_addr_ok(addr) ||
+        sw->left)
+        return MOSHPIT_EINVAL;
+    sw_mem_t *me = &sw->mem[sw->self];
+    if (strcmp(mp__sw_str(sw, me->addr), addr) == 0)
+        return MOSHPIT_OK;
+    if (me->inc == UINT32_MAX)
+        return MOSHPIT_EINVAL;
+    mp__sw_set_addr(sw, sw->self, addr);
+    if (strcmp(mp__sw_str(sw, me->addr), addr) != 0)
+        return MOSHPIT_ENOMEM;
+    me->inc++;
+    mp__sw_enqueue(sw, sw->self, SW_Q_ALIVE);
+    return MOSHPIT_OK;
+}
+
+moshpit_err_t mp__swim_pull(mp_swim_t *sw, uint64_t now_ms,
+                            const uint8_t id[MP_SWIM_ID_BYTES]) {
+    if (sw == NULL || id == NULL || sw->left || sw_is_self(sw, id))
+        return MOSHPIT_EINVAL;
+    uint32_t s = mp__sw_find(sw, id);
+    if (s == SW_NONE || sw->mem[s].state != MP_SWIM_ALIVE)
+        return MOSHPIT_EINVAL;
+    if (sw->sync_active)
+        return MOSHPIT_EBUSY;
+    sync_start(sw, now_ms, s, true);
+    return MOSHPIT_OK;
+}
+
 void mp__swim_leave(mp_swim_t *sw, uint64_t now_ms) {
     (void)now_ms;
     if (sw == NULL || sw->left)

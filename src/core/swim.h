@@ -290,6 +290,23 @@ moshpit_err_t mp__swim_join(mp_swim_t *sw, uint64_t now_ms,
                             const uint8_t boot_id[MP_SWIM_ID_BYTES],
                             const char *boot_addr);
 
+/* This peer's address changed (it advertises what others observed, or a
+ * new verdict): takes a new incarnation with the new address, so that the
+ * change replaces the old record everywhere by gossip. Errors: EINVAL
+ * (NULL, bad address, after leave, incarnations used up), ENOMEM. */
+moshpit_err_t mp__swim_set_self_addr(mp_swim_t *sw, const char *addr);
+
+/* Pulls the member list of the live member `id` once more, like the
+ * follow-up pull of a join (no SYNCED event). For a member whose only
+ * paths to the swarm go through a few others (an outbound-only peer behind
+ * a NAT): gossip reaches it only from those few, each update a bounded
+ * number of times, so a refutation or a restart can miss it for good; a
+ * periodic pull repairs that (docs/DESIGN.md, "Peers behind NAT").
+ * Errors: EINVAL (NULL, own id, not a live member, after leave), EBUSY (a
+ * pull is under way). */
+moshpit_err_t mp__swim_pull(mp_swim_t *sw, uint64_t now_ms,
+                            const uint8_t id[MP_SWIM_ID_BYTES]);
+
 /* Leaves gracefully: self becomes LEFT, the LEFT update is queued for
  * leave_fanout random live members; probing stops. Send what poll_send
  * returns, then free. Idempotent. */

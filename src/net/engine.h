@@ -303,6 +303,7 @@ struct moshpit {
     mp_swim_msg_t *swim_msg;
     mp_swim_update_t *swim_pb; /* MP_SWIM_PB_MAX: updates to piggyback */
     bool swim_joined;
+    uint64_t swim_pull_ms; /* outbound-only: next member list pull */
     uint64_t swim_stats_ms, swim_bad_logged;
     mp_cmd_t *fetch_cmd; /* a moshpit_fetch_state() in progress */
     mp_fetch_t *fetch;   /* its client, once a server is known */

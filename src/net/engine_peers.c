@@ -16,6 +16,7 @@
 
 #include "base/base.h"
 #include "core/share.h"
+#include "core/swim.h"
 #include "crypto/cert.h"
 #include "net/net.h"
 
@@ -567,6 +568,11 @@ static void reach_verdict(moshpit_t *mp, mp_peer_t *p, const mp_hello_t *h) {
                                "advertising %s: the address peer %.8s "
                                "observed (no 'advertise' set)",
                                mp->ctrl_ep, p->id_txt);
+                /* membership spreads it too (a new incarnation) */
+                if (mp->swim != NULL &&
+                    mp__swim_set_self_addr(mp->swim, mp->ctrl_ep) != MOSHPIT_OK)
+                    mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                                   "membership keeps the old address");
                 /* the verdict was about the old address: ask again */
                 if (mp->reach == MP_REACH_UNKNOWN)
                     mp__engine_send_hello(mp, p, false);

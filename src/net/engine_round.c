@@ -275,8 +275,30 @@ void mp__engine_round_pump(moshpit_t *mp) {
         mp__engine_round_end(mp, e, alone);
 }
 
+/* Whether p is a mate of the running group that, like us, is
+ * outbound-only while others reduce: nothing passes between us, so its
+ * session ending (our dial to it behind another NAT giving up after 20
+ * HELLOs, say) is no failure of the group (group_formed). */
+static bool idle_mate(moshpit_t *mp, const mp_peer_t *p) {
+    uint32_t n = 0, self = 0;
+    uint64_t gid = 0;
+    if (mp->round.cmd == NULL || mp->round.group == NULL)
+        return false;
+    const mp_member_t *m = mp__rnd_roster(mp->rnd, &n, &self, &gid);
+    if (m == NULL || self >= n || !m[self].noshare)
+        return false;
+    bool reducers = false, mate = false;
+    for (uint32_t i = 0; i < n; i++) {
+        reducers |= !m[i].noshare;
+        mate |= i != self && m[i].noshare && memcmp(m[i].id, p->id, 32) == 0;
+    }
+    return reducers && mate;
+}
+
 void mp__engine_round_peer_failed(moshpit_t *mp, mp_peer_t *p) {
     mp_round_t *r = &mp->round;
+    if (idle_mate(mp, p))
+        return;
     (void)mp__rnd_peer_failed(mp->rnd, mp__engine_now_ms(), p->id);
     if (r->cmd != NULL && r->group != NULL)
         for (uint32_t i = 0; i < r->n; i++)

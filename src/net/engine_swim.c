@@ -20,6 +20,10 @@
 /* How often counters of refused or dropped membership input are logged. */
 #define SWIM_STATS_LOG_MS 10000u
 
+/* How often an outbound-only peer pulls the member list of a dialable
+ * member (swim_pull). */
+#define SWIM_PULL_MS 5000u
+
 moshpit_err_t mp__engine_swim_setup(moshpit_t *mp) {
     mp_swim_config_t cfg;
     mp__swim_config_default(&cfg);
@@ -339,9 +343,38 @@ void mp__engine_swim_peer_live(moshpit_t *mp, mp_peer_t *p) {
     mp__engine_swim_pump(mp);
 }
 
+/* An outbound-only peer hears gossip only from the dialable members it
+ * has sessions with, and they send each update a bounded number of times
+ * to whichever members they talk to: a refutation, or the new record of a
+ * member that restarted with its identity, can miss it for good, and then
+ * it holds that member dead (and counts one member too few) while
+ * everyone else holds it alive. Anti-entropy repairs that: every
+ * SWIM_PULL_MS it pulls the member list of a random dialable member with
+ * a live session (docs/DESIGN.md, "Peers behind NAT"). */
+static void swim_pull(moshpit_t *mp, uint64_t now) {
+    if (!mp->outbound || !mp->swim_joined || now < mp->swim_pull_ms)
+        return;
+    mp->swim_pull_ms = now + SWIM_PULL_MS;
+    size_t n = 0;
+    for (size_t i = 0; i < mp->npeers; i++)
+        n += mp->peers[i]->state == MP_PEER_LIVE && !mp->peers[i]->outbound;
+    if (n == 0)
+        return;
+    size_t k = (size_t)(mp__engine_rng_next(mp) % n);
+    for (size_t i = 0; i < mp->npeers; i++) {
+        mp_peer_t *p = mp->peers[i];
+        if (p->state != MP_PEER_LIVE || p->outbound || k-- > 0)
+            continue;
+        if (mp__swim_pull(mp->swim, now, p->id) == MOSHPIT_OK)
+            mp__engine_swim_pump(mp);
+        return;
+    }
+}
+
 void mp__engine_swim_housekeeping(moshpit_t *mp, uint64_t now) {
     if (mp->swim == NULL)
         return;
+    swim_pull(mp, now);
     if (mp__swim_next_wakeup(mp->swim) <= now) {
         mp__swim_tick(mp->swim, now);
         mp__engine_swim_pump(mp);
