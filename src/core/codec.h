@@ -100,4 +100,8 @@ bool mp__codec_block_params(float amax, int levels, float *scale, float *inv);
 const mp_codec_kernels_t *mp__codec_kernels_x86(size_t i);
 const mp_codec_kernels_t *mp__codec_kernels_neon(size_t i);
 
+/* True on an x86-64 CPU (and OS) that runs AVX2 and F16C code (the check
+ * the AVX2 codec set uses; core/vec.c uses it too). False elsewhere. */
+bool mp__codec_x86_avx2(void);
+
 #endif

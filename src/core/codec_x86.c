@@ -549,6 +549,10 @@ static const mp_codec_kernels_t kernels_sse41 = {
     q8_enc_sse, q8_dec_sse, q4_enc_sse, q4_dec_sse,
 };
 
+bool mp__codec_x86_avx2(void) {
+    return cpu_ok();
+}
+
 const mp_codec_kernels_t *mp__codec_kernels_x86(size_t i) {
     const mp_codec_kernels_t *sets[2];
     size_t n = 0;
@@ -560,6 +564,10 @@ const mp_codec_kernels_t *mp__codec_kernels_x86(size_t i) {
 }
 
 #else
+
+bool mp__codec_x86_avx2(void) {
+    return false;
+}
 
 const mp_codec_kernels_t *mp__codec_kernels_x86(size_t i) {
     (void)i;

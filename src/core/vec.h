@@ -3,7 +3,8 @@
  * vec.h - the float kernels of the data plane: the finiteness check and the
  * weighted accumulation of a group's own share. Pure functions over caller
  * buffers, written so that GCC and Clang vectorize them at -O2 (fixed-size
- * inner blocks, restrict, no float reductions); no allocation, no state.
+ * inner blocks, restrict, no float reductions); no allocation; the only
+ * state is which compiled set (baseline or AVX2) this CPU runs.
  */
 #ifndef MP_CORE_VEC_H
 #define MP_CORE_VEC_H
@@ -50,5 +51,27 @@ void mp__vec_acc_add_store(float *restrict out, const double *restrict acc,
 /* v[i] = (ws * v[i] + wm * x[i]) * inv, in place */
 void mp__vec_blend_store(float *restrict v, double ws, const float *restrict x,
                          double wm, double inv, size_t n);
+
+/* One compiled set of the kernels above. The functions above call the
+ * best set this CPU runs; every set gives the same bits. */
+typedef struct mp_vec_kernels {
+    const char *name;
+    uint32_t (*nonfinite_bits)(const float *x, size_t n);
+    void (*acc_first)(double *restrict acc, const float *restrict xs, double ws,
+                      const float *restrict xm, double wm, size_t n);
+    void (*acc_add)(double *restrict acc, const float *restrict x, double w,
+                    size_t n);
+    void (*acc_store)(float *restrict out, const double *restrict acc,
+                      double inv, size_t n);
+    void (*acc_add_store)(float *restrict out, const double *restrict acc,
+                          const float *restrict x, double w, double inv,
+                          size_t n);
+    void (*blend_store)(float *restrict v, double ws, const float *restrict x,
+                        double wm, double inv, size_t n);
+} mp_vec_kernels_t;
+
+/* The i-th set this build and CPU can run: 0 is portable C (always),
+ * 1 AVX2 on x86-64 CPUs that have it; NULL past the last. For tests. */
+const mp_vec_kernels_t *mp__vec_kernels(size_t i);
 
 #endif

@@ -56,7 +56,26 @@ int mp__aegis_tag_check(uint8_t want[16], const uint8_t tag[16], uint8_t *m,
 #define AEGIS_RATE 16u
 #define AEGIS_ENCRYPT mp__aegis256_encrypt
 #define AEGIS_DECRYPT mp__aegis256_decrypt
+#define AEGIS_DECRYPT_F32 mp__aegis256_decrypt_f32
 typedef __m128i aegis_vec_t;
+
+AEGIS_FN static inline aegis_vec_t v_or(aegis_vec_t a, aegis_vec_t b) {
+    return _mm_or_si128(a, b);
+}
+
+AEGIS_FN static inline aegis_vec_t v_add32(aegis_vec_t a, aegis_vec_t b) {
+    return _mm_add_epi32(a, b);
+}
+
+AEGIS_FN static inline aegis_vec_t v_set32(uint32_t u) {
+    return _mm_set1_epi32((int)u);
+}
+
+AEGIS_FN static inline uint32_t v_fold32(aegis_vec_t a) {
+    uint32_t u[4];
+    _mm_storeu_si128((aegis_vec_t *)(void *)u, a);
+    return u[0] | u[1] | u[2] | u[3];
+}
 
 AEGIS_FN static inline aegis_vec_t v_xor(aegis_vec_t a, aegis_vec_t b) {
     return _mm_xor_si128(a, b);
@@ -92,7 +111,27 @@ static bool cpu_has_aes(void) {
 #define AEGIS_RATE 16u
 #define AEGIS_ENCRYPT mp__aegis256_encrypt
 #define AEGIS_DECRYPT mp__aegis256_decrypt
+#define AEGIS_DECRYPT_F32 mp__aegis256_decrypt_f32
 typedef uint8x16_t aegis_vec_t;
+
+AEGIS_FN static inline aegis_vec_t v_or(aegis_vec_t a, aegis_vec_t b) {
+    return vorrq_u8(a, b);
+}
+
+AEGIS_FN static inline aegis_vec_t v_add32(aegis_vec_t a, aegis_vec_t b) {
+    return vreinterpretq_u8_u32(
+        vaddq_u32(vreinterpretq_u32_u8(a), vreinterpretq_u32_u8(b)));
+}
+
+AEGIS_FN static inline aegis_vec_t v_set32(uint32_t u) {
+    return vreinterpretq_u8_u32(vdupq_n_u32(u));
+}
+
+AEGIS_FN static inline uint32_t v_fold32(aegis_vec_t a) {
+    uint32x4_t v = vreinterpretq_u32_u8(a);
+    return vgetq_lane_u32(v, 0) | vgetq_lane_u32(v, 1) | vgetq_lane_u32(v, 2) |
+           vgetq_lane_u32(v, 3);
+}
 
 AEGIS_FN static inline aegis_vec_t v_xor(aegis_vec_t a, aegis_vec_t b) {
     return veorq_u8(a, b);
@@ -225,6 +264,15 @@ int mp__aegis256_decrypt(const uint8_t key[32], const uint8_t nonce[32],
     if (clen > 0)
         memset(m, 0, clen);
     return -1;
+}
+
+int mp__aegis256_decrypt_f32(const uint8_t key[32], const uint8_t nonce[32],
+                             const uint8_t *ad, size_t adlen, const uint8_t *c,
+                             size_t clen, const uint8_t tag[16], uint8_t *m,
+                             uint32_t *bad) {
+    *bad = 0;
+    return mp__aegis256_decrypt(key, nonce, ad, adlen, c, clen, tag, m, NULL,
+                                NULL);
 }
 
 #endif

@@ -61,8 +61,21 @@ int mp__aegis256_decrypt(const uint8_t key[32], const uint8_t nonce[32],
                          size_t clen, const uint8_t tag[16], uint8_t *m,
                          mp_aegis_scan_fn scan, void *ctx);
 
+/* mp__aegis256_decrypt with the finiteness scan of core/vec.h fused into
+ * the decryption loop: *bad gets the OR over the plaintext's 32-bit lanes
+ * of (u & 0x7f800000) + 0x00800000, the zero padding of a last partial
+ * block included, so bit 31 is set iff some float is an infinity or a NaN,
+ * as in mp__vec_nonfinite_bits (the other bits carry no meaning and may
+ * differ from its). Computed in a time that depends only on clen,
+ * and meaningful only when this returned 0 (on -1 m is zeroed and *bad
+ * must be ignored). */
+int mp__aegis256_decrypt_f32(const uint8_t key[32], const uint8_t nonce[32],
+                             const uint8_t *ad, size_t adlen, const uint8_t *c,
+                             size_t clen, const uint8_t tag[16], uint8_t *m,
+                             uint32_t *bad);
+
 /* AEGIS-256X2 (two AEGIS-256 lanes in 256-bit registers, crypto/
- * aegis_x2.c): same contract as the three functions above. Available on
+ * aegis_x2.c): same contract as the four functions above. Available on
  * x86-64 CPUs with VAES and AVX2. */
 bool mp__aegis256x2_available(void);
 void mp__aegis256x2_encrypt(const uint8_t key[32], const uint8_t nonce[32],
@@ -72,6 +85,11 @@ int mp__aegis256x2_decrypt(const uint8_t key[32], const uint8_t nonce[32],
                            const uint8_t *ad, size_t adlen, const uint8_t *c,
                            size_t clen, const uint8_t tag[16], uint8_t *m,
                            mp_aegis_scan_fn scan, void *ctx);
+int mp__aegis256x2_decrypt_f32(const uint8_t key[32], const uint8_t nonce[32],
+                               const uint8_t *ad, size_t adlen,
+                               const uint8_t *c, size_t clen,
+                               const uint8_t tag[16], uint8_t *m,
+                               uint32_t *bad);
 
 /* Shared by both variants: compares the computed tag want with tag in
  * constant time, wipes want, and on a mismatch zeroes m[0..mlen). Returns

@@ -13,9 +13,12 @@
  *   AEGIS_RATE                bytes absorbed by one update (16 per lane)
  *   AEGIS_ENCRYPT, AEGIS_DECRYPT  names of the two public functions
  *   aegis_vec_t               the register type of one update, all lanes
+ *   AEGIS_DECRYPT_F32         name of the decrypt that also scans floats
  * and these static inline functions on aegis_vec_t: v_xor, v_and,
  * v_aesenc (one AES round of every lane), v_load and v_store (AEGIS_RATE
- * bytes, unaligned). It defines after including:
+ * bytes, unaligned), and for the float scan v_or, v_add32 (lane-wise 32-bit
+ * addition), v_set32 (a 32-bit value in every lane) and v_fold32 (the OR of
+ * all 32-bit lanes). It defines after including:
  *   static void init(aegis_vec_t s[6], const uint8_t key[32],
  *                    const uint8_t nonce[32]);
  *   static void finalize(aegis_vec_t s[6], size_t adlen, size_t mlen,
@@ -119,15 +122,17 @@ AEGIS_FN static void decrypt_blocks(aegis_vec_t s[6], const uint8_t *c,
 /* Decrypts the last len (< AEGIS_RATE) bytes. The padding of the last
  * block is zero in the plaintext, not in the decrypted keystream: it is
  * cleared before the update. */
-AEGIS_FN static void decrypt_tail(aegis_vec_t s[6], const uint8_t *c,
-                                  size_t len, uint8_t *m) {
+AEGIS_FN static aegis_vec_t decrypt_tail(aegis_vec_t s[6], const uint8_t *c,
+                                         size_t len, uint8_t *m) {
     uint8_t pad[AEGIS_RATE] = {0};
     memcpy(pad, c, len);
     v_store(pad, v_xor(v_load(pad), keystream(s)));
     memset(pad + len, 0, AEGIS_RATE - len);
     memcpy(m, pad, len);
-    update(s, v_load(pad));
+    aegis_vec_t x = v_load(pad);
+    update(s, x);
     sodium_memzero(pad, sizeof(pad));
+    return x; /* the plaintext block, zero padded */
 }
 
 AEGIS_FN int AEGIS_DECRYPT(const uint8_t key[32], const uint8_t nonce[32],
@@ -144,11 +149,56 @@ AEGIS_FN int AEGIS_DECRYPT(const uint8_t key[32], const uint8_t nonce[32],
         size_t nb = n - n % AEGIS_RATE;
         decrypt_blocks(s, c + done, nb, m + done);
         if (nb < n)
-            decrypt_tail(s, c + done + nb, n - nb, m + done + nb);
+            (void)decrypt_tail(s, c + done + nb, n - nb, m + done + nb);
         if (scan != NULL)
             scan(ctx, m + done, n);
         done += n;
     }
+    uint8_t want[16];
+    finalize(s, adlen, clen, want);
+    sodium_memzero(s, sizeof(s));
+    return mp__aegis_tag_check(want, tag, m, clen);
+}
+
+/* The float scan fused into decryption: for every 32-bit lane u of the
+ * plaintext, (u & EXP) + LSB_EXP has bit 31 set exactly when u is a
+ * non-finite float (mp__vec_nonfinite_bits, core/vec.c, computes the same
+ * OR). Three register operations per update on a block already in a
+ * register, next to the AES rounds' dependency chain, instead of a second
+ * pass over the chunk; its time depends only on the length. */
+AEGIS_FN static inline aegis_vec_t dec_block_f32(aegis_vec_t s[6],
+                                                 const uint8_t *c, uint8_t *m,
+                                                 aegis_vec_t bad, aegis_vec_t e,
+                                                 aegis_vec_t l) {
+    aegis_vec_t x = v_xor(v_load(c), keystream(s));
+    v_store(m, x);
+    update(s, x);
+    return v_or(bad, v_add32(v_and(x, e), l));
+}
+
+AEGIS_FN int AEGIS_DECRYPT_F32(const uint8_t key[32], const uint8_t nonce[32],
+                               const uint8_t *ad, size_t adlen,
+                               const uint8_t *c, size_t clen,
+                               const uint8_t tag[16], uint8_t *m,
+                               uint32_t *bad) {
+    aegis_vec_t s[6];
+    init(s, key, nonce);
+    absorb(s, ad, adlen);
+    const aegis_vec_t e = v_set32(0x7f800000u), l = v_set32(0x00800000u);
+    aegis_vec_t acc = v_set32(0);
+    size_t i = 0;
+    for (; i + 2 * AEGIS_RATE <= clen; i += 2 * AEGIS_RATE) {
+        acc = dec_block_f32(s, c + i, m + i, acc, e, l);
+        acc =
+            dec_block_f32(s, c + i + AEGIS_RATE, m + i + AEGIS_RATE, acc, e, l);
+    }
+    for (; i + AEGIS_RATE <= clen; i += AEGIS_RATE)
+        acc = dec_block_f32(s, c + i, m + i, acc, e, l);
+    if (i < clen) {
+        aegis_vec_t x = decrypt_tail(s, c + i, clen - i, m + i);
+        acc = v_or(acc, v_add32(v_and(x, e), l)); /* padding counts as 0 */
+    }
+    *bad = v_fold32(acc);
     uint8_t want[16];
     finalize(s, adlen, clen, want);
     sodium_memzero(s, sizeof(s));

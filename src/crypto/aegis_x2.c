@@ -29,7 +29,26 @@
 #define AEGIS_RATE 32u
 #define AEGIS_ENCRYPT mp__aegis256x2_encrypt
 #define AEGIS_DECRYPT mp__aegis256x2_decrypt
+#define AEGIS_DECRYPT_F32 mp__aegis256x2_decrypt_f32
 typedef __m256i aegis_vec_t;
+
+AEGIS_FN static inline aegis_vec_t v_or(aegis_vec_t a, aegis_vec_t b) {
+    return _mm256_or_si256(a, b);
+}
+
+AEGIS_FN static inline aegis_vec_t v_add32(aegis_vec_t a, aegis_vec_t b) {
+    return _mm256_add_epi32(a, b);
+}
+
+AEGIS_FN static inline aegis_vec_t v_set32(uint32_t u) {
+    return _mm256_set1_epi32((int)u);
+}
+
+AEGIS_FN static inline uint32_t v_fold32(aegis_vec_t a) {
+    uint32_t u[8];
+    _mm256_storeu_si256((aegis_vec_t *)(void *)u, a);
+    return u[0] | u[1] | u[2] | u[3] | u[4] | u[5] | u[6] | u[7];
+}
 
 AEGIS_FN static inline aegis_vec_t v_xor(aegis_vec_t a, aegis_vec_t b) {
     return _mm256_xor_si256(a, b);
@@ -168,6 +187,15 @@ int mp__aegis256x2_decrypt(const uint8_t key[32], const uint8_t nonce[32],
                            mp_aegis_scan_fn scan, void *ctx) {
     return mp__aegis256_decrypt(key, nonce, ad, adlen, c, clen, tag, m, scan,
                                 ctx);
+}
+
+int mp__aegis256x2_decrypt_f32(const uint8_t key[32], const uint8_t nonce[32],
+                               const uint8_t *ad, size_t adlen,
+                               const uint8_t *c, size_t clen,
+                               const uint8_t tag[16], uint8_t *m,
+                               uint32_t *bad) {
+    return mp__aegis256_decrypt_f32(key, nonce, ad, adlen, c, clen, tag, m,
+                                    bad);
 }
 
 #endif

@@ -376,3 +376,22 @@ moshpit_err_t mp__session_open_scan(const mp_session_keys_t *k,
     return MOSHPIT_OK;
 #endif
 }
+
+moshpit_err_t mp__session_open_f32(const mp_session_keys_t *k, uint64_t counter,
+                                   const uint8_t *ad, size_t adlen,
+                                   const uint8_t *c, size_t clen,
+                                   const uint8_t tag[16], uint8_t *m,
+                                   mp_scan_fn scan, uint32_t *bad) {
+    *bad = 0;
+    if (k->cipher != MP_CIPHER_AEGIS && k->cipher != MP_CIPHER_AEGISX2)
+        return mp__session_open_scan(k, counter, ad, adlen, c, clen, tag, m,
+                                     scan, bad);
+    uint8_t nonce[32];
+    make_nonce(counter, nonce);
+    int rc = k->cipher == MP_CIPHER_AEGISX2
+                 ? mp__aegis256x2_decrypt_f32(k->rx, nonce, ad, adlen, c, clen,
+                                              tag, m, bad)
+                 : mp__aegis256_decrypt_f32(k->rx, nonce, ad, adlen, c, clen,
+                                            tag, m, bad);
+    return rc == 0 ? MOSHPIT_OK : MOSHPIT_ECRYPTO;
+}

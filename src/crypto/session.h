@@ -112,4 +112,19 @@ moshpit_err_t mp__session_open_scan(const mp_session_keys_t *k,
                                     const uint8_t tag[16], uint8_t *m,
                                     mp_scan_fn scan, void *sctx);
 
+/* mp__session_open_scan for float32 payloads, with the finiteness scan
+ * fused into the AEGIS decryption loop (mp__aegis256_decrypt_f32): *bad
+ * gets the OR over the plaintext's 32-bit lanes of
+ * (u & 0x7f800000) + 0x00800000 (and of zero padding), bit 31 set iff a
+ * float is non-finite; only bit 31 means something.
+ * The other ciphers start *bad at 0 and call scan(bad, chunk, len) as
+ * mp__session_open_scan does, so scan must OR the same bits into the
+ * uint32_t it is given (mp__vec_scan_nonfinite does). Same rules: read
+ * *bad only after MOSHPIT_OK. */
+moshpit_err_t mp__session_open_f32(const mp_session_keys_t *k, uint64_t counter,
+                                   const uint8_t *ad, size_t adlen,
+                                   const uint8_t *c, size_t clen,
+                                   const uint8_t tag[16], uint8_t *m,
+                                   mp_scan_fn scan, uint32_t *bad);
+
 #endif

@@ -4,10 +4,10 @@
  * sealing parts straight from the caller's buffer under each destination's
  * session keys (scatter and gather parts alike),
  * opening arriving frames into the scratch buffer while checking their
- * floats, holding frames that race ahead of their round, and moving sealed
- * frames to the sockets with back-pressure per destination
- * (docs/PROTOCOL.md, "Data frames"). Frames of a state download are handed
- * to engine_state.c.
+ * floats (the check fused into the AEGIS decryption loop), holding frames that
+ * race ahead of their round, and moving sealed frames to the sockets with
+ * back-pressure per destination (docs/PROTOCOL.md, "Data frames"). Frames of a
+ * state download are handed to engine_state.c.
  */
 #include "engine_int.h"
 
@@ -97,15 +97,16 @@ void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
         return;
     }
     size_t plen = (size_t)h->count * 4u;
-    /* whether the floats are finite, found while each chunk is in the L1
-     * cache by a scan whose time depends only on plen; read only once the
-     * tag verified */
+    /* whether the floats are finite, found by the decryption loop itself
+     * while each block is in a register (AEGIS; other ciphers scan each
+     * chunk while it is in the L1 cache), in a time that depends only on
+     * plen; read only once the tag verified */
     uint32_t nonfinite = 0;
-    if (mp__session_open_scan(p->keys, h->counter, buf, MP_DATA_HDR_BYTES,
-                              buf + MP_DATA_HDR_BYTES, plen,
-                              buf + MP_DATA_HDR_BYTES + plen,
-                              (uint8_t *)mp->scratch, mp__vec_scan_nonfinite,
-                              &nonfinite) != MOSHPIT_OK) {
+    if (mp__session_open_f32(p->keys, h->counter, buf, MP_DATA_HDR_BYTES,
+                             buf + MP_DATA_HDR_BYTES, plen,
+                             buf + MP_DATA_HDR_BYTES + plen,
+                             (uint8_t *)mp->scratch, mp__vec_scan_nonfinite,
+                             &nonfinite) != MOSHPIT_OK) {
         mp__engine_log(mp, MOSHPIT_LOG_WARN,
                        "data frame from %.8s failed authentication, dropped",
                        p->id_txt);

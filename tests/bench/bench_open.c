@@ -5,9 +5,12 @@
  * plane runs while decrypting (mp__vec_scan_nonfinite, as
  * src/net/engine_data.c calls it). Three cases per cipher: decryption
  * alone; decryption and scan of all-finite floats; the same with a NaN as
- * the very first float. The scan reads not yet authenticated plaintext, so
- * its cost must not depend on the values: the last two figures should be
- * the same. A tool for people, not a test: nothing is asserted about speed.
+ * the very first float; then the last two with the scan fused into the
+ * decryption loop (mp__aegis256_decrypt_f32, what the data plane runs
+ * since; the chunk scan is what the other ciphers still use). The scan reads
+ * not yet authenticated plaintext, so its cost must not depend on the values:
+ * the last two figures should be the same. A tool for people, not a test:
+ * nothing is asserted about speed.
  *
  *   moshpit-bench-open [--bytes N] [--reps R]
  *
@@ -31,6 +34,9 @@ typedef void (*enc_fn)(const uint8_t *, const uint8_t *, const uint8_t *,
 typedef int (*dec_fn)(const uint8_t *, const uint8_t *, const uint8_t *, size_t,
                       const uint8_t *, size_t, const uint8_t *, uint8_t *,
                       mp_aegis_scan_fn, void *);
+typedef int (*dec_f32_fn)(const uint8_t *, const uint8_t *, const uint8_t *,
+                          size_t, const uint8_t *, size_t, const uint8_t *,
+                          uint8_t *, uint32_t *);
 
 /* CPU time of this thread: on a shared machine, time spent descheduled
  * does not count. */
@@ -45,9 +51,11 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* GB/s (10^9 bytes) of one batch opening c about 512 MiB worth of times.
- * Every open must verify; the scan verdict must be want_bad. */
-static double batch(dec_fn dec, const uint8_t *c, size_t len,
+/* GB/s (10^9 bytes) of one batch opening c about 512 MiB worth of times,
+ * without a scan (scan 0), with the chunk scan (1) or with the fused one
+ * (2, through decf). Every open must verify; the scan verdict must be
+ * want_bad. */
+static double batch(dec_fn dec, dec_f32_fn decf, const uint8_t *c, size_t len,
                     const uint8_t tag[16], uint8_t *out, int scan, int want_bad,
                     int *failed) {
     static const uint8_t key[32] = {7}, nonce[32] = {9};
@@ -56,8 +64,10 @@ static double batch(dec_fn dec, const uint8_t *c, size_t len,
     double t0 = now_s();
     for (size_t i = 0; i < iters; i++) {
         uint32_t bits = 0;
-        int rc = dec(key, nonce, ad, sizeof(ad), c, len, tag, out,
-                     scan ? mp__vec_scan_nonfinite : NULL, &bits);
+        int rc = scan == 2
+                     ? decf(key, nonce, ad, sizeof(ad), c, len, tag, out, &bits)
+                     : dec(key, nonce, ad, sizeof(ad), c, len, tag, out,
+                           scan ? mp__vec_scan_nonfinite : NULL, &bits);
         if (rc != 0 || (scan && ((bits & MP_VEC_NONFINITE) != 0) != want_bad))
             *failed = 1;
     }
@@ -69,8 +79,8 @@ static double median(double *v, int n) {
     return v[n / 2];
 }
 
-static int bench(const char *name, enc_fn enc, dec_fn dec, size_t len,
-                 int reps) {
+static int bench(const char *name, enc_fn enc, dec_fn dec, dec_f32_fn decf,
+                 size_t len, int reps) {
     static const uint8_t key[32] = {7}, nonce[32] = {9};
     static const uint8_t ad[48] = {1};
     float *x = malloc(len);
@@ -92,14 +102,17 @@ static int bench(const char *name, enc_fn enc, dec_fn dec, size_t len,
     enc(key, nonce, ad, sizeof(ad), (const uint8_t *)x, len, cnan, tagnan);
     /* the three cases take turns, so a slow spell of a shared machine hits
      * them alike */
-    double plain[64], fin[64], nan[64];
+    double plain[64], fin[64], nan[64], ffin[64], fnan[64];
     for (int r = 0; r < reps; r++) {
-        plain[r] = batch(dec, c, len, tag, out, 0, 0, &failed);
-        fin[r] = batch(dec, c, len, tag, out, 1, 0, &failed);
-        nan[r] = batch(dec, cnan, len, tagnan, out, 1, 1, &failed);
+        plain[r] = batch(dec, decf, c, len, tag, out, 0, 0, &failed);
+        fin[r] = batch(dec, decf, c, len, tag, out, 1, 0, &failed);
+        nan[r] = batch(dec, decf, cnan, len, tagnan, out, 1, 1, &failed);
+        ffin[r] = batch(dec, decf, c, len, tag, out, 2, 0, &failed);
+        fnan[r] = batch(dec, decf, cnan, len, tagnan, out, 2, 1, &failed);
     }
-    printf("%-12s %9zu %14.2f %14.2f %14.2f\n", name, len, median(plain, reps),
-           median(fin, reps), median(nan, reps));
+    printf("%-12s %9zu %14.2f %14.2f %14.2f %14.2f %14.2f\n", name, len,
+           median(plain, reps), median(fin, reps), median(nan, reps),
+           median(ffin, reps), median(fnan, reps));
     if (failed)
         fprintf(stderr,
                 "moshpit-bench-open: %s: a decryption or a scan "
@@ -126,17 +139,18 @@ int main(int argc, char **argv) {
     printf("GB/s (10^9 bytes per second of this thread's CPU time), "
            "median of %d\n",
            reps);
-    printf("%-12s %9s %14s %14s %14s\n", "cipher", "bytes", "decrypt",
-           "+scan finite", "+scan NaN@0");
+    printf("%-12s %9s %14s %14s %14s %14s %14s\n", "cipher", "bytes", "decrypt",
+           "+scan finite", "+scan NaN@0", "fused finite", "fused NaN@0");
     int rc = 0, any = 0;
     if (mp__aegis256x2_available()) {
-        rc |= bench("AEGIS-256X2", mp__aegis256x2_encrypt,
-                    mp__aegis256x2_decrypt, len, reps);
+        rc |=
+            bench("AEGIS-256X2", mp__aegis256x2_encrypt, mp__aegis256x2_decrypt,
+                  mp__aegis256x2_decrypt_f32, len, reps);
         any = 1;
     }
     if (mp__aegis256_available()) {
         rc |= bench("AEGIS-256", mp__aegis256_encrypt, mp__aegis256_decrypt,
-                    len, reps);
+                    mp__aegis256_decrypt_f32, len, reps);
         any = 1;
     }
     if (!any)

@@ -10,7 +10,12 @@
  * flipped bit of ciphertext, tag, associated data or nonce is refused and
  * leaves zeros, not plaintext, in the output; sealing in place; long
  * messages of every length around the 16- and 32-byte loop boundaries
- * round-trip; and the decryption scan sees every byte once, in order. Skipped
+ * round-trip; the decryption scan sees every byte once, in order; and the
+ * decryption with the fused float scan gives the plaintext and the
+ * verdict (bit 31) mp__vec_nonfinite_bits computes over it (NaN and
+ * infinities in a whole block, in a partial last block, or nowhere), and
+ * refuses a forged
+ * tag leaving zeros. Skipped
  * (and says so) where the CPU or build has no AES-NI.
  */
 #include <stdint.h>
@@ -18,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/vec.h"
 #include "crypto/aegis.h"
 #include "crypto/cpu.h"
 
@@ -133,8 +139,12 @@ typedef void (*enc_fn)(const uint8_t *, const uint8_t *, const uint8_t *,
 typedef int (*dec_fn)(const uint8_t *, const uint8_t *, const uint8_t *, size_t,
                       const uint8_t *, size_t, const uint8_t *, uint8_t *,
                       mp_aegis_scan_fn, void *);
+typedef int (*dec_f32_fn)(const uint8_t *, const uint8_t *, const uint8_t *,
+                          size_t, const uint8_t *, size_t, const uint8_t *,
+                          uint8_t *, uint32_t *);
 static enc_fn enc_impl;
 static dec_fn dec_impl;
+static dec_f32_fn dec_f32_impl;
 
 static void enc(const uint8_t key[32], const uint8_t nonce[32],
                 const uint8_t *ad, size_t adlen, const uint8_t *m, size_t mlen,
@@ -314,6 +324,63 @@ static void test_scan(void) {
     }
 }
 
+/* The fused float scan: for lengths around the block and chunk sizes, and
+ * a non-finite value (NaN, +inf, -inf, or none) at the start, in the
+ * middle, or as the last float, it returns the plaintext and the verdict
+ * of the separate scan; a forged tag is refused and leaves zeros. */
+static void test_f32(void) {
+    enum { NF = 2 * MP_AEGIS_SCAN_CHUNK / 4 + 13 };
+    static float x[NF], out[NF];
+    static uint8_t c[sizeof(x)];
+    static const size_t lens[] = {0, 1, 3, 4, 7, 8, 9, 15, 16, 17, 100, NF};
+    static const uint32_t bad_bits[] = {0x7fc00000u, 0x7f800000u, 0xff800000u,
+                                        0x7f800001u, 0};
+    uint8_t key[32] = {3}, nonce[32] = {4}, tag[16];
+    uint64_t s = 11;
+    for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+        size_t n = lens[k];
+        for (size_t b = 0; b < sizeof(bad_bits) / sizeof(bad_bits[0]); b++) {
+            for (size_t where = 0; where < 3; where++) {
+                for (size_t i = 0; i < n; i++)
+                    x[i] =
+                        (float)(int32_t)(test_splitmix64(&s) >> 40) / 1024.0f;
+                size_t at = where == 0 ? 0 : where == 1 ? n / 2 : n - 1;
+                if (n > 0 && bad_bits[b] != 0)
+                    memcpy(&x[at], &bad_bits[b], 4);
+                enc(key, nonce, NULL, 0, (const uint8_t *)x, n * 4, c, tag);
+                uint32_t bits = 0xdeadbeefu;
+                int rc = dec_f32_impl(key, nonce, NULL, 0, c, n * 4, tag,
+                                      (uint8_t *)out, &bits);
+                uint32_t want = mp__vec_nonfinite_bits(x, n);
+                CHECK(rc == 0 && memcmp(out, x, n * 4) == 0,
+                      "f32 %zu floats: open", n);
+                CHECK((bits & MP_VEC_NONFINITE) == (want & MP_VEC_NONFINITE),
+                      "f32 %zu floats, %08x at %zu: bits %08x, the separate "
+                      "scan %08x",
+                      n, (unsigned)bad_bits[b], at, (unsigned)bits,
+                      (unsigned)want);
+                CHECK(((bits & MP_VEC_NONFINITE) != 0) ==
+                          (n > 0 && bad_bits[b] != 0),
+                      "f32 %zu floats, %08x: wrong verdict", n,
+                      (unsigned)bad_bits[b]);
+                if (n == 0)
+                    continue;
+                tag[0] ^= 1;
+                memset(out, 0xaa, n * 4);
+                rc = dec_f32_impl(key, nonce, NULL, 0, c, n * 4, tag,
+                                  (uint8_t *)out, &bits);
+                int zero = 1;
+                for (size_t i = 0; i < n * 4; i++)
+                    zero &= ((const uint8_t *)out)[i] == 0;
+                CHECK(rc != 0 && zero,
+                      "f32 %zu floats: forged tag accepted "
+                      "(%d) or plaintext left behind",
+                      n, rc);
+            }
+        }
+    }
+}
+
 /* What the Wycheproof cases came to. */
 typedef struct wp_tally {
     long valid, invalid, acceptable, last_id;
@@ -385,6 +452,7 @@ static void run_all(const char *name, const vec_t *vecs, size_t nvecs) {
     test_tamper();
     test_lengths();
     test_scan();
+    test_f32();
     if (test_failures != before)
         fprintf(stderr, "test_aegis: %s failed\n", name);
 }
@@ -393,6 +461,7 @@ int main(void) {
     if (mp__aegis256_available()) {
         enc_impl = mp__aegis256_encrypt;
         dec_impl = mp__aegis256_decrypt;
+        dec_f32_impl = mp__aegis256_decrypt_f32;
         run_all("AEGIS-256", VECS, sizeof(VECS) / sizeof(VECS[0]));
         test_wycheproof();
     } else {
@@ -409,6 +478,7 @@ int main(void) {
     if (mp__aegis256x2_available()) {
         enc_impl = mp__aegis256x2_encrypt;
         dec_impl = mp__aegis256x2_decrypt;
+        dec_f32_impl = mp__aegis256x2_decrypt_f32;
         run_all("AEGIS-256X2", VECS_X2, sizeof(VECS_X2) / sizeof(VECS_X2[0]));
     } else {
         CHECK(!mp__cpu_has_vaes_avx2(), "VAES but AEGIS-256X2 unavailable: "

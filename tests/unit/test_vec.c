@@ -6,11 +6,15 @@
  * a few vector blocks, and accepts the largest finite values, denormals and
  * zeros; the decryption scan over chunks gives the same word as one pass
  * and reads every chunk (no early exit after a NaN); the accumulation
- * kernels equal their scalar definitions exactly.
+ * kernels equal their scalar definitions exactly; and every compiled set
+ * this CPU runs (portable, AVX2) gives the same finiteness verdicts and
+ * the same bits as those definitions, with weights whose products round
+ * (so a fused multiply-add would show), over lengths around the blocks.
  */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/vec.h"
@@ -137,9 +141,63 @@ static void test_acc(void) {
     CHECK(bad == 0, "%d accumulation results differ from the definition", bad);
 }
 
+/* Every kernel set against the scalar definitions, bit for bit. */
+static void test_sets(void) {
+    enum { N = 1000 };
+    static float xs[N], xm[N], out[N], v[N];
+    static double acc[N], ref[N];
+    uint64_t s = 5;
+    for (int i = 0; i < N; i++) {
+        xs[i] = (float)((double)(int64_t)(test_splitmix64(&s) >> 20) / 3e9);
+        xm[i] = (float)((double)(int64_t)(test_splitmix64(&s) >> 24) / 7e7);
+    }
+    const double ws = 1.0 / 3.0, wm = 2.0 / 7.0, w = 0.1, inv = 1.0 / 9.0;
+    size_t nsets = 0;
+    for (size_t k = 0; mp__vec_kernels(k) != NULL; k++, nsets++) {
+        const mp_vec_kernels_t *ks = mp__vec_kernels(k);
+        int bad = 0;
+        static const size_t lens[] = {0, 1, 15, 16, 17, 31, 33, 64, 65, N};
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            size_t n = lens[li];
+            ks->acc_first(acc, xs, ws, xm, wm, n);
+            for (size_t i = 0; i < n; i++)
+                bad += acc[i] != ws * (double)xs[i] + wm * (double)xm[i];
+            memcpy(ref, acc, sizeof ref);
+            ks->acc_add(acc, xm, w, n);
+            for (size_t i = 0; i < n; i++)
+                bad += acc[i] != ref[i] + w * (double)xm[i];
+            ks->acc_store(out, acc, inv, n);
+            for (size_t i = 0; i < n; i++)
+                bad += out[i] != (float)(acc[i] * inv);
+            ks->acc_add_store(out, acc, xs, w, inv, n);
+            for (size_t i = 0; i < n; i++)
+                bad += out[i] != (float)((acc[i] + w * (double)xs[i]) * inv);
+            memcpy(v, xs, sizeof v);
+            ks->blend_store(v, ws, xm, wm, inv, n);
+            for (size_t i = 0; i < n; i++)
+                bad += v[i] !=
+                       (float)((ws * (double)xs[i] + wm * (double)xm[i]) * inv);
+            /* one non-finite value anywhere, or none */
+            for (size_t at = 0; at <= n; at++) {
+                memcpy(v, xs, sizeof v);
+                if (at < n)
+                    v[at] = from_bits(at % 2 ? 0x7fc00001u : 0xff800000u);
+                uint32_t got = ks->nonfinite_bits(v, n);
+                bad += ((got & MP_VEC_NONFINITE) != 0) != (at < n);
+                bad += got != mp__vec_kernels(0)->nonfinite_bits(v, n);
+            }
+        }
+        CHECK(bad == 0, "kernel set %s: %d results differ from the definition",
+              ks->name, bad);
+    }
+    printf("test_vec: %zu kernel set(s) checked\n", nsets);
+    CHECK(nsets >= 1, "no kernel set");
+}
+
 int main(void) {
     test_all_finite();
     test_scan();
     test_acc();
+    test_sets();
     return test_summary("test_vec");
 }
