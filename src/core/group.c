@@ -28,8 +28,7 @@
  * (informational; receivers use the roster weights).
  *
  * Reduce. Own share i is reduced into a separate accumulator of doubles (8
- * bytes per element of the own share, allocated up front or the driver's
- * from an earlier round (cfg.acc) when that is large enough; the last
+ * bytes per element of the own share, allocated up front; the last
  * contribution of a part is fused into the final store, so a group of two
  * never touches it); values are not modified before a part is final.
  * acc = w_self*x_self + sum of w_k*x_k over contributions that arrived,
@@ -175,7 +174,6 @@ struct mp_group {
 
     /* own share */
     double *acc;
-    size_t acc_cap;    /* doubles at acc */
     uint64_t *contrib; /* per own part: bit k = k contributed */
     double *pwsum;     /* per own part */
     uint8_t *pflags;   /* per own part: OWN_* */
@@ -399,21 +397,15 @@ static bool cfg_valid(const mp_group_cfg_t *c) {
 }
 
 moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
-    /* cfg->acc is ours from here on: kept as the accumulator or freed */
-    double *keep = cfg != NULL ? cfg->acc : NULL;
-    if (out == NULL || cfg == NULL || !cfg_valid(cfg)) {
-        free(keep);
-        if (out != NULL)
-            *out = NULL;
+    if (out == NULL)
         return MOSHPIT_EINVAL;
-    }
     *out = NULL;
+    if (cfg == NULL || !cfg_valid(cfg))
+        return MOSHPIT_EINVAL;
 
     mp_group_t *g = calloc(1, sizeof *g);
-    if (g == NULL) {
-        free(keep);
+    if (g == NULL)
         return MOSHPIT_ENOMEM;
-    }
     g->n = cfg->n;
     g->self = cfg->self;
     g->round_id = cfg->round_id;
@@ -488,13 +480,8 @@ moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
         g->acc = malloc(1);
         if (!g->store || !g->scratch)
             goto nomem;
-    } else if (keep != NULL && ownlen > 0 && cfg->acc_cap >= ownlen) {
-        g->acc = keep; /* pages already faulted in by an earlier round */
-        g->acc_cap = cfg->acc_cap;
-        keep = NULL;
     } else {
         g->acc = malloc(ownlen ? ownlen * sizeof(double) : 1);
-        g->acc_cap = g->acc != NULL ? ownlen : 0;
     }
     g->contrib = calloc(own ? own : 1, sizeof *g->contrib);
     g->pwsum = calloc(own ? own : 1, sizeof *g->pwsum);
@@ -523,29 +510,15 @@ moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
     else
         finalize_ready(g); /* n == 1: everything is final at once */
     check_done(g);
-    free(keep);
     *out = g;
     return MOSHPIT_OK;
 
 invalid:
-    free(keep);
     mp__group_free(g);
     return MOSHPIT_EINVAL;
 nomem:
-    free(keep);
     mp__group_free(g);
     return MOSHPIT_ENOMEM;
-}
-
-double *mp__group_take_acc(mp_group_t *g, size_t *cap) {
-    *cap = 0;
-    if (g == NULL || g->robust)
-        return NULL;
-    double *a = g->acc;
-    *cap = g->acc_cap;
-    g->acc = NULL;
-    g->acc_cap = 0;
-    return a;
 }
 
 void mp__group_free(mp_group_t *g) {

@@ -64,13 +64,6 @@ typedef struct mp_group_cfg {
     uint64_t deadline_ms;     /* hard end of the round */
     uint32_t peer_timeout_ms; /* silence after which a member is dropped */
     mp_agg_t agg; /* reduction rule; zero = weighted mean, no weight bound */
-    /* optional: a buffer of acc_cap doubles (malloc'd) that mp__group_new
-     * takes over in every case: used as the weighted mean's accumulator if
-     * it holds the own share, else freed. A driver passes what
-     * mp__group_take_acc gave back from its previous round, so that rounds
-     * of one size do not fault in fresh pages for it every time. */
-    double *acc;
-    size_t acc_cap;
 } mp_group_cfg_t;
 
 /* A part to put on the wire (pulled by the driver). */
@@ -112,12 +105,6 @@ typedef enum {
 
 moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out);
 void mp__group_free(mp_group_t *g); /* NULL ok */
-
-/* Detaches the accumulator (its capacity in doubles into *cap) for the
- * caller to free or to pass to the next mp__group_new (cfg.acc); NULL when
- * there is none (robust rules keep contributions instead). Its contents
- * mean nothing. Call only right before mp__group_free. */
-double *mp__group_take_acc(mp_group_t *g, size_t *cap);
 
 /* A part arrived from member `from`. data holds count floats and must be
  * float-aligned. A non-finite scatter or gather part

@@ -18,10 +18,6 @@ typedef struct mm_slot {
 
 struct mp_rnd {
     mp_rnd_cfg_t cfg;
-    /* the weighted mean's accumulator of the last group, kept for the next
-     * one (mp_group_cfg_t.acc) up to MP_RND_ACC_KEEP_MAX bytes */
-    double *acc;
-    size_t acc_cap;
     mp_grid_t grid;
     uint64_t join_seq; /* first seq of the next call */
     /* The phase of this peer's JOINs, a Lamport clock of rounds: after a
@@ -117,18 +113,6 @@ moshpit_err_t mp__rnd_new(const mp_rnd_cfg_t *cfg, mp_rnd_t **out) {
 }
 
 static void call_clear(mp_rnd_t *rm) {
-    if (rm->group != NULL) {
-        size_t cap = 0;
-        double *a = mp__group_take_acc(rm->group, &cap);
-        if (a != NULL && cap > 0 &&
-            cap <= MP_RND_ACC_KEEP_MAX / sizeof(double)) {
-            free(rm->acc);
-            rm->acc = a;
-            rm->acc_cap = cap;
-        } else {
-            free(a);
-        }
-    }
     mp__group_free(rm->group);
     mp__joiner_free(rm->joiner);
     rm->group = NULL;
@@ -148,7 +132,6 @@ void mp__rnd_free(mp_rnd_t *rm) {
     if (rm == NULL)
         return;
     call_clear(rm);
-    free(rm->acc);
     for (uint32_t i = 0; i < MP_RND_MM_KEYS; i++)
         mp__mm_free(rm->mms[i].mm);
     free(rm->mm_out);
@@ -541,11 +524,7 @@ static void start_group(mp_rnd_t *rm, uint64_t now) {
         .deadline_ms = rm->deadline_ms,
         .peer_timeout_ms = rm->cfg.peer_timeout_ms,
         .agg = rm->cfg.agg,
-        .acc = rm->acc, /* handed over whatever happens */
-        .acc_cap = rm->acc_cap,
     };
-    rm->acc = NULL;
-    rm->acc_cap = 0;
     moshpit_err_t e = mp__group_new(&gc, &rm->group);
     if (e != MOSHPIT_OK) {
         rm->group = NULL;

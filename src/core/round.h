@@ -54,11 +54,6 @@
 #define MP_RND_MARGIN_MS 100u /* the group deadline is this much earlier */
 #define MP_RND_GRACE_MS 1000u /* a joiner's wait beyond its window */
 #define MP_RND_RECENT 16u     /* finished rounds remembered */
-/* The weighted mean's accumulator (8 bytes per element of the own share)
- * is kept for this peer's next round up to this many bytes (the own
- * share of a 64 MiB vector in a group of two); a larger one is freed
- * when its call ends. */
-#define MP_RND_ACC_KEEP_MAX ((size_t)64 << 20)
 
 typedef struct mp_rnd mp_rnd_t;
 

@@ -1315,73 +1315,6 @@ static void case_simnet(void) {
            test_failures == fails0 ? "ok" : "FAILED");
 }
 
-/* The accumulator handed from one group to the next (cfg.acc, as the
- * round machine does): a kept buffer holding garbage, one too small, and
- * none give the same bits; an invalid configuration frees it (the
- * sanitizer builds would report a leak). n = 3, self = 0, parts of 2: the
- * own share [0,4) has 2 parts, and each part's first contribution goes
- * through the accumulator. */
-static void one_mean(double *acc, size_t cap, float out[10], double **kept,
-                     size_t *kept_cap) {
-    double wt[3] = {1, 2, 0.5};
-    uint32_t bw[3] = {1, 1, 1};
-    for (int i = 0; i < 10; i++)
-        out[i] = (float)i / 3.0f;
-    mp_group_cfg_t cfg = {.n = 3,
-                          .self = 0,
-                          .weights = wt,
-                          .bandwidths = bw,
-                          .values = out,
-                          .count = 10,
-                          .part_elems = 2,
-                          .deadline_ms = 1000,
-                          .peer_timeout_ms = 100,
-                          .acc = acc,
-                          .acc_cap = cap};
-    mp_group_t *g = NULL;
-    CHECK(mp__group_new(&cfg, &g) == MOSHPIT_OK, "acc handover: new");
-    if (g == NULL)
-        return;
-    for (uint32_t from = 1; from < 3; from++)
-        for (uint32_t p = 0; p < 2; p++) {
-            float x[2] = {(float)from / 7.0f + (float)p,
-                          (float)from * 1.1f - (float)p};
-            CHECK(mp__group_on_part(g, 1, from, MP_PART_SCATTER, 0, p, x, 2,
-                                    wt[from]) == MP_PART_OK,
-                  "acc handover: part %u from %u", p, from);
-        }
-    *kept = mp__group_take_acc(g, kept_cap);
-    mp__group_free(g);
-}
-
-static void case_acc_handover(void) {
-    float a[10], b[10], c[10];
-    double *kept = NULL, *kept2 = NULL, *kept3 = NULL;
-    size_t cap = 0, cap2 = 0, cap3 = 0;
-    one_mean(NULL, 0, a, &kept, &cap);
-    CHECK(kept != NULL && cap == 4, "acc handover: took %zu doubles", cap);
-    for (size_t i = 0; kept != NULL && i < cap; i++)
-        kept[i] = NAN; /* what it held means nothing */
-    one_mean(kept, cap, b, &kept2, &cap2);
-    CHECK(kept2 == kept && cap2 == cap, "acc handover: the buffer not reused");
-    CHECK(memcmp(a, b, sizeof a) == 0, "acc handover: reused buffer changes "
-                                       "the mean");
-    double *small = malloc(sizeof *small);
-    one_mean(small, 1, c, &kept3, &cap3);
-    CHECK(kept3 != NULL && cap3 == 4 && memcmp(a, c, sizeof a) == 0,
-          "acc handover: a too small buffer is not replaced");
-    CHECK(a[0] != (float)0 / 3.0f && a[2] != 2.0f / 3.0f,
-          "acc handover: own parts not averaged");
-    free(kept2);
-    free(kept3);
-    /* invalid: the buffer is freed all the same */
-    double *lost = malloc(4 * sizeof *lost);
-    mp_group_cfg_t bad = {.n = 0, .acc = lost, .acc_cap = 4};
-    mp_group_t *g = NULL;
-    CHECK(mp__group_new(&bad, &g) == MOSHPIT_EINVAL && g == NULL,
-          "acc handover: invalid accepted");
-}
-
 int main(void) {
     double t0 = now_s();
     case_simnet();
@@ -1392,7 +1325,6 @@ int main(void) {
     case_bad_members();
     case_garbage();
     case_reproducible();
-    case_acc_handover();
     printf("test_sim_group: done in %.2f s\n", now_s() - t0);
     return test_summary("test_sim_group");
 }
