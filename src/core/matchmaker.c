@@ -20,12 +20,17 @@
  * MP_MM_QUIET_MAX_MS. */
 #define MP_MM_QUIET_DIV 16u
 #define MP_MM_QUIET_MAX_MS 250u
+/* Lines mode: the key closes when quiet for the window / this. */
+#define MP_MM_LINES_QUIET_DIV 4u
 
 typedef struct mm_entry {
     mp_member_t m;
     uint64_t ends_ms;  /* arrival + announced window (clamped) */
     uint64_t quiet_ms; /* arrival + its quiet time */
     bool flush;        /* among the JOINs being split now */
+    uint8_t line_len;  /* lines mode: the joiner's line key */
+    uint8_t line[MP_KEY_MAX];
+    uint16_t unit; /* lines mode, while flush: its line (or part of one) */
 } mm_entry_t;
 
 /* The pending JOINs of one phase (mp_member_t.phase): how many, and when
@@ -39,13 +44,17 @@ typedef struct mm_class {
 struct mp_mm {
     uint32_t group_size;
     uint32_t min_group_size;
-    uint64_t rng;      /* splitmix64 state */
-    uint64_t quiet_at; /* newest JOIN's arrival + its quiet time */
-    size_t flush;      /* entries marked flush: being split now */
-    uint32_t grouped;  /* JOINs grouped since none was pending */
-    uint64_t expect;   /* at most this many callers can share the key (the
-                          driver's live view); 0 = unknown */
-    size_t n;          /* pending entries, oldest first */
+    uint64_t rng;       /* splitmix64 state */
+    uint64_t quiet_at;  /* newest JOIN's arrival + its quiet time */
+    size_t flush;       /* entries marked flush: being split now */
+    uint32_t grouped;   /* JOINs grouped since none was pending */
+    uint64_t expect;    /* at most this many callers can share the key (the
+                           driver's live view); 0 = unknown */
+    bool lines;         /* lines mode (see matchmaker.h) */
+    uint64_t lquiet_at; /* lines mode: newest JOIN's arrival + window / 4 */
+    uint32_t nparts, next_part; /* lines mode: the groups being emitted */
+    uint16_t unit_part[MP_MM_PENDING_MAX]; /* each unit's group */
+    size_t n;                              /* pending entries, oldest first */
     mm_entry_t pending[MP_MM_PENDING_MAX];
 };
 
@@ -126,9 +135,22 @@ static void mm_remove(mp_mm_t *mm, size_t i) {
     mm->n--;
 }
 
+void mp__mm_set_lines(mp_mm_t *mm, bool lines) {
+    if (mm != NULL) {
+        mm->lines = lines;
+    }
+}
+
 bool mp__mm_on_join(mp_mm_t *mm, uint64_t now_ms, const mp_member_t *m,
                     uint32_t window_ms) {
-    if (mm == NULL || m == NULL || !isfinite(m->weight) || m->weight < 0.0) {
+    return mp__mm_on_join_line(mm, now_ms, m, window_ms, NULL, 0);
+}
+
+bool mp__mm_on_join_line(mp_mm_t *mm, uint64_t now_ms, const mp_member_t *m,
+                         uint32_t window_ms, const uint8_t *line,
+                         size_t line_len) {
+    if (mm == NULL || m == NULL || !isfinite(m->weight) || m->weight < 0.0 ||
+        line_len > MP_KEY_MAX || (line == NULL && line_len > 0)) {
         return false;
     }
     /* A re-join replaces the old entry and goes to the back of the queue:
@@ -145,11 +167,19 @@ bool mp__mm_on_join(mp_mm_t *mm, uint64_t now_ms, const mp_member_t *m,
     mm_entry_t *e = &mm->pending[mm->n++];
     e->m = *m;
     e->flush = false;
+    e->line_len = (uint8_t)line_len;
+    if (line_len > 0) {
+        memcpy(e->line, line, line_len);
+    }
+    e->unit = 0;
     e->ends_ms = mp__add_sat_u64(now_ms, window_ms);
     uint32_t quiet = window_ms / MP_MM_QUIET_DIV;
     e->quiet_ms = mp__add_sat_u64(
         now_ms, quiet > MP_MM_QUIET_MAX_MS ? MP_MM_QUIET_MAX_MS : quiet);
     mm->quiet_at = e->quiet_ms;
+    /* lines mode closes the whole round at once: a line cut in two by an
+     * early close costs its d-round mean, so it waits longer */
+    mm->lquiet_at = mp__add_sat_u64(now_ms, window_ms / MP_MM_LINES_QUIET_DIV);
     return true;
 }
 
@@ -289,9 +319,183 @@ static bool mm_ready(const mp_mm_t *mm, const mm_class_t *cls, size_t nc,
     return false;
 }
 
+/* Lines mode: whether the pending JOINs close now (see matchmaker.h). */
+static bool mm_lines_due(const mp_mm_t *mm, uint64_t now_ms) {
+    return mm_all_here(mm) ||
+           (mm->n >= mm->group_size && mm->lquiet_at <= now_ms) ||
+           mm->pending[mm_first_due(mm)].ends_ms <= now_ms;
+}
+
+static bool mm_same_line(const mm_entry_t *a, const mm_entry_t *b) {
+    return a->line_len == b->line_len &&
+           memcmp(a->line, b->line, a->line_len) == 0;
+}
+
+/* Lines mode: marks every pending JOIN and assigns it a unit (a line, or
+ * one of the even parts of a line of more than M) and every unit a group:
+ * one per unit with a member that reduces, the others added to the
+ * smallest such group that stays within MP_GROUP_MAX, or alone if none. */
+static void mm_lines_split(mp_mm_t *mm) {
+    uint16_t line_of[MP_MM_PENDING_MAX];
+    uint16_t line_first[MP_MM_PENDING_MAX]; /* an entry of each line */
+    uint16_t line_count[MP_MM_PENDING_MAX];
+    uint16_t line_unit0[MP_MM_PENDING_MAX]; /* its first unit */
+    uint16_t seen[MP_MM_PENDING_MAX];       /* entries of it so far */
+    uint16_t unit_size[MP_MM_PENDING_MAX];
+    bool unit_reduces[MP_MM_PENDING_MAX];
+    uint32_t part_size[MP_MM_PENDING_MAX];
+    size_t nl = 0, nu = 0;
+    for (size_t i = 0; i < mm->n; i++) {
+        size_t l = 0;
+        while (l < nl &&
+               !mm_same_line(&mm->pending[line_first[l]], &mm->pending[i])) {
+            l++;
+        }
+        if (l == nl) {
+            line_first[nl] = (uint16_t)i;
+            line_count[nl++] = 0;
+        }
+        line_of[i] = (uint16_t)l;
+        line_count[l]++;
+    }
+    for (size_t l = 0; l < nl; l++) {
+        size_t k = (line_count[l] + mm->group_size - 1) / mm->group_size;
+        line_unit0[l] = (uint16_t)nu;
+        seen[l] = 0;
+        for (size_t u = 0; u < k; u++) {
+            unit_size[nu] = 0;
+            unit_reduces[nu++] = false;
+        }
+    }
+    for (size_t i = 0; i < mm->n; i++) {
+        mm_entry_t *e = &mm->pending[i];
+        size_t l = line_of[i];
+        size_t k = (line_count[l] + mm->group_size - 1) / mm->group_size;
+        /* balanced parts: entry j of c goes to part j k / c */
+        size_t u = line_unit0[l] + (size_t)seen[l]++ * k / line_count[l];
+        e->unit = (uint16_t)u;
+        e->flush = true;
+        unit_size[u]++;
+        unit_reduces[u] = unit_reduces[u] || !e->m.noshare;
+    }
+    mm->flush = mm->n;
+    uint32_t np = 0;
+    for (size_t u = 0; u < nu; u++) {
+        if (unit_reduces[u]) {
+            mm->unit_part[u] = (uint16_t)np;
+            part_size[np++] = unit_size[u];
+        }
+    }
+    uint32_t reducing = np;
+    for (size_t u = 0; u < nu; u++) {
+        if (unit_reduces[u]) {
+            continue;
+        }
+        uint32_t best = UINT32_MAX;
+        for (uint32_t p = 0; p < reducing; p++) {
+            if (part_size[p] + unit_size[u] <= MP_GROUP_MAX &&
+                (best == UINT32_MAX || part_size[p] < part_size[best])) {
+                best = p;
+            }
+        }
+        if (best == UINT32_MAX) {
+            best = np++;
+            part_size[best] = 0;
+        }
+        mm->unit_part[u] = (uint16_t)best;
+        part_size[best] += unit_size[u];
+    }
+    mm->nparts = np;
+    mm->next_part = 0;
+}
+
+/* Lines mode: the next group of the split (its members unit by unit), or
+ * ALONE for a member of a group too small; false when the split is done. */
+static bool mm_lines_emit(mp_mm_t *mm, mp_mm_out_t *out) {
+    while (mm->next_part < mm->nparts) {
+        uint32_t p = mm->next_part;
+        size_t k = 0, first = SIZE_MAX;
+        for (size_t i = 0; i < mm->n; i++) {
+            if (mm->pending[i].flush &&
+                mm->unit_part[mm->pending[i].unit] == p) {
+                k++;
+                first = first == SIZE_MAX ? i : first;
+            }
+        }
+        if (k == 0) {
+            mm->next_part++;
+            continue;
+        }
+        if (k < mm->min_group_size) {
+            out->kind = MP_MM_ALONE;
+            out->group_id = 0;
+            out->n = 1;
+            out->members[0] = mm->pending[first].m;
+            mm_remove(mm, first);
+            return true;
+        }
+        out->kind = MP_MM_GROUP;
+        out->group_id = mm_next_group_id(mm, mm->grouped);
+        out->n = 0;
+        out->phase = 0;
+        /* unit by unit: a line's members take consecutive coordinates */
+        for (size_t u = 0; u < MP_MM_PENDING_MAX && out->n < k; u++) {
+            if (mm->unit_part[u] != p) {
+                continue;
+            }
+            for (size_t i = 0; i < mm->n; i++) {
+                const mm_entry_t *e = &mm->pending[i];
+                if (e->flush && e->unit == u) {
+                    if (e->m.phase > out->phase) {
+                        out->phase = e->m.phase;
+                    }
+                    out->members[out->n++] = e->m;
+                }
+            }
+        }
+        size_t kept = 0;
+        for (size_t i = 0; i < mm->n; i++) {
+            const mm_entry_t *e = &mm->pending[i];
+            if (!(e->flush && mm->unit_part[e->unit] == p)) {
+                mm->pending[kept++] = *e;
+            }
+        }
+        mm->n = kept;
+        mm->flush -= k;
+        mm->grouped += (uint32_t)k;
+        mm->next_part++;
+        return true;
+    }
+    mm->nparts = mm->next_part = 0;
+    for (size_t i = 0; i < mm->n; i++) {
+        mm->pending[i].flush = false;
+    }
+    mm->flush = 0;
+    return false;
+}
+
+static bool mm_lines_poll(mp_mm_t *mm, uint64_t now_ms, mp_mm_out_t *out) {
+    if (mm_lines_emit(mm, out)) {
+        return true;
+    }
+    if (mm->n == 0) {
+        mm->grouped = 0;
+        return false;
+    }
+    if (!mm_lines_due(mm, now_ms)) {
+        return false;
+    }
+    mm->grouped = 0;
+    mm_lines_split(mm);
+    return mm_lines_emit(mm, out);
+}
+
 bool mp__mm_poll(mp_mm_t *mm, uint64_t now_ms, mp_mm_out_t *out) {
     if (mm == NULL || out == NULL) {
         return false;
+    }
+    if (mm->lines) {
+        return mm_lines_poll(mm, now_ms, out);
     }
     if (mm->flush >= mm->min_group_size) {
         mm_emit_group(mm, mm_split_size(mm, mm->flush), out);
@@ -369,6 +573,16 @@ bool mp__mm_poll(mp_mm_t *mm, uint64_t now_ms, mp_mm_out_t *out) {
 uint64_t mp__mm_next_wakeup(const mp_mm_t *mm) {
     if (mm == NULL || mm->n == 0) {
         return UINT64_MAX;
+    }
+    if (mm->lines) {
+        if (mm->nparts > 0 || mm_all_here(mm)) {
+            return 0;
+        }
+        uint64_t due = mm->pending[mm_first_due(mm)].ends_ms;
+        if (mm->n >= mm->group_size && mm->lquiet_at < due) {
+            due = mm->lquiet_at;
+        }
+        return due;
     }
     if (mm->flush >= mm->min_group_size) {
         return 0; /* a group is ready: poll now */

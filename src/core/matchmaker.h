@@ -24,6 +24,16 @@
  * pending, that JOIN is told it is alone. Pending JOINs are capped
  * (MP_MM_PENDING_MAX): beyond that a JOIN is answered ALONE.
  *
+ * Lines mode (mp__mm_set_lines: the key is a merge key, docs/DESIGN.md,
+ * "Exact means over d > 1 rounds behind NAT"): each JOIN carries its grid
+ * line key, and groups are made of whole lines. The pending JOINs close
+ * together (all callers here, or M or more and the key quiet for the
+ * newest window / 4, or the earliest window ending; phases do not count); each
+ * line with more than M JOINs is first split as above, then every part without
+ * a member that reduces (all noshare) is added to the part with one that is
+ * smallest so far, up to MP_GROUP_MAX members. Rosters list the members line by
+ * line, so each line's members take consecutive coordinates.
+ *
  * mp_member_t is the roster entry that a JOIN carries and a GROUP lists.
  * No I/O, no clock, no randomness of its own: the driver passes time and a
  * seed. Not thread-safe.
@@ -83,6 +93,15 @@ void mp__mm_free(mp_mm_t *mm);
  * Too small a count costs a caller that comes later its group (it waits
  * for its window and ends alone), never a hang. */
 void mp__mm_set_expect(mp_mm_t *mm, uint64_t n);
+
+/* Lines mode on or off (off: the default); see above. */
+void mp__mm_set_lines(mp_mm_t *mm, bool lines);
+
+/* As mp__mm_on_join, with the joiner's line key (lines mode; line_len <=
+ * MP_KEY_MAX, 0 = none; JOINs of equal line keys form one line). */
+bool mp__mm_on_join_line(mp_mm_t *mm, uint64_t now_ms, const mp_member_t *m,
+                         uint32_t window_ms, const uint8_t *line,
+                         size_t line_len);
 
 /* A JOIN arrived (or the matchmaker joins itself). window_ms is how long the
  * joiner is willing to wait (clamped to 60 s). A second JOIN from the same

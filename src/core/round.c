@@ -51,6 +51,8 @@ struct mp_rnd {
     uint64_t start_ms, deadline_ms, group_start_ms;
     uint8_t key[MP_KEY_MAX];
     uint32_t key_len;
+    uint8_t line[MP_KEY_MAX]; /* with a merge key: the line key (JOIN "lk") */
+    uint32_t line_len;
     double weight;
     float *values;
     size_t count;
@@ -202,8 +204,11 @@ bool mp__rnd_next_out(mp_rnd_t *rm, mp_rnd_out_t *o) {
     *o = rm->out[rm->headout++];
     if (o->msg == MP_RND_GROUP && o->kind == MP_RND_OUT_SEND)
         o->members = rm->rosters + (size_t)(uintptr_t)o->members;
-    if (o->msg == MP_RND_JOIN)
+    if (o->msg == MP_RND_JOIN) {
         o->key = rm->key;
+        o->line = rm->line_len != 0 ? rm->line : NULL;
+        o->line_len = rm->line_len;
+    }
     return true;
 }
 
@@ -244,6 +249,46 @@ static uint64_t expect_n(const mp_rnd_t *rm) {
     return rm->view_now > rm->view_n ? rm->view_now : rm->view_n;
 }
 
+uint32_t mp__rnd_merge_key_of(const uint8_t *line, size_t line_len, uint32_t k,
+                              uint8_t out[MP_KEY_MAX]) {
+    if (line == NULL || line_len < 9 || line_len > MP_KEY_MAX)
+        return 0;
+    uint32_t d = line[8];
+    if (d < 2 || d > MP_GRID_DIMS_MAX || k >= d || line_len < 8u + d)
+        return 0;
+    /* register entries d-1-k .. d-2: averaged in this cycle; 0 .. d-2-k:
+     * still to be averaged. Keep the smaller set. */
+    uint32_t done = k, todo = d - 1 - k;
+    uint32_t from = done <= todo ? d - 1 - k : 0;
+    uint32_t nkeep = done <= todo ? done : todo;
+    memcpy(out, line, 8);
+    out[8] = (uint8_t)(0x80u | d);
+    out[9] = (uint8_t)k;
+    memcpy(out + 10, line + 9 + from, nkeep);
+    size_t suf = line_len - 8u - d;
+    memcpy(out + 10 + nkeep, line + 8 + d, suf);
+    return 10u + nkeep + (uint32_t)suf;
+}
+
+uint32_t mp__rnd_merge_key(const mp_rnd_t *rm, const uint8_t *line,
+                           size_t line_len, uint8_t out[MP_KEY_MAX]) {
+    if (rm->grid.dims < 2)
+        return 0;
+    return mp__rnd_merge_key_of(line, line_len, rm->grid.turn % rm->grid.dims,
+                                out);
+}
+
+/* A merge key (0x80 | d in byte 8): valid when made from a valid line
+ * key. */
+static bool merge_key_ok(const mp_rnd_t *rm, const uint8_t *key, size_t len,
+                         const uint8_t *line, size_t line_len) {
+    uint8_t want[MP_KEY_MAX];
+    if (len < 10 || !mp__rnd_key_ok(rm, line, line_len))
+        return false;
+    uint32_t n = mp__rnd_merge_key_of(line, line_len, key[9], want);
+    return n != 0 && n == len && memcmp(want, key, len) == 0;
+}
+
 bool mp__rnd_key_ok(const mp_rnd_t *rm, const uint8_t *key, size_t len) {
     if (key == NULL || len < 9 || len > MP_KEY_MAX || key[8] < 1 ||
         key[8] > MP_GRID_DIMS_MAX || len < 8u + key[8] ||
@@ -260,6 +305,7 @@ bool mp__rnd_key_ok(const mp_rnd_t *rm, const uint8_t *key, size_t len) {
 
 static mp_mm_t *mm_for_key(mp_rnd_t *rm, uint64_t now, const uint8_t *key,
                            uint32_t len) {
+    bool lines = len > 8 && (key[8] & 0x80u) != 0; /* a merge key */
     mm_slot_t *free_slot = NULL, *oldest = NULL;
     for (uint32_t i = 0; i < MP_RND_MM_KEYS; i++) {
         mm_slot_t *s = &rm->mms[i];
@@ -295,6 +341,7 @@ static mp_mm_t *mm_for_key(mp_rnd_t *rm, uint64_t now, const uint8_t *key,
     free_slot->key_len = len;
     free_slot->last_used_ms = now;
     mp__mm_set_expect(free_slot->mm, expect_n(rm));
+    mp__mm_set_lines(free_slot->mm, lines);
     return free_slot->mm;
 }
 
@@ -366,7 +413,9 @@ static void pump(mp_rnd_t *rm, uint64_t now);
 mp_rnd_join_status_t mp__rnd_on_join(mp_rnd_t *rm, uint64_t now,
                                      const uint8_t from[MP_ID_BYTES],
                                      const mp_rnd_join_t *j) {
-    if (!mp__rnd_key_ok(rm, j->key, j->key_len)) {
+    bool merge = j->key != NULL && j->key_len > 8 && (j->key[8] & 0x80u);
+    if (merge ? !merge_key_ok(rm, j->key, j->key_len, j->line, j->line_len)
+              : !mp__rnd_key_ok(rm, j->key, j->key_len)) {
         push_simple(rm, MP_RND_ALONE, from, j->seq);
         return MP_RND_JOIN_BAD_KEY;
     }
@@ -387,7 +436,9 @@ mp_rnd_join_status_t mp__rnd_on_join(mp_rnd_t *rm, uint64_t now,
     m.seq = j->seq;
     m.phase = j->phase;
     m.noshare = j->noshare ? 1 : 0;
-    if (mm == NULL || !mp__mm_on_join(mm, now, &m, j->window_ms)) {
+    if (mm == NULL ||
+        !mp__mm_on_join_line(mm, now, &m, j->window_ms, merge ? j->line : NULL,
+                             merge ? j->line_len : 0)) {
         push_simple(rm, MP_RND_ALONE, from, j->seq);
         return mm == NULL ? MP_RND_JOIN_NO_SLOT : MP_RND_JOIN_REFUSED;
     }
@@ -430,6 +481,12 @@ moshpit_err_t mp__rnd_start(mp_rnd_t *rm, uint64_t now,
     rm->deadline_ms = now + rm->cfg.round_timeout_ms - MP_RND_MARGIN_MS;
     memcpy(rm->key, call->key, call->key_len);
     rm->key_len = call->key_len;
+    rm->line_len = 0;
+    if (call->line != NULL && call->line_len > 0 &&
+        call->line_len <= MP_KEY_MAX) {
+        memcpy(rm->line, call->line, call->line_len);
+        rm->line_len = call->line_len;
+    }
     rm->weight = call->weight;
     rm->values = call->values;
     rm->count = call->count;
@@ -485,7 +542,9 @@ static void local_join(mp_rnd_t *rm, uint64_t now, const mp_join_send_t *s) {
     me.seq = s->seq;
     me.phase = rm->phase;
     me.noshare = rm->cfg.noshare ? 1 : 0;
-    if (mm == NULL || !mp__mm_on_join(mm, now, &me, s->window_ms)) {
+    if (mm == NULL || !mp__mm_on_join_line(mm, now, &me, s->window_ms,
+                                           rm->line_len != 0 ? rm->line : NULL,
+                                           rm->line_len)) {
         if (mm == NULL)
             push(rm, MP_RND_OUT_OWN_NO_SLOT, 0, NULL);
         mp__joiner_on_alone(rm->joiner, rm->cfg.self, s->seq);

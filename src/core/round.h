@@ -99,6 +99,8 @@ typedef struct mp_rnd_out {
     uint32_t phase; /* JOIN: this peer's phase; GROUP: the members' largest */
     bool noshare;   /* JOIN: this peer reduces no share */
     const uint8_t *key;
+    uint32_t line_len;   /* JOIN: the line key when key is a merge key */
+    const uint8_t *line; /* (JOIN "lk"), 0 / NULL otherwise */
     /* GROUP: the roster (seqs zeroed), valid until the next call into the
      * machine */
     uint32_t n;
@@ -121,11 +123,15 @@ typedef struct mp_rnd_join {
     uint32_t phase; /* the joiner's calls ended before (0 if not sent) */
     bool noshare;   /* the joiner is outbound-only (JOIN "ns") */
     const uint8_t *key;
+    uint32_t line_len;   /* JOIN "lk": the joiner's line key, required */
+    const uint8_t *line; /* when key is a merge key, else 0 / NULL */
 } mp_rnd_join_t;
 
 typedef struct mp_rnd_call {
-    const uint8_t *key; /* from mp__rnd_key */
+    const uint8_t *key; /* from mp__rnd_key, or mp__rnd_merge_key of it */
     uint32_t key_len;
+    const uint8_t *line; /* with a merge key: the line key it was made */
+    uint32_t line_len;   /* from (JOIN "lk"); NULL / 0 otherwise */
     const uint8_t (*cands)[MP_ID_BYTES]; /* rendezvous order, self included */
     size_t ncands;
     double weight;
@@ -182,6 +188,24 @@ uint32_t mp__rnd_key(mp_rnd_t *rm, size_t view_n, uint64_t count,
 /* Whether key is one peers build: vector length, d (1..8), d-1
  * coordinates below group_size, then an aggregation suffix. */
 bool mp__rnd_key_ok(const mp_rnd_t *rm, const uint8_t *key, size_t len);
+
+/* The merge key of a line key (docs/DESIGN.md, "Exact means over d > 1
+ * rounds behind NAT"), for swarms with outbound-only members: the lines
+ * whose JOINs may merge without losing the d-round mean share it. Round
+ * k = turn mod d of a cycle varies over dimension k; register entries
+ * d-1-k .. d-2 hold the dimensions already averaged in this cycle, entries
+ * 0 .. d-2-k those still to be averaged. Lines agreeing on either set may
+ * merge; the merge key keeps the smaller set (the averaged one on a tie),
+ * so in the first round (k = 0) and the last (k = d-1) it keeps none: one
+ * matchmaker for the whole round. Layout: vector length (8 bytes), 0x80 |
+ * d, k, the kept coordinates, the aggregation suffix. Returns its length,
+ * 0 if line is no line key of d >= 2 or k >= d. */
+uint32_t mp__rnd_merge_key_of(const uint8_t *line, size_t line_len, uint32_t k,
+                              uint8_t out[MP_KEY_MAX]);
+/* The merge key of this peer's next call, made from its line key (the one
+ * mp__rnd_key returned last); 0 when d < 2. */
+uint32_t mp__rnd_merge_key(const mp_rnd_t *rm, const uint8_t *line,
+                           size_t line_len, uint8_t out[MP_KEY_MAX]);
 
 /* Starts a call (none may be in progress: MOSHPIT_EINVAL); on an error
  * (MOSHPIT_ENOMEM, bad arguments) no call is started. */

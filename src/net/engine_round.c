@@ -329,6 +329,18 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
     size_t n = mp__engine_view_count(mp);
     uint8_t key[MP_KEY_MAX];
     uint32_t key_len = mp__rnd_key(mp->rnd, n, (uint64_t)c->count, key);
+    /* with outbound-only members (this peer, or one that said HELLO
+     * "ob"), lines that may merge meet at one matchmaker: the JOIN goes
+     * under the merge key and carries the line key (docs/DESIGN.md,
+     * "Exact means over d > 1 rounds behind NAT") */
+    bool nat = mp->outbound;
+    for (size_t i = 0; !nat && i < mp->npeers; i++)
+        nat = mp->peers[i]->state == MP_PEER_LIVE && mp->peers[i]->outbound;
+    uint8_t mkey[MP_KEY_MAX];
+    uint32_t mkey_len =
+        nat ? mp__rnd_merge_key(mp->rnd, key, key_len, mkey) : 0;
+    const uint8_t *ckey = mkey_len != 0 ? mkey : key;
+    uint32_t ckey_len = mkey_len != 0 ? mkey_len : key_len;
     uint8_t(*ids)[32] = malloc(n * 32);
     uint8_t(*ordered)[32] = malloc(n * 32);
     uint32_t *order = malloc(n * sizeof(*order));
@@ -356,7 +368,8 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
             if (p->state == MP_PEER_LIVE && !mp__engine_unreached(p, now))
                 memcpy(ids[k++], p->id, 32);
         }
-        mp__rendezvous_order(key, key_len, (const uint8_t(*)[32])ids, k, order);
+        mp__rendezvous_order(ckey, ckey_len, (const uint8_t(*)[32])ids, k,
+                             order);
         for (size_t i = 0; i < k; i++) {
             memcpy(ordered[i], ids[order[i]], 32);
             const mp_peer_t *p = mp__engine_find_peer(mp, ordered[i]);
@@ -364,8 +377,10 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
             if (ack[i] == UINT32_MAX)
                 ack[i] = 0;
         }
-        mp_rnd_call_t call = {.key = key,
-                              .key_len = key_len,
+        mp_rnd_call_t call = {.key = ckey,
+                              .key_len = ckey_len,
+                              .line = mkey_len != 0 ? key : NULL,
+                              .line_len = mkey_len != 0 ? key_len : 0,
                               .cands = (const uint8_t(*)[32])ordered,
                               .ncands = k,
                               .weight = c->weight,

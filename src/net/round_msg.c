@@ -20,7 +20,9 @@ mp_rnd_msg_status_t mp__round_msg_dispatch(mp_rnd_t *rm, uint64_t now,
                             .key_len = j->key_len,
                             .phase = j->phase,
                             .noshare = j->noshare != 0,
-                            .key = j->key};
+                            .key = j->key,
+                            .line_len = j->line_len,
+                            .line = j->line};
         switch (mp__rnd_on_join(rm, now, from, &rj)) {
         case MP_RND_JOIN_BAD_KEY:
             return MP_RND_MSG_BAD_KEY;
@@ -67,6 +69,9 @@ void mp__round_msg_from_out(const mp_rnd_out_t *o, mp_msg_t *m) {
         m->u.join.phase = o->phase;
         m->u.join.noshare = o->noshare ? 1 : 0;
         memcpy(m->u.join.key, o->key, o->key_len);
+        m->u.join.line_len = o->line_len;
+        if (o->line_len != 0)
+            memcpy(m->u.join.line, o->line, o->line_len);
         break;
     case MP_RND_JOIN_ACK:
         m->type = MP_MSG_JOIN_ACK;

@@ -69,6 +69,7 @@ enum {
     K_OA,
     K_NS,
     K_UP,
+    K_LK,
     K_COUNT
 };
 
@@ -82,6 +83,7 @@ static const char *const key_names[K_COUNT] = {
     [K_CNT] = "cnt", [K_DIG] = "dig",     [K_CT] = "ct",   [K_SE] = "se",
     [K_PH] = "ph",   [K_RW] = "rw",       [K_OB] = "ob",   [K_DR] = "dr",
     [K_NR] = "nr",   [K_OA] = "oa",       [K_NS] = "ns",   [K_UP] = "up",
+    [K_LK] = "lk",
 };
 
 /* ------------------------------------------------------------------ */
@@ -175,7 +177,8 @@ static moshpit_err_t check_msg(const mp_msg_t *msg) {
         return MOSHPIT_OK;
     case MP_MSG_JOIN:
         if (!weight_ok(msg->u.join.weight) ||
-            msg->u.join.key_len > MP_KEY_MAX || msg->u.join.noshare > 1)
+            msg->u.join.key_len > MP_KEY_MAX || msg->u.join.noshare > 1 ||
+            msg->u.join.line_len > MP_KEY_MAX)
             return MOSHPIT_EINVAL;
         return MOSHPIT_OK;
     case MP_MSG_GROUP: {
@@ -209,7 +212,8 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         entries = 7;
         break;
     case MP_MSG_JOIN:
-        entries = 7u + (msg->u.join.phase != 0) + (msg->u.join.noshare != 0);
+        entries = 7u + (msg->u.join.phase != 0) + (msg->u.join.noshare != 0) +
+                  (msg->u.join.line_len != 0);
         break;
     case MP_MSG_GROUP: {
         bool ns = false;
@@ -334,6 +338,10 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         if (j->noshare) { /* optional: an outbound-only joiner */
             put_key(pk, K_NS);
             msgpack_pack_true(pk);
+        }
+        if (j->line_len != 0) { /* optional: a merge key's line key */
+            put_key(pk, K_LK);
+            mp__pack_bin(pk, j->line, j->line_len);
         }
         break;
     }
@@ -701,6 +709,15 @@ static int decode_join(const msgpack_object *const *val, mp_join_t *j) {
     if (k->via.bin.size > 0)
         memcpy(j->key, k->via.bin.ptr, k->via.bin.size);
     j->key_len = k->via.bin.size;
+    j->line_len = 0;
+    const msgpack_object *l = val[K_LK];
+    if (l != NULL) {
+        if (l->type != MSGPACK_OBJECT_BIN || l->via.bin.size > MP_KEY_MAX)
+            return -1;
+        if (l->via.bin.size > 0)
+            memcpy(j->line, l->via.bin.ptr, l->via.bin.size);
+        j->line_len = l->via.bin.size;
+    }
     return 0;
 }
 

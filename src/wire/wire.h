@@ -100,6 +100,9 @@ typedef struct mp_join {
                          reduces no share */
     uint32_t key_len; /* <= MP_KEY_MAX */
     uint8_t key[MP_KEY_MAX];
+    uint32_t line_len; /* "lk", optional (0: not sent): the joiner's grid
+                          line key when "key" is a merge key */
+    uint8_t line[MP_KEY_MAX];
 } mp_join_t;
 
 typedef struct mp_seq_msg { /* JOIN_ACK, ALONE */

@@ -1180,6 +1180,61 @@ static void test_mm_expect(void) {
     mp__mm_free(mm);
 }
 
+/* Lines mode (a merge key, docs/DESIGN.md "Exact means over d > 1 rounds
+ * behind NAT"): 4 lines of 2, only peers 1 and 3 reduce. The lines without
+ * a reducer go to the smallest group with one, whole, and the rosters list
+ * the members line by line. */
+static bool mm_join_line(mp_mm_t *mm, uint64_t now, uint8_t b, uint8_t line,
+                         bool noshare) {
+    mp_member_t m = member(b, 1, b);
+    m.noshare = noshare ? 1 : 0;
+    const uint8_t lk[10] = {1, 0, 0, 0, 0, 0, 0, 0, 2, line};
+    return mp__mm_on_join_line(mm, now, &m, 10000, lk, sizeof lk);
+}
+
+static void test_mm_lines(void) {
+    mp_mm_t *mm = mm_make(4, 2, 41);
+    mp_mm_out_t o;
+    mp__mm_set_lines(mm, true);
+    mp__mm_set_expect(mm, 8);
+    /* peer b on line (b - 1) % 4; 1 and 3 are dialable */
+    for (uint8_t b = 1; b <= 8; b++) {
+        CHECK(!mp__mm_poll(mm, b, &o), "closed with %u of 8", b - 1u);
+        CHECK(mm_join_line(mm, b, b, (uint8_t)((b - 1) % 4), b != 1 && b != 3),
+              "join %u", b);
+    }
+    CHECK(mp__mm_next_wakeup(mm) == 0, "all here: wakeup %llu",
+          (unsigned long long)mp__mm_next_wakeup(mm));
+    CHECK(mp__mm_poll(mm, 9, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){1, 5, 2, 6}, 4),
+          "first group not lines 0 and 1 (kind %d, n %u)", (int)o.kind,
+          (unsigned)o.n);
+    CHECK(mp__mm_coord_offset(o.group_id) == 0, "offset %u",
+          mp__mm_coord_offset(o.group_id));
+    CHECK(mp__mm_poll(mm, 9, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){3, 7, 4, 8}, 4),
+          "second group not lines 2 and 3 (kind %d, n %u)", (int)o.kind,
+          (unsigned)o.n);
+    CHECK(mp__mm_coord_offset(o.group_id) == 4, "offset %u",
+          mp__mm_coord_offset(o.group_id));
+    CHECK(!mp__mm_poll(mm, 9, &o) && mp__mm_pending(mm) == 0, "left over");
+
+    /* no expect: 6 JOINs (M or more) close when quiet for window / 4, not
+     * at the 250 ms of a line key; 2 lines of 3, one without a reducer,
+     * go into one group of 6 (more than M) */
+    mp__mm_set_expect(mm, 0);
+    for (uint8_t b = 1; b <= 6; b++)
+        CHECK(mm_join_line(mm, 100, b, b <= 3 ? 0 : 1, b != 2), "join %u", b);
+    CHECK(!mp__mm_poll(mm, 100 + 250, &o), "closed after 250 ms");
+    CHECK(mp__mm_next_wakeup(mm) == 100 + 2500, "wakeup %llu",
+          (unsigned long long)mp__mm_next_wakeup(mm));
+    CHECK(mp__mm_poll(mm, 100 + 2500, &o) && o.kind == MP_MM_GROUP &&
+              roster_is(&o, (const uint8_t[]){1, 2, 3, 4, 5, 6}, 6),
+          "lines of 3 not one group of 6 (kind %d, n %u)", (int)o.kind,
+          (unsigned)o.n);
+    mp__mm_free(mm);
+}
+
 int main(void) {
     if (sodium_init() < 0) {
         fprintf(stderr, "sodium_init failed\n");
@@ -1203,6 +1258,7 @@ int main(void) {
     test_mm_even_split();
     test_mm_phases();
     test_mm_expect();
+    test_mm_lines();
     test_mm_cap_and_rejoin();
     test_mm_invalid();
     test_mm_group_ids();

@@ -624,8 +624,51 @@ static void test_phase_ahead(void) {
     }
 }
 
+/* Merge keys (docs/DESIGN.md, "Exact means over d > 1 rounds behind
+ * NAT"): the first and last round of a cycle keep no coordinate, a
+ * middle round the smaller of the averaged and the still-to-average
+ * ones; the JOIN field "lk" round-trips through the codec. */
+static void test_merge_keys(void) {
+    /* vector length 5, d = 4, register 1 2 3, aggregation suffix 9 */
+    const uint8_t line[13] = {5, 0, 0, 0, 0, 0, 0, 0, 4, 1, 2, 3, 9};
+    uint8_t k[MP_KEY_MAX];
+    uint32_t n = mp__rnd_merge_key_of(line, sizeof line, 0, k);
+    CHECK(n == 11 && k[8] == (0x80 | 4) && k[9] == 0 && k[10] == 9,
+          "k = 0: len %u", n);
+    n = mp__rnd_merge_key_of(line, sizeof line, 1, k);
+    CHECK(n == 12 && k[9] == 1 && k[10] == 3 && k[11] == 9,
+          "k = 1: len %u, kept %u", n, k[10]);
+    n = mp__rnd_merge_key_of(line, sizeof line, 2, k);
+    CHECK(n == 12 && k[9] == 2 && k[10] == 1 && k[11] == 9,
+          "k = 2: len %u, kept %u", n, k[10]);
+    n = mp__rnd_merge_key_of(line, sizeof line, 3, k);
+    CHECK(n == 11 && k[9] == 3 && k[10] == 9, "k = 3: len %u", n);
+    CHECK(mp__rnd_merge_key_of(line, sizeof line, 4, k) == 0, "k = d");
+    const uint8_t d1[9] = {5, 0, 0, 0, 0, 0, 0, 0, 1};
+    CHECK(mp__rnd_merge_key_of(d1, sizeof d1, 0, k) == 0, "d = 1");
+
+    static mp_msg_t m, back;
+    memset(&m, 0, sizeof m);
+    m.type = MP_MSG_JOIN;
+    m.u.join.seq = 7;
+    m.u.join.weight = 1;
+    m.u.join.window_ms = 1000;
+    m.u.join.key_len = mp__rnd_merge_key_of(line, sizeof line, 0, m.u.join.key);
+    m.u.join.line_len = sizeof line;
+    memcpy(m.u.join.line, line, sizeof line);
+    uint8_t buf[512];
+    size_t len = 0;
+    CHECK(mp__wire_msg_encode(&m, buf, sizeof buf, &len) == MOSHPIT_OK,
+          "encode");
+    CHECK(mp__wire_msg_decode(buf, len, &back) == MOSHPIT_OK &&
+              back.u.join.line_len == sizeof line &&
+              memcmp(back.u.join.line, line, sizeof line) == 0,
+          "lk did not round-trip");
+}
+
 int main(void) {
     test_group_of_three();
+    test_merge_keys();
     test_everyone_here();
     test_join_refusals();
     test_fallback();
