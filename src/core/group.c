@@ -837,7 +837,8 @@ bool mp__group_has_sends(const mp_group_t *g) {
 
 /* When a HAVE to m is next due (silence_limit(g, m) > 0). */
 static uint64_t have_time(const mp_group_t *g, uint32_t m) {
-    uint64_t half = g->timeout / 2 > 0 ? g->timeout / 2 : 1;
+    /* half of m's own limit, which may follow its link (set_silence) */
+    uint64_t half = silence_limit(g, m) / 2 > 0 ? silence_limit(g, m) / 2 : 1;
     uint64_t at = mp__add_sat_u64(g->heard[m], half);
     uint64_t again = mp__add_sat_u64(g->have_at[m], half);
     return g->have_at[m] != 0 && again > at ? again : at;
@@ -864,6 +865,11 @@ void mp__group_set_silence(mp_group_t *g, uint32_t m, uint64_t ms) {
     if (g == NULL || m >= g->n || m == g->self || g->timeout == 0)
         return;
     g->lim[m] = ms == 0 || ms > g->timeout ? g->timeout : ms;
+}
+
+void mp__group_restore_deadline(mp_group_t *g, uint64_t deadline_ms) {
+    if (g != NULL && !g->done)
+        g->deadline = deadline_ms;
 }
 
 void mp__group_set_deadline(mp_group_t *g, uint64_t deadline_ms) {

@@ -173,6 +173,9 @@ bool mp__group_done(const mp_group_t *g);
  * gathers). The driver sets them from what it measured (linkstat.h). */
 void mp__group_set_silence(mp_group_t *g, uint32_t m, uint64_t ms);
 /* Moves the hard end of the round earlier (never later). */
+/* Sets the deadline back to deadline_ms (the call's own, which set_deadline
+ * may have brought forward). */
+void mp__group_restore_deadline(mp_group_t *g, uint64_t deadline_ms);
 void mp__group_set_deadline(mp_group_t *g, uint64_t deadline_ms);
 /* Encoded bytes of the largest part of share (0 for an empty share). */
 uint64_t mp__group_part_bytes(const mp_group_t *g, uint32_t share);

@@ -194,7 +194,9 @@ typedef struct mp_round {
     bool seq;
     uint32_t seq_dest, seq_kbps;
     uint64_t seq_next_ms;
-    bool replay; /* handing the group the frames held before it formed */
+    bool replay;   /* handing the group the frames held before it formed */
+    bool repaired; /* a connection of the round broke: its part times and
+                      rates say nothing of the links (engine_resume.c) */
     /* engine_resume.c: this peer holds everything and said DONE (at
      * done_at), and now waits for its mates' DONEs; parts that arrived
      * twice */

@@ -38,7 +38,7 @@ static void deliver(moshpit_t *mp, mp_peer_t *p, uint32_t from,
          * here) measures its link (linkstat.h), unless the part waited for
          * our GROUP; the bytes and the last arrival go into our DONE */
         uint64_t since = p->part_ms != 0 ? p->part_ms : r->start_ms;
-        if (!r->replay)
+        if (!r->replay && !r->repaired)
             mp__link_part(&p->link, len, now > since ? now - since : 0);
         p->part_ms = now;
         r->scat_bytes[from] += len;

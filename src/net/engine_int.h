@@ -191,6 +191,9 @@ void mp__engine_peer_redial(moshpit_t *mp, mp_peer_t *p, const char *addr);
  * a data connection to p broke (a MARK to it, if it is a round's member). */
 void mp__engine_resume_accepted(moshpit_t *mp, const mp_peer_t *p,
                                 uint32_t from, uint64_t counter);
+/* A connection to a member of the round broke (control or data): the
+ * round's silence limits go back to the configured peer_timeout_ms. */
+void mp__engine_resume_link_broke(moshpit_t *mp);
 void mp__engine_resume_data_down(moshpit_t *mp, mp_peer_t *p);
 void mp__engine_resume_on_mark(moshpit_t *mp, mp_peer_t *p, uint32_t from,
                                const uint8_t *buf, size_t len,

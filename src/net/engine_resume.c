@@ -100,6 +100,23 @@ void mp__engine_resume_accepted(moshpit_t *mp, const mp_peer_t *p,
     }
 }
 
+/* A connection of the round broke: the silence limits measured on the
+ * links before (engine_round.c, adapt_deadlines) no longer fit a round
+ * that must wait for a repair, so every member gets the configured
+ * peer_timeout_ms again for the rest of the round, and the round its own
+ * deadline (round_timeout_ms). */
+static void limits_back(moshpit_t *mp) {
+    mp_round_t *r = &mp->round;
+    r->repaired = r->group != NULL;
+    for (uint32_t j = 0; r->group != NULL && j < r->n; j++)
+        mp__group_set_silence(r->group, j, 0);
+    mp__rnd_restore_deadline(mp->rnd);
+}
+
+void mp__engine_resume_link_broke(moshpit_t *mp) {
+    limits_back(mp);
+}
+
 void mp__engine_resume_data_down(moshpit_t *mp, mp_peer_t *p) {
     mp_round_t *r = &mp->round;
     uint32_t i = member_index(r, p);
@@ -115,6 +132,7 @@ void mp__engine_resume_data_down(moshpit_t *mp, mp_peer_t *p) {
      * the break) */
     r->broke_ctr[i] = p->tx_counter;
     r->mark_due |= bit(i);
+    limits_back(mp);
     mp__engine_pump_sends(mp);
 }
 
@@ -133,6 +151,7 @@ void mp__engine_resume_on_mark(moshpit_t *mp, mp_peer_t *p, uint32_t from,
     }
     mp__replay_take(&p->rx_window, h->counter);
     r->bytes_received += len;
+    limits_back(mp); /* its connection to us broke */
     mp__engine_resume_accepted(mp, p, from, h->counter);
     mp__group_heard(r->group, mp__engine_now_ms(), from);
     if (from >= MP_GROUP_MAX || h->counter <= r->mark_ctr[from])

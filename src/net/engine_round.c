@@ -178,8 +178,8 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
 uint32_t mp__engine_round_done_report(const moshpit_t *mp, const mp_peer_t *p,
                                       uint64_t gid) {
     const mp_round_t *r = &mp->round;
-    if (r->group == NULL || r->gid != gid)
-        return 0;
+    if (r->group == NULL || r->gid != gid || r->repaired)
+        return 0; /* a repaired round's times are not the link's */
     for (uint32_t i = 0; i < r->n; i++)
         if (r->members[i] == p && r->scat_bytes[i] > 0)
             return mp__link_rate_kbps(r->scat_bytes[i],
