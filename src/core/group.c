@@ -213,6 +213,10 @@ struct mp_group {
     uint64_t *stamp; /* per bit of redo: the driver's stamp of its last send */
     size_t rbase[MP_GROUP_MAX];
     uint32_t redo_n[MP_GROUP_MAX];
+    /* parts queued again for m in this round, at most MP_GROUP_REPEATS
+     * times the parts it is handed (a mate that breaks its connections
+     * and claims everything lost, again and again, gets no more) */
+    uint64_t redo_total[MP_GROUP_MAX];
     uint64_t have_at[MP_GROUP_MAX]; /* last HAVE to m; 0: none */
     uint32_t resent;
     bool closed; /* the deadline closed the round */
@@ -958,6 +962,10 @@ uint32_t mp__group_on_have(mp_group_t *g, uint64_t now_ms, uint32_t m,
     uint32_t q = 0;
     size_t base = g->rbase[m];
     const uint8_t *st = g->gstate + g->gbase[m];
+    uint64_t cap = (uint64_t)MP_GROUP_REPEATS *
+                   ((uint64_t)g->nparts[m] + g->nparts[g->self]);
+    if (g->redo_total[m] >= cap)
+        return 0;
     /* handed out: scatter parts below scat_next whose gather has not
      * arrived (the ones skipped were never sent), gather parts of
      * final_order below gat_next */
@@ -969,6 +977,8 @@ uint32_t mp__group_on_have(mp_group_t *g, uint64_t now_ms, uint32_t m,
             (*unsure)++;
             continue;
         }
+        if (g->redo_total[m] + q >= cap)
+            break;
         redo_flip(g, i);
         q++;
     }
@@ -982,10 +992,13 @@ uint32_t mp__group_on_have(mp_group_t *g, uint64_t now_ms, uint32_t m,
             (*unsure)++;
             continue;
         }
+        if (g->redo_total[m] + q >= cap)
+            break;
         redo_flip(g, i);
         q++;
     }
     g->redo_n[m] += q;
+    g->redo_total[m] += q;
     if (q > 0)
         g->done = false; /* not closed: it was done, and is again once
                             these are handed out */

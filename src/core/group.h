@@ -206,6 +206,10 @@ void mp__group_holds(const mp_group_t *g, uint32_t m, uint8_t *sc,
                      size_t sc_cap, size_t *sc_len, uint8_t *ga, size_t ga_cap,
                      size_t *ga_len);
 
+/* How many times over a member may be sent again, in a round, the parts it
+ * is handed: a bound on what lying HAVEs can cost (docs/SECURITY.md). */
+#define MP_GROUP_REPEATS 2u
+
 /* Member m holds what sc and ga say (mp__group_holds' format, bits past
  * their lengths count as held), and has accepted everything this member
  * sent it up to the driver's stamp upto (mp__group_stamp; the driver uses
@@ -218,8 +222,9 @@ void mp__group_holds(const mp_group_t *g, uint32_t m, uint8_t *sc,
  * without reaching its deadline takes them too: it is not done again until
  * they are handed out (the driver must still own values). Returns the
  * number of parts queued; 0 when m is not alive, past the deadline, or
- * nothing was lost. Parts handed out again count in bytes_sent again and in
- * mp__group_resent. */
+ * nothing was lost, or m had MP_GROUP_REPEATS times the parts it is handed
+ * queued again in this round already. Parts handed out again count in
+ * bytes_sent again and in mp__group_resent. */
 uint32_t mp__group_on_have(mp_group_t *g, uint64_t now_ms, uint32_t m,
                            const uint8_t *sc, size_t sc_len, const uint8_t *ga,
                            size_t ga_len, uint64_t upto, uint32_t *unsure);

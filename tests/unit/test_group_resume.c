@@ -219,7 +219,36 @@ static void case_bounds(void) {
     net_free(&t);
 }
 
+/* A mate that claims everything lost again and again (a HAVE with empty
+ * bitmaps of zeros after each break) gets the parts it is handed again at most
+ * MP_GROUP_REPEATS times over in a round, then nothing more. */
+static void case_repeat_cap(void) {
+    net_t t;
+    net_init(&t, 100000);
+    pump(&t, 10);
+    uint64_t cap = MP_GROUP_REPEATS * (uint64_t)(COUNT / N / PE) * 2;
+    uint64_t total = 0;
+    uint32_t last = 1;
+    for (int k = 0; k < 20; k++) {
+        uint32_t unsure = 0;
+        const uint8_t none[16] = {0}; /* "I hold nothing of yours" */
+        last =
+            mp__group_on_have(t.g[0], 20 + (uint64_t)k, 1, none, sizeof(none),
+                              none, sizeof(none), UINT64_MAX, &unsure);
+        total += last;
+        /* handed out (the liar drops them: it is done and takes none) */
+        mp_send_t snd;
+        while (mp__group_next_send(t.g[0], 1, &snd))
+            mp__group_stamp(t.g[0], 1, &snd, ++t.stamp[0][1]);
+    }
+    CHECK(total > 0 && total <= cap, "parts queued again: %llu (cap %llu)",
+          (unsigned long long)total, (unsigned long long)cap);
+    CHECK(last == 0, "still queueing after the cap: %u", last);
+    net_free(&t);
+}
+
 int main(void) {
+    case_repeat_cap();
     case_lost_scatter();
     case_lost_gather();
     case_bounds();
