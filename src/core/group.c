@@ -171,6 +171,9 @@ struct mp_group {
     size_t gbase[MP_GROUP_MAX];       /* first index of share j in gstate */
     uint64_t heard[MP_GROUP_MAX];     /* last part accepted from m */
     uint64_t lim[MP_GROUP_MAX];       /* silence limit of m (scatter) */
+    uint64_t spare[MP_GROUP_MAX];     /* extra patience after a break */
+    uint64_t break_at[MP_GROUP_MAX];  /* last break that granted it */
+    uint32_t breaks[MP_GROUP_MAX];    /* breaks granted this round */
     uint32_t scat_next[MP_GROUP_MAX]; /* next scatter part for dest */
     uint32_t gat_next[MP_GROUP_MAX];  /* next index into final_order */
     uint32_t contribs[MP_GROUP_MAX];  /* own parts m contributed */
@@ -415,6 +418,13 @@ static uint64_t silence_limit(const mp_group_t *g, uint32_t m) {
         return mp__add_sat_u64(g->lim[m], most);
     }
     return 0;
+}
+
+/* Silence limit for m with the patience its breaks granted
+ * (mp__group_on_break): what drops it. */
+static uint64_t patience(const mp_group_t *g, uint32_t m) {
+    uint64_t lim = silence_limit(g, m);
+    return lim > 0 ? mp__add_sat_u64(lim, g->spare[m]) : 0;
 }
 
 /* ---- public (internal) API ---- */
@@ -721,7 +731,7 @@ void mp__group_on_tick(mp_group_t *g, uint64_t now_ms) {
     for (uint32_t m = 0; m < g->n; m++) {
         if (m == g->self || !is_alive(g, m))
             continue;
-        uint64_t lim = silence_limit(g, m);
+        uint64_t lim = patience(g, m);
         if (lim > 0 && now_ms >= mp__add_sat_u64(g->heard[m], lim))
             drop(g, m);
     }
@@ -855,7 +865,7 @@ uint64_t mp__group_next_wakeup(const mp_group_t *g) {
     for (uint32_t m = 0; m < g->n; m++) {
         if (m == g->self || !is_alive(g, m))
             continue;
-        uint64_t lim = silence_limit(g, m);
+        uint64_t lim = patience(g, m);
         if (lim > 0) {
             uint64_t at = mp__add_sat_u64(g->heard[m], lim);
             if (at < t)
@@ -871,8 +881,39 @@ void mp__group_set_silence(mp_group_t *g, uint32_t m, uint64_t ms) {
     g->lim[m] = ms == 0 || ms > g->timeout ? g->timeout : ms;
 }
 
-void mp__group_restore_deadline(mp_group_t *g, uint64_t deadline_ms) {
-    if (g != NULL && !g->done)
+bool mp__group_on_break(mp_group_t *g, uint64_t now_ms, uint32_t m) {
+    if (g == NULL || g->done || m >= g->n || m == g->self || !is_alive(g, m) ||
+        g->timeout == 0)
+        return false;
+    /* the events of one break (each data connection's, the control
+     * connection's, the mate's MARK) come within its limit: one grant */
+    if (g->break_at[m] != 0 &&
+        now_ms < mp__add_sat_u64(g->break_at[m], g->lim[m]))
+        return false;
+    if (g->breaks[m] >= MP_GROUP_BREAKS)
+        return false;
+    g->breaks[m]++;
+    g->break_at[m] = now_ms > 0 ? now_ms : 1;
+    g->spare[m] = g->lim[m];
+    if (now_ms > g->heard[m])
+        g->heard[m] = now_ms;
+    return true;
+}
+
+uint64_t mp__group_limit(const mp_group_t *g, uint32_t m) {
+    if (g == NULL || m >= g->n || m == g->self)
+        return 0;
+    return g->lim[m];
+}
+
+void mp__group_quiet(mp_group_t *g, uint64_t now_ms, uint32_t m) {
+    /* once a break granted its patience, a quiet HAVE adds none */
+    if (g != NULL && m < g->n && g->spare[m] == 0)
+        mp__group_heard(g, now_ms, m);
+}
+
+void mp__group_extend_deadline(mp_group_t *g, uint64_t deadline_ms) {
+    if (g != NULL && !g->done && deadline_ms > g->deadline)
         g->deadline = deadline_ms;
 }
 

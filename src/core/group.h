@@ -173,10 +173,25 @@ bool mp__group_done(const mp_group_t *g);
  * gathers). The driver sets them from what it measured (linkstat.h). */
 void mp__group_set_silence(mp_group_t *g, uint32_t m, uint64_t ms);
 /* Moves the hard end of the round earlier (never later). */
-/* Sets the deadline back to deadline_ms (the call's own, which set_deadline
- * may have brought forward). */
-void mp__group_restore_deadline(mp_group_t *g, uint64_t deadline_ms);
 void mp__group_set_deadline(mp_group_t *g, uint64_t deadline_ms);
+/* Moves the hard end of the round later (never earlier); the driver keeps
+ * it within the call's own deadline. */
+void mp__group_extend_deadline(mp_group_t *g, uint64_t deadline_ms);
+
+/* Breaks of one member's connections a round forgives. */
+#define MP_GROUP_BREAKS 3u
+/* A connection to m broke (a disconnect event, or m's MARK): m gets its
+ * own silence limit once more as patience, on top of its limit, and its
+ * silence clock restarts now, so a blip is repaired while a death is
+ * noticed after about twice the limit. Events within m's limit of the
+ * last grant are the same break (no new grant); at most MP_GROUP_BREAKS
+ * grants per member and round. Returns whether it granted. */
+bool mp__group_on_break(mp_group_t *g, uint64_t now_ms, uint32_t m);
+/* m's own silence limit (set_silence), 0 for self or out of range. */
+uint64_t mp__group_limit(const mp_group_t *g, uint32_t m);
+/* A quiet HAVE went to m: restarts its silence clock (the repair it asks
+ * for gets m's limit) unless a break already granted m its patience. */
+void mp__group_quiet(mp_group_t *g, uint64_t now_ms, uint32_t m);
 /* Encoded bytes of the largest part of share (0 for an empty share). */
 uint64_t mp__group_part_bytes(const mp_group_t *g, uint32_t share);
 /* Encoded bytes of share (what each other member scatters to its

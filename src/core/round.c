@@ -458,11 +458,15 @@ void mp__rnd_set_deadline(mp_rnd_t *rm, uint64_t deadline_ms) {
     mp__group_set_deadline(rm->group, deadline_ms);
 }
 
-void mp__rnd_restore_deadline(mp_rnd_t *rm) {
+void mp__rnd_extend_deadline(mp_rnd_t *rm, uint64_t deadline_ms) {
     if (!rm->in_call)
         return;
-    rm->deadline_ms = rm->deadline_cfg_ms;
-    mp__group_restore_deadline(rm->group, rm->deadline_cfg_ms);
+    if (deadline_ms > rm->deadline_cfg_ms)
+        deadline_ms = rm->deadline_cfg_ms;
+    if (deadline_ms <= rm->deadline_ms)
+        return;
+    rm->deadline_ms = deadline_ms;
+    mp__group_extend_deadline(rm->group, deadline_ms);
 }
 
 bool mp__rnd_in_call(const mp_rnd_t *rm) {

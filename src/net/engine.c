@@ -364,7 +364,7 @@ static void on_monitor(moshpit_t *mp, mp_peer_t *p) {
                 mp__engine_round_has_member(mp, p)) {
                 /* a blip: ZeroMQ dials again at once; the session and
                  * the round go on if it is back within the grace */
-                mp__engine_resume_link_broke(mp);
+                mp__engine_resume_link_broke(mp, p);
                 if (p->ctrl_down_ms == 0) {
                     p->ctrl_down_ms = mp__engine_now_ms();
                     mp__engine_log(mp, MOSHPIT_LOG_INFO,

@@ -194,9 +194,11 @@ typedef struct mp_round {
     bool seq;
     uint32_t seq_dest, seq_kbps;
     uint64_t seq_next_ms;
-    bool replay;   /* handing the group the frames held before it formed */
-    bool repaired; /* a connection of the round broke: its part times and
-                      rates say nothing of the links (engine_resume.c) */
+    bool replay;      /* handing the group the frames held before it formed */
+    bool repaired;    /* a connection of the round broke: its part times and
+                         rates say nothing of the links (engine_resume.c) */
+    uint64_t span_ms; /* the measured end's distance from the group's
+                         start (0: none); a break gives it again */
     /* engine_resume.c: this peer holds everything and said DONE (at
      * done_at), and now waits for its mates' DONEs; parts that arrived
      * twice */

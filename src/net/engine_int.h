@@ -191,9 +191,10 @@ void mp__engine_peer_redial(moshpit_t *mp, mp_peer_t *p, const char *addr);
  * a data connection to p broke (a MARK to it, if it is a round's member). */
 void mp__engine_resume_accepted(moshpit_t *mp, const mp_peer_t *p,
                                 uint32_t from, uint64_t counter);
-/* A connection to a member of the round broke (control or data): the
- * round's silence limits go back to the configured peer_timeout_ms. */
-void mp__engine_resume_link_broke(moshpit_t *mp);
+/* A connection to p broke (control or data): if p is a member of the
+ * round, it gets its own measured limit once more as patience
+ * (mp__group_on_break) and the round its measured span again. */
+void mp__engine_resume_link_broke(moshpit_t *mp, const mp_peer_t *p);
 void mp__engine_resume_data_down(moshpit_t *mp, mp_peer_t *p);
 void mp__engine_resume_on_mark(moshpit_t *mp, mp_peer_t *p, uint32_t from,
                                const uint8_t *buf, size_t len,

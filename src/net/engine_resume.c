@@ -7,9 +7,9 @@
  * DISCONNECTED) sends a MARK behind everything it sealed. Frames travel on
  * several connections and overtake each other, so the mate answers a MARK
  * with a HAVE (what it holds from the sender) only once every frame below
- * it arrived, or once none below it arrived for half of peer_timeout_ms; a
- * member that heard nothing from a mate for that long asks for a MARK with
- * a HAVE that claims nothing lost. The sender hands out again only the
+ * it arrived, or once none below it arrived for half of the sender's
+ * measured silence limit; a member that heard nothing from a mate for that
+ * long asks for a MARK with a HAVE that claims nothing lost. The sender hands out again only the
  * parts the mate lacks that were sealed before both the MARK and the last
  * break, sealed afresh from the caller's buffer under the session's keys.
  * A member whose group machine is done says DONE at once and keeps its
@@ -70,8 +70,10 @@ void mp__engine_resume_on_have(moshpit_t *mp, mp_peer_t *p,
  * the frames still on their way over other connections keep arriving
  * meanwhile (each restarts the wait); once none came for this long, the
  * ones missing were lost. */
-static uint64_t settle_ms(const moshpit_t *mp) {
-    return mp->cfg.peer_timeout_ms / 2;
+static uint64_t settle_ms(const moshpit_t *mp, uint32_t i) {
+    /* half of the sender's own silence limit, which follows its link */
+    uint64_t lim = mp__group_limit(mp->round.group, i);
+    return (lim > 0 ? lim : mp->cfg.peer_timeout_ms) / 2;
 }
 
 /* Whether every frame of this round from member i below its MARK arrived:
@@ -100,21 +102,34 @@ void mp__engine_resume_accepted(moshpit_t *mp, const mp_peer_t *p,
     }
 }
 
-/* A connection of the round broke: the silence limits measured on the
- * links before (engine_round.c, adapt_deadlines) no longer fit a round
- * that must wait for a repair, so every member gets the configured
- * peer_timeout_ms again for the rest of the round, and the round its own
- * deadline (round_timeout_ms). */
-static void limits_back(moshpit_t *mp) {
+/* A connection to p, a member of the round, broke (a disconnect event on
+ * our side, or p's MARK): the round's part times say nothing of the links
+ * any more, and p gets its own measured silence limit once more as
+ * patience (mp__group_on_break: once per break, a few breaks a round), so
+ * that the repair can start while a dead peer is still dropped after about
+ * twice its limit. Nobody else's limit changes. A granted break moves the
+ * round's measured end to as far from now as the round was given at its
+ * start (never past the call's own round_timeout_ms). */
+static void link_broke(moshpit_t *mp, const mp_peer_t *p) {
     mp_round_t *r = &mp->round;
-    r->repaired = r->group != NULL;
-    for (uint32_t j = 0; r->group != NULL && j < r->n; j++)
-        mp__group_set_silence(r->group, j, 0);
-    mp__rnd_restore_deadline(mp->rnd);
+    uint32_t i = member_index(r, p);
+    if (r->group == NULL || i == UINT32_MAX)
+        return;
+    r->repaired = true;
+    uint64_t now = mp__engine_now_ms();
+    if (!mp__group_on_break(r->group, now, i))
+        return;
+    mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                   "round %016llx: a connection to %.8s broke, %llu ms more "
+                   "patience for it",
+                   (unsigned long long)r->gid, p->id_txt,
+                   (unsigned long long)mp__group_limit(r->group, i));
+    if (r->span_ms > 0)
+        mp__rnd_extend_deadline(mp->rnd, mp__add_sat_u64(now, r->span_ms));
 }
 
-void mp__engine_resume_link_broke(moshpit_t *mp) {
-    limits_back(mp);
+void mp__engine_resume_link_broke(moshpit_t *mp, const mp_peer_t *p) {
+    link_broke(mp, p);
 }
 
 void mp__engine_resume_data_down(moshpit_t *mp, mp_peer_t *p) {
@@ -132,7 +147,7 @@ void mp__engine_resume_data_down(moshpit_t *mp, mp_peer_t *p) {
      * the break) */
     r->broke_ctr[i] = p->tx_counter;
     r->mark_due |= bit(i);
-    limits_back(mp);
+    link_broke(mp, p);
     mp__engine_pump_sends(mp);
 }
 
@@ -151,7 +166,7 @@ void mp__engine_resume_on_mark(moshpit_t *mp, mp_peer_t *p, uint32_t from,
     }
     mp__replay_take(&p->rx_window, h->counter);
     r->bytes_received += len;
-    limits_back(mp); /* its connection to us broke */
+    link_broke(mp, p); /* its connection to us broke */
     mp__engine_resume_accepted(mp, p, from, h->counter);
     mp__group_heard(r->group, mp__engine_now_ms(), from);
     if (from >= MP_GROUP_MAX || h->counter <= r->mark_ctr[from])
@@ -187,6 +202,11 @@ bool mp__engine_resume_mark(moshpit_t *mp, mp_peer_t *p, uint32_t i) {
     }
     p->stash_full = true;
     p->stash_bytes = (uint32_t)total;
+    if (p->outbound)
+        /* its frames go out through our data ROUTER, which has no monitor:
+         * a break is never seen here, so whatever it lacks below this MARK
+         * once the frames below it settled counts as lost */
+        r->broke_ctr[i] = h.counter;
     return true;
 }
 
@@ -198,9 +218,9 @@ void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
         mp_peer_t *p = r->members[i];
         if (p == NULL || p->state != MP_PEER_LIVE)
             r->mark_ctr[i] = 0; /* no answer to a session that ended */
-        bool mark =
-            r->mark_ctr[i] != 0 && ((r->mark_full & bit(i)) ||
-                                    now - r->mark_fill_at[i] >= settle_ms(mp));
+        bool mark = r->mark_ctr[i] != 0 &&
+                    ((r->mark_full & bit(i)) ||
+                     now - r->mark_fill_at[i] >= settle_ms(mp, i));
         if (p == NULL || p->state != MP_PEER_LIVE ||
             (!mark && !mp__group_have_due(r->group, now, i)))
             continue;
@@ -221,11 +241,12 @@ void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
             r->mark_full &= ~bit(i);
         }
         if (!mark && !(r->have_rearmed & bit(i))) {
-            /* the first HAVE to a mate gone quiet gives the repair a whole
-             * peer_timeout_ms (its frames may queue behind others on a
-             * slow link); it is dropped if nothing more comes after that */
+            /* the first HAVE to a mate gone quiet gives the repair the
+             * mate's whole limit (its frames may queue behind others on a
+             * slow link), unless a break gave it patience already; it is
+             * dropped if nothing more comes after that */
             r->have_rearmed |= bit(i);
-            mp__group_heard(r->group, now, i);
+            mp__group_quiet(r->group, now, i);
         }
         size_t sl = 0, gl = 0;
         mp__group_holds(r->group, i, h->sc, sizeof(h->sc), &sl, h->ga,
@@ -285,7 +306,7 @@ uint64_t mp__engine_resume_wakeup(const moshpit_t *mp) {
         if (r->mark_ctr[i] == 0)
             continue;
         uint64_t t =
-            (r->mark_full & bit(i)) ? 0 : r->mark_fill_at[i] + settle_ms(mp);
+            (r->mark_full & bit(i)) ? 0 : r->mark_fill_at[i] + settle_ms(mp, i);
         w = t < w ? t : w;
     }
     return w;

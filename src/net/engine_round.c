@@ -81,10 +81,10 @@ static void adapt_deadlines(moshpit_t *mp, uint64_t now) {
                        (unsigned long long)r->gid, i, p->id_txt, lim);
     }
     if (all && r->n > 1) {
-        uint64_t end = mp__add_sat_u64(
-            now, mp__add_sat_u64(MP_LINK_DEADLINE_FLOOR_MS,
-                                 sum > UINT64_MAX / 4 ? UINT64_MAX : 4 * sum));
-        mp__rnd_set_deadline(mp->rnd, end);
+        r->span_ms =
+            mp__add_sat_u64(MP_LINK_DEADLINE_FLOOR_MS,
+                            sum > UINT64_MAX / 4 ? UINT64_MAX : 4 * sum);
+        mp__rnd_set_deadline(mp->rnd, mp__add_sat_u64(now, r->span_ms));
     }
 }
 
