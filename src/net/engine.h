@@ -197,6 +197,7 @@ typedef struct mp_round {
     bool replay;      /* handing the group the frames held before it formed */
     bool repaired;    /* a connection of the round broke: its part times and
                          rates say nothing of the links (engine_resume.c) */
+    uint64_t gone;    /* members whose drop was logged */
     uint64_t span_ms; /* the measured end's distance from the group's
                          start (0: none); a break gives it again */
     /* engine_resume.c: this peer holds everything and said DONE (at

@@ -9,12 +9,12 @@
  * with a HAVE (what it holds from the sender) only once every frame below
  * it arrived, or once none below it arrived for half of the sender's
  * measured silence limit; a member that heard nothing from a mate for that
- * long asks for a MARK with a HAVE that claims nothing lost. The sender hands out again only the
- * parts the mate lacks that were sealed before both the MARK and the last
- * break, sealed afresh from the caller's buffer under the session's keys.
- * A member whose group machine is done says DONE at once and keeps its
- * call open until every mate said DONE too (or a bound), so that what it
- * sent last can still be repaired (docs/DESIGN.md, "On a lossy network";
+ * long asks for a MARK with a HAVE that claims nothing lost. The sender hands
+ * out again only the parts the mate lacks that were sealed before both the MARK
+ * and the last break, sealed afresh from the caller's buffer under the
+ * session's keys. A member whose group machine is done says DONE at once and
+ * keeps its call open until every mate said DONE too (or a bound), so that what
+ * it sent last can still be repaired (docs/DESIGN.md, "On a lossy network";
  * docs/PROTOCOL.md, HAVE).
  */
 #include "engine_int.h"
@@ -120,9 +120,10 @@ static void link_broke(moshpit_t *mp, const mp_peer_t *p) {
     if (!mp__group_on_break(r->group, now, i))
         return;
     mp__engine_log(mp, MOSHPIT_LOG_INFO,
-                   "round %016llx: a connection to %.8s broke, %llu ms more "
-                   "patience for it",
+                   "round %016llx: a connection to %.8s broke %llu ms into "
+                   "the round, %llu ms more patience for it",
                    (unsigned long long)r->gid, p->id_txt,
+                   (unsigned long long)(now - r->start_ms),
                    (unsigned long long)mp__group_limit(r->group, i));
     if (r->span_ms > 0)
         mp__rnd_extend_deadline(mp->rnd, mp__add_sat_u64(now, r->span_ms));

@@ -458,6 +458,17 @@ void mp__engine_round_progress(moshpit_t *mp) {
     mp__engine_round_pump(mp);
     if (r->cmd == NULL || r->group == NULL)
         return;
+    for (uint32_t i = 0; i < r->n && i < MP_GROUP_MAX; i++) {
+        if (i == r->self || r->members[i] == NULL ||
+            (r->gone & ((uint64_t)1 << i)) ||
+            mp__group_member_alive(r->group, i))
+            continue;
+        r->gone |= (uint64_t)1 << i;
+        mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                       "round %016llx: member %u (%.8s) dropped after %llu ms",
+                       (unsigned long long)r->gid, i, r->members[i]->id_txt,
+                       (unsigned long long)(now - r->start_ms));
+    }
     mp__engine_pump_sends(mp);
     mp__engine_resume_send_haves(mp, now);
     if (round_finished(mp))
