@@ -129,7 +129,12 @@
  * Result. group_size = n - dropped (self included); peers_failed = dropped;
  * group_weight = sum of the weights of members not dropped;
  * fraction_averaged = averaged elements (own final parts that count as
- * averaged + gathered parts with wsum > 0) / count, 1.0 when count == 0;
+ * averaged + gathered parts with wsum > 0) / count, 1.0 when count == 0,
+ * where a gathered part whose wsum is below the weights of the members not
+ * dropped here does not count (its reducer dropped a member this one kept,
+ * so it is no mean of this group: a round that lost members unevenly, e.g.
+ * after a connection reset, says so instead of reporting everything
+ * averaged with nobody dropped);
  * bytes_sent / bytes_received = payload bytes (as encoded) of parts handed
  * out / accepted (MP_PART_OK only).
  */
@@ -204,6 +209,7 @@ struct mp_group {
     uint8_t *senc;
     /* other shares */
     uint8_t *gstate;
+    double *gwsum; /* wsum of each gathered part (as gstate) */
     size_t gather_open;
 
     size_t averaged;
@@ -540,6 +546,7 @@ moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
     g->pflags = calloc(own ? own : 1, sizeof *g->pflags);
     g->final_order = calloc(own ? own : 1, sizeof *g->final_order);
     g->gstate = calloc(total ? total : 1, sizeof *g->gstate);
+    g->gwsum = calloc(total ? total : 1, sizeof *g->gwsum);
     g->redo = calloc(rbits / 8 + 1, 1);
     g->stamp = calloc(rbits ? rbits : 1, sizeof *g->stamp);
     if (g->codec != MOSHPIT_COMPRESS_NONE) {
@@ -551,7 +558,7 @@ moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
             goto nomem;
     }
     if (!g->acc || !g->contrib || !g->pwsum || !g->pflags || !g->final_order ||
-        !g->gstate || !g->redo || !g->stamp)
+        !g->gstate || !g->gwsum || !g->redo || !g->stamp)
         goto nomem;
     for (size_t p = 0; p < own; p++) {
         g->contrib[p] = bit(g->self);
@@ -586,6 +593,7 @@ void mp__group_free(mp_group_t *g) {
     free(g->pflags);
     free(g->final_order);
     free(g->gstate);
+    free(g->gwsum);
     free(g->redo);
     free(g->stamp);
     free(g->genc);
@@ -651,6 +659,7 @@ static mp_part_status_t on_gather(mp_group_t *g, uint64_t now, uint32_t from,
     if (wsum > 0) {
         memcpy(part_ptr(g, from, part), data, (size_t)count * sizeof(float));
         *st = G_AVG;
+        g->gwsum[g->gbase[from] + part] = wsum;
         g->averaged += count;
     } else {
         *st = G_LOCAL;
@@ -963,8 +972,19 @@ void mp__group_result(const mp_group_t *g, mp_group_result_t *out) {
     for (uint32_t m = 0; m < g->n; m++)
         if (is_alive(g, m))
             out->group_weight += g->w[m];
-    out->fraction_averaged =
-        g->count ? (double)g->averaged / (double)g->count : 1.0;
+    /* gathered parts averaged over fewer than the members kept here */
+    size_t fewer = 0;
+    double kept = out->group_weight * (1.0 - 1e-9);
+    for (uint32_t j = 0; j < g->n; j++) {
+        if (j == g->self)
+            continue;
+        const uint8_t *st = g->gstate + g->gbase[j];
+        for (uint32_t p = 0; p < g->nparts[j]; p++)
+            if (st[p] == G_AVG && g->gwsum[g->gbase[j] + p] < kept)
+                fewer += part_len(g, j, p);
+    }
+    size_t avg = g->averaged > fewer ? g->averaged - fewer : 0;
+    out->fraction_averaged = g->count ? (double)avg / (double)g->count : 1.0;
     out->bytes_sent = g->bytes_sent;
     out->bytes_received = g->bytes_received;
 }

@@ -29,6 +29,7 @@ typedef struct net {
     uint64_t stamp[N][N];    /* last stamp from i to j (the frame counter) */
     uint64_t accepted[N][N]; /* last stamp j accepted from i */
     int dups;
+    bool dropped; /* a member may drop another (parts refused) */
     /* parts from 0 to 1 to lose: scatter part index, gather part index */
     int lose_scatter, lose_gather;
 } net_t;
@@ -93,7 +94,8 @@ static int pump(net_t *t, uint64_t now) {
                     mp__group_on_part(t->g[j], now, i, s.kind, s.share, s.part,
                                       buf, s.count, s.wsum);
                 t->dups += r == MP_PART_DUP;
-                CHECK(r == MP_PART_OK || r == MP_PART_DUP,
+                CHECK(r == MP_PART_OK || r == MP_PART_DUP ||
+                          (t->dropped && r == MP_PART_FROM_FAILED),
                       "part %u/%u from %u to %u: status %d", s.share, s.part, i,
                       j, (int)r);
                 t->accepted[i][j] = st;
@@ -247,7 +249,72 @@ static void case_repeat_cap(void) {
     net_free(&t);
 }
 
+/* A break grants the broken member its own limit once more, no one else's
+ * limit moves, events within the limit are one break, a member that stays
+ * silent after a break is dropped at twice its limit after it, and the
+ * grants stop after MP_GROUP_BREAKS. */
+static void case_breaks(void) {
+    net_t t;
+    net_init(&t, 100000);
+    mp_group_t *g = t.g[0];
+    mp__group_set_silence(g, 1, 300);
+    mp__group_set_silence(g, 2, 300);
+    /* nothing arrived from either: at 299 both alive, at 300 both gone
+     * without a break; here member 1's connection breaks at 200 */
+    CHECK(mp__group_on_break(g, 200, 1), "first break not granted");
+    CHECK(!mp__group_on_break(g, 250, 1), "same break granted twice");
+    CHECK(!mp__group_on_break(g, 200, 0), "a break of self granted");
+    mp__group_on_tick(g, 300);
+    CHECK(mp__group_member_alive(g, 1), "member 1 dropped inside its patience");
+    CHECK(!mp__group_member_alive(g, 2), "member 2's limit moved");
+    mp__group_on_tick(g, 799);
+    CHECK(mp__group_member_alive(g, 1), "member 1 dropped before 2 x limit");
+    mp__group_on_tick(g, 800);
+    CHECK(!mp__group_member_alive(g, 1),
+          "member 1 still alive at 2 x limit after the break");
+    CHECK(!mp__group_on_break(g, 900, 1), "a dropped member granted");
+    net_free(&t);
+
+    net_init(&t, 100000);
+    g = t.g[0];
+    mp__group_set_silence(g, 1, 300);
+    uint32_t granted = 0;
+    for (uint64_t at = 100; at < 100 + 10 * 301; at += 301) {
+        granted += mp__group_on_break(g, at, 1) ? 1u : 0u;
+        mp__group_heard(g, at, 1); /* it keeps talking between breaks */
+    }
+    CHECK(granted == MP_GROUP_BREAKS, "%u breaks granted (cap %u)", granted,
+          MP_GROUP_BREAKS);
+    net_free(&t);
+}
+
+/* Member 2 dropped member 1 (its connections broke for longer than its
+ * patience there) while member 0 kept it: 0's values of share 2 are the
+ * mean of 0 and 2 only, so 0 must not count them as averaged with nobody
+ * dropped. Member 1 never gets 2's contribution and keeps share 1 local;
+ * at the deadline 0 holds share 0 averaged over all three, share 1 local
+ * and share 2 over two: a third averaged (two thirds before this rule). */
+static void case_uneven_drop(void) {
+    net_t t;
+    net_init(&t, 100000);
+    t.dropped = true;
+    mp__group_on_member_failed(t.g[2], 5, 1);
+    pump(&t, 10);
+    mp__group_on_tick(t.g[0], 100000);
+    mp_group_result_t r;
+    mp__group_result(t.g[0], &r);
+    CHECK(mp__group_done(t.g[0]), "member 0 not done");
+    CHECK(r.peers_failed == 0 && r.group_size == N,
+          "member 0 dropped %u, group %u", r.peers_failed, r.group_size);
+    CHECK(fabs(r.fraction_averaged - 1.0 / 3) < 0.01,
+          "member 0 reports %.3f averaged after member 2 left out 1",
+          r.fraction_averaged);
+    net_free(&t);
+}
+
 int main(void) {
+    case_breaks();
+    case_uneven_drop();
     case_repeat_cap();
     case_lost_scatter();
     case_lost_gather();
