@@ -416,11 +416,14 @@ static uint64_t silence_limit(const mp_group_t *g, uint32_t m) {
     if (expects_scatter(g, m))
         return g->lim[m];
     if (expects_gather(g, m)) {
-        /* m may wait for the slowest other member before its gathers */
+        /* m may wait for the slowest other member before its gathers,
+         * with the patience a break gave that one (mp__group_on_break) */
         uint64_t most = 0;
-        for (uint32_t k = 0; k < g->n; k++)
-            if (k != g->self && is_alive(g, k) && g->lim[k] > most)
-                most = g->lim[k];
+        for (uint32_t k = 0; k < g->n; k++) {
+            uint64_t l = mp__add_sat_u64(g->lim[k], g->spare[k]);
+            if (k != g->self && is_alive(g, k) && l > most)
+                most = l;
+        }
         return mp__add_sat_u64(g->lim[m], most);
     }
     return 0;
