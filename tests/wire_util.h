@@ -100,6 +100,14 @@ static inline int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
     case MP_MSG_DONE:
         return a->u.done.group_id == b->u.done.group_id &&
                a->u.done.up_kbps == b->u.done.up_kbps;
+    case MP_MSG_HAVE:
+        return a->u.have.group_id == b->u.have.group_id &&
+               a->u.have.rx == b->u.have.rx &&
+               a->u.have.mark == b->u.have.mark &&
+               a->u.have.sc_len == b->u.have.sc_len &&
+               a->u.have.ga_len == b->u.have.ga_len &&
+               memcmp(a->u.have.sc, b->u.have.sc, a->u.have.sc_len) == 0 &&
+               memcmp(a->u.have.ga, b->u.have.ga, a->u.have.ga_len) == 0;
     }
     return 0;
 }

@@ -95,7 +95,8 @@
  * (mp__group_set_silence). peer_timeout_ms == 0 disables silence
  * detection. The
  * silence clock of every member starts at cfg.now_ms and restarts on each
- * part accepted from it (MP_PART_OK). When m is dropped: its contributions
+ * part accepted from it (MP_PART_OK) and on mp__group_heard (the driver's
+ * evidence that m is sending). When m is dropped: its contributions
  * that already arrived stay in their parts (including the earlier parts of
  * a member later caught sending non-finite data: they were finite and are
  * averaged like any other), its missing contributions are no longer awaited
@@ -118,14 +119,22 @@
  *
  * Done. The machine is done when every own part is final, every part of
  * every other share is received or given up, and every send owed to a live
- * member has been handed out, or when the deadline passed. After that it
- * rejects parts (MP_PART_LATE), hands out no sends and never touches values
- * again.
+ * member has been handed out (including the parts queued again by
+ * mp__group_on_have), or when the deadline passed. After that it rejects
+ * parts (MP_PART_LATE), hands out no sends and never touches values again,
+ * unless mp__group_on_have queues a lost part (a HAVE, only before the
+ * deadline): then it is open until that part is handed out, reading the
+ * values again (the driver still owns them until its call ends).
  *
  * Result. group_size = n - dropped (self included); peers_failed = dropped;
  * group_weight = sum of the weights of members not dropped;
  * fraction_averaged = averaged elements (own final parts that count as
- * averaged + gathered parts with wsum > 0) / count, 1.0 when count == 0;
+ * averaged + gathered parts with wsum > 0) / count, 1.0 when count == 0,
+ * where a gathered part whose wsum is below the weights of the members not
+ * dropped here does not count (its reducer dropped a member this one kept,
+ * so it is no mean of this group: a round that lost members unevenly, e.g.
+ * after a connection reset, says so instead of reporting everything
+ * averaged with nobody dropped);
  * bytes_sent / bytes_received = payload bytes (as encoded) of parts handed
  * out / accepted (MP_PART_OK only).
  */
@@ -167,6 +176,9 @@ struct mp_group {
     size_t gbase[MP_GROUP_MAX];       /* first index of share j in gstate */
     uint64_t heard[MP_GROUP_MAX];     /* last part accepted from m */
     uint64_t lim[MP_GROUP_MAX];       /* silence limit of m (scatter) */
+    uint64_t spare[MP_GROUP_MAX];     /* extra patience after a break */
+    uint64_t break_at[MP_GROUP_MAX];  /* last break that granted it */
+    uint32_t breaks[MP_GROUP_MAX];    /* breaks granted this round */
     uint32_t scat_next[MP_GROUP_MAX]; /* next scatter part for dest */
     uint32_t gat_next[MP_GROUP_MAX];  /* next index into final_order */
     uint32_t contribs[MP_GROUP_MAX];  /* own parts m contributed */
@@ -197,10 +209,26 @@ struct mp_group {
     uint8_t *senc;
     /* other shares */
     uint8_t *gstate;
+    double *gwsum; /* wsum of each gathered part (as gstate) */
     size_t gather_open;
 
     size_t averaged;
     uint64_t bytes_sent, bytes_received;
+
+    /* parts to hand out again (mp__group_on_have): for each other member d
+     * a bitmap of its nparts[d] scatter parts followed by one of the
+     * nparts[self] gather parts, rbase[d] bits into redo */
+    uint8_t *redo;
+    uint64_t *stamp; /* per bit of redo: the driver's stamp of its last send */
+    size_t rbase[MP_GROUP_MAX];
+    uint32_t redo_n[MP_GROUP_MAX];
+    /* parts queued again for m in this round, at most MP_GROUP_REPEATS
+     * times the parts it is handed (a mate that breaks its connections
+     * and claims everything lost, again and again, gets no more) */
+    uint64_t redo_total[MP_GROUP_MAX];
+    uint64_t have_at[MP_GROUP_MAX]; /* last HAVE to m; 0: none */
+    uint32_t resent;
+    bool closed; /* the deadline closed the round */
 };
 
 static uint64_t bit(uint32_t m) {
@@ -219,6 +247,19 @@ static uint32_t part_len(const mp_group_t *g, uint32_t share, uint32_t part) {
 
 static float *part_ptr(const mp_group_t *g, uint32_t share, uint32_t part) {
     return g->values + g->off[share] + (size_t)part * g->pe;
+}
+
+static bool redo_get(const mp_group_t *g, size_t i) {
+    return (g->redo[i / 8] >> (i % 8)) & 1u;
+}
+
+static void redo_flip(mp_group_t *g, size_t i) {
+    g->redo[i / 8] ^= (uint8_t)(1u << (i % 8));
+}
+
+/* Bit p of a HAVE bitmap of len bytes; bits past it count as held. */
+static bool held_bit(const uint8_t *b, size_t len, uint32_t p) {
+    return (size_t)p / 8 >= len || ((b[p / 8] >> (p % 8)) & 1u);
 }
 
 /* Where member k's contribution to own part p is kept (robust modes). */
@@ -324,7 +365,7 @@ static void check_done(mp_group_t *g) {
         if (d == g->self || !is_alive(g, d))
             continue;
         if (g->scat_next[d] < g->nparts[d] ||
-            g->gat_next[d] < g->nparts[g->self])
+            g->gat_next[d] < g->nparts[g->self] || g->redo_n[d] > 0)
             return;
     }
     g->done = true;
@@ -334,6 +375,7 @@ static void drop(mp_group_t *g, uint32_t m) {
     assert(m < g->n && m != g->self && is_alive(g, m));
     g->alive &= ~bit(m);
     g->nfailed++;
+    g->redo_n[m] = 0; /* nothing more goes to m */
     uint8_t *st = g->gstate + g->gbase[m];
     for (uint32_t p = 0; p < g->nparts[m]; p++)
         if (st[p] == G_PENDING)
@@ -356,6 +398,7 @@ static void close_all(mp_group_t *g) {
     }
     g->gather_open = 0;
     g->done = true;
+    g->closed = true;
 }
 
 static bool expects_scatter(const mp_group_t *g, uint32_t m) {
@@ -373,14 +416,24 @@ static uint64_t silence_limit(const mp_group_t *g, uint32_t m) {
     if (expects_scatter(g, m))
         return g->lim[m];
     if (expects_gather(g, m)) {
-        /* m may wait for the slowest other member before its gathers */
+        /* m may wait for the slowest other member before its gathers,
+         * with the patience a break gave that one (mp__group_on_break) */
         uint64_t most = 0;
-        for (uint32_t k = 0; k < g->n; k++)
-            if (k != g->self && is_alive(g, k) && g->lim[k] > most)
-                most = g->lim[k];
+        for (uint32_t k = 0; k < g->n; k++) {
+            uint64_t l = mp__add_sat_u64(g->lim[k], g->spare[k]);
+            if (k != g->self && is_alive(g, k) && l > most)
+                most = l;
+        }
         return mp__add_sat_u64(g->lim[m], most);
     }
     return 0;
+}
+
+/* Silence limit for m with the patience its breaks granted
+ * (mp__group_on_break): what drops it. */
+static uint64_t patience(const mp_group_t *g, uint32_t m) {
+    uint64_t lim = silence_limit(g, m);
+    return lim > 0 ? mp__add_sat_u64(lim, g->spare[m]) : 0;
 }
 
 /* ---- public (internal) API ---- */
@@ -452,7 +505,7 @@ moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
         }
     }
 
-    size_t total = 0;
+    size_t total = 0, rbits = 0;
     for (uint32_t j = 0; j < g->n; j++) {
         g->nparts[j] = mp__share_parts(g->len[j], g->pe);
         if (g->nparts[j] == UINT32_MAX || total > SIZE_MAX - g->nparts[j])
@@ -463,6 +516,14 @@ moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
         g->lim[j] = g->timeout;
         if (j != g->self)
             g->gather_open += g->nparts[j];
+    }
+    for (uint32_t j = 0; j < g->n; j++) {
+        if (j == g->self)
+            continue;
+        g->rbase[j] = rbits;
+        if (rbits > SIZE_MAX / 2 - g->nparts[j] - g->nparts[g->self])
+            goto invalid;
+        rbits += (size_t)g->nparts[j] + g->nparts[g->self];
     }
 
     size_t own = g->nparts[g->self], ownlen = g->len[g->self];
@@ -488,6 +549,9 @@ moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
     g->pflags = calloc(own ? own : 1, sizeof *g->pflags);
     g->final_order = calloc(own ? own : 1, sizeof *g->final_order);
     g->gstate = calloc(total ? total : 1, sizeof *g->gstate);
+    g->gwsum = calloc(total ? total : 1, sizeof *g->gwsum);
+    g->redo = calloc(rbits / 8 + 1, 1);
+    g->stamp = calloc(rbits ? rbits : 1, sizeof *g->stamp);
     if (g->codec != MOSHPIT_COMPRESS_NONE) {
         if (own > SIZE_MAX / g->pbytes)
             goto nomem;
@@ -497,7 +561,7 @@ moshpit_err_t mp__group_new(const mp_group_cfg_t *cfg, mp_group_t **out) {
             goto nomem;
     }
     if (!g->acc || !g->contrib || !g->pwsum || !g->pflags || !g->final_order ||
-        !g->gstate)
+        !g->gstate || !g->gwsum || !g->redo || !g->stamp)
         goto nomem;
     for (size_t p = 0; p < own; p++) {
         g->contrib[p] = bit(g->self);
@@ -532,6 +596,9 @@ void mp__group_free(mp_group_t *g) {
     free(g->pflags);
     free(g->final_order);
     free(g->gstate);
+    free(g->gwsum);
+    free(g->redo);
+    free(g->stamp);
     free(g->genc);
     free(g->senc);
     free(g);
@@ -595,6 +662,7 @@ static mp_part_status_t on_gather(mp_group_t *g, uint64_t now, uint32_t from,
     if (wsum > 0) {
         memcpy(part_ptr(g, from, part), data, (size_t)count * sizeof(float));
         *st = G_AVG;
+        g->gwsum[g->gbase[from] + part] = wsum;
         g->averaged += count;
     } else {
         *st = G_LOCAL;
@@ -675,11 +743,67 @@ void mp__group_on_tick(mp_group_t *g, uint64_t now_ms) {
     for (uint32_t m = 0; m < g->n; m++) {
         if (m == g->self || !is_alive(g, m))
             continue;
-        uint64_t lim = silence_limit(g, m);
+        uint64_t lim = patience(g, m);
         if (lim > 0 && now_ms >= mp__add_sat_u64(g->heard[m], lim))
             drop(g, m);
     }
     check_done(g);
+}
+
+static void fill_scatter(mp_group_t *g, uint32_t dest, uint32_t p,
+                         mp_send_t *out) {
+    out->kind = MP_PART_SCATTER;
+    out->share = dest;
+    out->part = p;
+    out->data = part_ptr(g, dest, p);
+    out->count = part_len(g, dest, p);
+    out->wsum = g->w[g->self];
+    out->bytes = (const uint8_t *)out->data;
+    if (g->codec != MOSHPIT_COMPRESS_NONE) {
+        mp__codec_encode(g->codec, out->data, out->count, g->senc);
+        out->bytes = g->senc;
+    }
+}
+
+static void fill_gather(const mp_group_t *g, uint32_t p, mp_send_t *out) {
+    out->kind = MP_PART_GATHER;
+    out->share = g->self;
+    out->part = p;
+    out->data = part_ptr(g, g->self, p);
+    out->count = part_len(g, g->self, p);
+    out->wsum = (g->pflags[p] & OWN_AVG) ? g->pwsum[p] : 0.0;
+    out->bytes = g->codec == MOSHPIT_COMPRESS_NONE
+                     ? (const uint8_t *)out->data
+                     : g->genc + (size_t)p * g->pbytes;
+}
+
+/* The next part queued again for dest, oldest first (scatter parts, then
+ * gather parts): false if none is left. A scatter part whose gather arrived
+ * in the meantime is dropped from the queue (dest finished it). */
+static bool redo_next(mp_group_t *g, uint32_t dest, mp_send_t *out) {
+    size_t base = g->rbase[dest];
+    const uint8_t *st = g->gstate + g->gbase[dest];
+    for (uint32_t p = 0; g->redo_n[dest] > 0 && p < g->nparts[dest]; p++) {
+        if (!redo_get(g, base + p))
+            continue;
+        redo_flip(g, base + p);
+        g->redo_n[dest]--;
+        if (st[p] == G_PENDING) {
+            fill_scatter(g, dest, p, out);
+            return true;
+        }
+    }
+    base += g->nparts[dest];
+    for (uint32_t p = 0; g->redo_n[dest] > 0 && p < g->nparts[g->self]; p++) {
+        if (!redo_get(g, base + p))
+            continue;
+        redo_flip(g, base + p);
+        g->redo_n[dest]--;
+        fill_gather(g, p, out);
+        return true;
+    }
+    g->redo_n[dest] = 0;
+    return false;
 }
 
 static bool next_send(mp_group_t *g, uint32_t dest, bool scatter_ok,
@@ -687,32 +811,16 @@ static bool next_send(mp_group_t *g, uint32_t dest, bool scatter_ok,
     if (g == NULL || out == NULL || g->done || dest >= g->n ||
         dest == g->self || !is_alive(g, dest))
         return false;
-    if (scatter_ok && g->scat_next[dest] < g->nparts[dest]) {
+    if (g->redo_n[dest] > 0 && redo_next(g, dest, out)) {
+        g->resent++;
+    } else if (scatter_ok && g->scat_next[dest] < g->nparts[dest]) {
         uint32_t p = g->scat_next[dest]++;
         skip_gathered(g, dest);
-        out->kind = MP_PART_SCATTER;
-        out->share = dest;
-        out->part = p;
-        out->data = part_ptr(g, dest, p);
-        out->count = part_len(g, dest, p);
-        out->wsum = g->w[g->self];
-        out->bytes = (const uint8_t *)out->data;
-        if (g->codec != MOSHPIT_COMPRESS_NONE) {
-            mp__codec_encode(g->codec, out->data, out->count, g->senc);
-            out->bytes = g->senc;
-        }
+        fill_scatter(g, dest, p, out);
     } else if (g->gat_next[dest] < g->nfinal) {
-        uint32_t p = g->final_order[g->gat_next[dest]++];
-        out->kind = MP_PART_GATHER;
-        out->share = g->self;
-        out->part = p;
-        out->data = part_ptr(g, g->self, p);
-        out->count = part_len(g, g->self, p);
-        out->wsum = (g->pflags[p] & OWN_AVG) ? g->pwsum[p] : 0.0;
-        out->bytes = g->codec == MOSHPIT_COMPRESS_NONE
-                         ? (const uint8_t *)out->data
-                         : g->genc + (size_t)p * g->pbytes;
+        fill_gather(g, g->final_order[g->gat_next[dest]++], out);
     } else {
+        check_done(g);
         return false;
     }
     out->nbytes = mp__codec_bytes(g->codec, out->count);
@@ -746,10 +854,20 @@ bool mp__group_has_sends(const mp_group_t *g) {
     for (uint32_t d = 0; d < g->n; d++) {
         if (d == g->self || !is_alive(g, d))
             continue;
-        if (g->scat_next[d] < g->nparts[d] || g->gat_next[d] < g->nfinal)
+        if (g->scat_next[d] < g->nparts[d] || g->gat_next[d] < g->nfinal ||
+            g->redo_n[d] > 0)
             return true;
     }
     return false;
+}
+
+/* When a HAVE to m is next due (silence_limit(g, m) > 0). */
+static uint64_t have_time(const mp_group_t *g, uint32_t m) {
+    /* half of m's own limit, which may follow its link (set_silence) */
+    uint64_t half = silence_limit(g, m) / 2 > 0 ? silence_limit(g, m) / 2 : 1;
+    uint64_t at = mp__add_sat_u64(g->heard[m], half);
+    uint64_t again = mp__add_sat_u64(g->have_at[m], half);
+    return g->have_at[m] != 0 && again > at ? again : at;
 }
 
 uint64_t mp__group_next_wakeup(const mp_group_t *g) {
@@ -759,7 +877,7 @@ uint64_t mp__group_next_wakeup(const mp_group_t *g) {
     for (uint32_t m = 0; m < g->n; m++) {
         if (m == g->self || !is_alive(g, m))
             continue;
-        uint64_t lim = silence_limit(g, m);
+        uint64_t lim = patience(g, m);
         if (lim > 0) {
             uint64_t at = mp__add_sat_u64(g->heard[m], lim);
             if (at < t)
@@ -773,6 +891,42 @@ void mp__group_set_silence(mp_group_t *g, uint32_t m, uint64_t ms) {
     if (g == NULL || m >= g->n || m == g->self || g->timeout == 0)
         return;
     g->lim[m] = ms == 0 || ms > g->timeout ? g->timeout : ms;
+}
+
+bool mp__group_on_break(mp_group_t *g, uint64_t now_ms, uint32_t m) {
+    if (g == NULL || g->done || m >= g->n || m == g->self || !is_alive(g, m) ||
+        g->timeout == 0)
+        return false;
+    /* the events of one break (each data connection's, the control
+     * connection's, the mate's MARK) come within its limit: one grant */
+    if (g->break_at[m] != 0 &&
+        now_ms < mp__add_sat_u64(g->break_at[m], g->lim[m]))
+        return false;
+    if (g->breaks[m] >= MP_GROUP_BREAKS)
+        return false;
+    g->breaks[m]++;
+    g->break_at[m] = now_ms > 0 ? now_ms : 1;
+    g->spare[m] = g->lim[m];
+    if (now_ms > g->heard[m])
+        g->heard[m] = now_ms;
+    return true;
+}
+
+uint64_t mp__group_limit(const mp_group_t *g, uint32_t m) {
+    if (g == NULL || m >= g->n || m == g->self)
+        return 0;
+    return g->lim[m];
+}
+
+void mp__group_quiet(mp_group_t *g, uint64_t now_ms, uint32_t m) {
+    /* once a break granted its patience, a quiet HAVE adds none */
+    if (g != NULL && m < g->n && g->spare[m] == 0)
+        mp__group_heard(g, now_ms, m);
+}
+
+void mp__group_extend_deadline(mp_group_t *g, uint64_t deadline_ms) {
+    if (g != NULL && !g->done && deadline_ms > g->deadline)
+        g->deadline = deadline_ms;
 }
 
 void mp__group_set_deadline(mp_group_t *g, uint64_t deadline_ms) {
@@ -821,8 +975,138 @@ void mp__group_result(const mp_group_t *g, mp_group_result_t *out) {
     for (uint32_t m = 0; m < g->n; m++)
         if (is_alive(g, m))
             out->group_weight += g->w[m];
-    out->fraction_averaged =
-        g->count ? (double)g->averaged / (double)g->count : 1.0;
+    /* gathered parts averaged over fewer than the members kept here */
+    size_t fewer = 0;
+    double kept = out->group_weight * (1.0 - 1e-9);
+    for (uint32_t j = 0; j < g->n; j++) {
+        if (j == g->self)
+            continue;
+        const uint8_t *st = g->gstate + g->gbase[j];
+        for (uint32_t p = 0; p < g->nparts[j]; p++)
+            if (st[p] == G_AVG && g->gwsum[g->gbase[j] + p] < kept)
+                fewer += part_len(g, j, p);
+    }
+    size_t avg = g->averaged > fewer ? g->averaged - fewer : 0;
+    out->fraction_averaged = g->count ? (double)avg / (double)g->count : 1.0;
     out->bytes_sent = g->bytes_sent;
     out->bytes_received = g->bytes_received;
+}
+
+void mp__group_holds(const mp_group_t *g, uint32_t m, uint8_t *sc,
+                     size_t sc_cap, size_t *sc_len, uint8_t *ga, size_t ga_cap,
+                     size_t *ga_len) {
+    *sc_len = *ga_len = 0;
+    if (g == NULL || m >= g->n || m == g->self)
+        return;
+    size_t ns = ((size_t)g->nparts[g->self] + 7) / 8;
+    size_t ng = ((size_t)g->nparts[m] + 7) / 8;
+    *sc_len = ns < sc_cap ? ns : sc_cap;
+    *ga_len = ng < ga_cap ? ng : ga_cap;
+    memset(sc, 0, *sc_len);
+    memset(ga, 0, *ga_len);
+    for (uint32_t p = 0; (size_t)p / 8 < *sc_len && p < g->nparts[g->self]; p++)
+        if ((g->contrib[p] & bit(m)) || (g->pflags[p] & OWN_FINAL))
+            sc[p / 8] |= (uint8_t)(1u << (p % 8));
+    const uint8_t *st = g->gstate + g->gbase[m];
+    for (uint32_t p = 0; (size_t)p / 8 < *ga_len && p < g->nparts[m]; p++)
+        if (st[p] != G_PENDING)
+            ga[p / 8] |= (uint8_t)(1u << (p % 8));
+}
+
+uint32_t mp__group_on_have(mp_group_t *g, uint64_t now_ms, uint32_t m,
+                           const uint8_t *sc, size_t sc_len, const uint8_t *ga,
+                           size_t ga_len, uint64_t upto, uint32_t *unsure) {
+    *unsure = 0;
+    if (g == NULL || m >= g->n || m == g->self || !is_alive(g, m) || g->closed)
+        return 0;
+    if (now_ms >= g->deadline) {
+        close_all(g);
+        return 0;
+    }
+    uint32_t q = 0;
+    size_t base = g->rbase[m];
+    const uint8_t *st = g->gstate + g->gbase[m];
+    uint64_t cap = (uint64_t)MP_GROUP_REPEATS *
+                   ((uint64_t)g->nparts[m] + g->nparts[g->self]);
+    if (g->redo_total[m] >= cap)
+        return 0;
+    /* handed out: scatter parts below scat_next whose gather has not
+     * arrived (the ones skipped were never sent), gather parts of
+     * final_order below gat_next */
+    for (uint32_t p = 0; p < g->scat_next[m] && p < g->nparts[m]; p++) {
+        size_t i = base + p;
+        if (st[p] != G_PENDING || held_bit(sc, sc_len, p) || redo_get(g, i))
+            continue;
+        if (g->stamp[i] > upto) {
+            (*unsure)++;
+            continue;
+        }
+        if (g->redo_total[m] + q >= cap)
+            break;
+        redo_flip(g, i);
+        q++;
+    }
+    base += g->nparts[m];
+    for (uint32_t k = 0; k < g->gat_next[m]; k++) {
+        uint32_t p = g->final_order[k];
+        size_t i = base + p;
+        if (held_bit(ga, ga_len, p) || redo_get(g, i))
+            continue;
+        if (g->stamp[i] > upto) {
+            (*unsure)++;
+            continue;
+        }
+        if (g->redo_total[m] + q >= cap)
+            break;
+        redo_flip(g, i);
+        q++;
+    }
+    g->redo_n[m] += q;
+    g->redo_total[m] += q;
+    if (q > 0)
+        g->done = false; /* not closed: it was done, and is again once
+                            these are handed out */
+    return q;
+}
+
+void mp__group_stamp(mp_group_t *g, uint32_t dest, const mp_send_t *s,
+                     uint64_t stamp) {
+    if (g == NULL || dest >= g->n || dest == g->self || s == NULL)
+        return;
+    if (s->kind == MP_PART_SCATTER && s->share == dest &&
+        s->part < g->nparts[dest])
+        g->stamp[g->rbase[dest] + s->part] = stamp;
+    else if (s->kind == MP_PART_GATHER && s->share == g->self &&
+             s->part < g->nparts[g->self])
+        g->stamp[g->rbase[dest] + g->nparts[dest] + s->part] = stamp;
+}
+
+void mp__group_heard(mp_group_t *g, uint64_t now_ms, uint32_t m) {
+    if (g != NULL && !g->done && m < g->n && m != g->self && is_alive(g, m))
+        g->heard[m] = now_ms;
+}
+
+bool mp__group_have_due(mp_group_t *g, uint64_t now_ms, uint32_t m) {
+    if (g == NULL || g->done || m >= g->n || m == g->self || !is_alive(g, m) ||
+        silence_limit(g, m) == 0 || now_ms < have_time(g, m))
+        return false;
+    g->have_at[m] = now_ms > 0 ? now_ms : 1;
+    return true;
+}
+
+uint64_t mp__group_have_wakeup(const mp_group_t *g) {
+    uint64_t t = UINT64_MAX;
+    if (g == NULL || g->done)
+        return t;
+    for (uint32_t m = 0; m < g->n; m++) {
+        if (m == g->self || !is_alive(g, m) || silence_limit(g, m) == 0)
+            continue;
+        uint64_t at = have_time(g, m);
+        t = at < t ? at : t;
+    }
+    return t;
+}
+
+uint32_t mp__group_resent(const mp_group_t *g) {
+    return g != NULL ? g->resent : 0;
 }

@@ -44,7 +44,8 @@
 typedef enum {
     MP_PART_SCATTER = 1,
     MP_PART_GATHER = 2,
-    MP_PART_STATE = 3 /* a chunk of a served state (not a round's part) */
+    MP_PART_STATE = 3, /* a chunk of a served state (not a round's part) */
+    MP_PART_MARK = 4   /* no values: "tell me what you hold" (a HAVE) */
 } mp_part_kind_t;
 
 typedef struct mp_group mp_group_t;
@@ -159,8 +160,9 @@ uint64_t mp__group_next_wakeup(const mp_group_t *g);
 
 /* True once this member has everything it will get and has handed out
  * every send owed to a live member (or the deadline passed). From then on
- * the machine never touches values; the data of the last send handed out
- * stays valid until the next call into g. */
+ * the machine never touches values, unless mp__group_on_have queues a lost
+ * part again (then it is not done until that is handed out); the data of
+ * the last send handed out stays valid until the next call into g. */
 bool mp__group_done(const mp_group_t *g);
 
 /* Member m's silence limit while a scatter part from it is expected:
@@ -172,6 +174,24 @@ bool mp__group_done(const mp_group_t *g);
 void mp__group_set_silence(mp_group_t *g, uint32_t m, uint64_t ms);
 /* Moves the hard end of the round earlier (never later). */
 void mp__group_set_deadline(mp_group_t *g, uint64_t deadline_ms);
+/* Moves the hard end of the round later (never earlier); the driver keeps
+ * it within the call's own deadline. */
+void mp__group_extend_deadline(mp_group_t *g, uint64_t deadline_ms);
+
+/* Breaks of one member's connections a round forgives. */
+#define MP_GROUP_BREAKS 3u
+/* A connection to m broke (a disconnect event, or m's MARK): m gets its
+ * own silence limit once more as patience, on top of its limit, and its
+ * silence clock restarts now, so a blip is repaired while a death is
+ * noticed after about twice the limit. Events within m's limit of the
+ * last grant are the same break (no new grant); at most MP_GROUP_BREAKS
+ * grants per member and round. Returns whether it granted. */
+bool mp__group_on_break(mp_group_t *g, uint64_t now_ms, uint32_t m);
+/* m's own silence limit (set_silence), 0 for self or out of range. */
+uint64_t mp__group_limit(const mp_group_t *g, uint32_t m);
+/* A quiet HAVE went to m: restarts its silence clock (the repair it asks
+ * for gets m's limit) unless a break already granted m its patience. */
+void mp__group_quiet(mp_group_t *g, uint64_t now_ms, uint32_t m);
 /* Encoded bytes of the largest part of share (0 for an empty share). */
 uint64_t mp__group_part_bytes(const mp_group_t *g, uint32_t share);
 /* Encoded bytes of share (what each other member scatters to its
@@ -185,5 +205,64 @@ uint64_t mp__group_bytes_from(const mp_group_t *g, uint32_t m);
 bool mp__group_member_alive(const mp_group_t *g, uint32_t m);
 
 void mp__group_result(const mp_group_t *g, mp_group_result_t *out);
+
+/* Lost parts (a connection reset mid-round loses what was in its buffers).
+ * A receiver tells a member what it holds from it (a HAVE message,
+ * docs/PROTOCOL.md); the member hands out again only the parts it handed
+ * out before that the receiver lacks.
+ *
+ * mp__group_holds writes what this member holds from member m: bit p of sc
+ * (LSB first, nparts of the own share, at most sc_cap bytes) is set when own
+ * part p has m's contribution or is final; bit p of ga (parts of share m, at
+ * most ga_cap bytes) when gather part p of share m arrived or was given up.
+ * *sc_len and *ga_len receive the bytes used. Parts past the caps are left
+ * out (a receiver of the bitmap takes them as held). */
+void mp__group_holds(const mp_group_t *g, uint32_t m, uint8_t *sc,
+                     size_t sc_cap, size_t *sc_len, uint8_t *ga, size_t ga_cap,
+                     size_t *ga_len);
+
+/* How many times over a member may be sent again, in a round, the parts it
+ * is handed: a bound on what lying HAVEs can cost (docs/SECURITY.md). */
+#define MP_GROUP_REPEATS 2u
+
+/* Member m holds what sc and ga say (mp__group_holds' format, bits past
+ * their lengths count as held), and has accepted everything this member
+ * sent it up to the driver's stamp upto (mp__group_stamp; the driver uses
+ * its frame counter, so a part stamped at most upto that m lacks was lost,
+ * one stamped later may still be on its way). The parts handed out to m
+ * that it lacks and that were lost are queued to be handed out again (a
+ * scatter part only while its gather from m has not arrived: the values it
+ * is read from are then still this member's own), ahead of anything new;
+ * *unsure receives how many others m lacks. A machine that was done
+ * without reaching its deadline takes them too: it is not done again until
+ * they are handed out (the driver must still own values). Returns the
+ * number of parts queued; 0 when m is not alive, past the deadline, or
+ * nothing was lost, or m had MP_GROUP_REPEATS times the parts it is handed
+ * queued again in this round already. Parts handed out again count in
+ * bytes_sent again and in mp__group_resent. */
+uint32_t mp__group_on_have(mp_group_t *g, uint64_t now_ms, uint32_t m,
+                           const uint8_t *sc, size_t sc_len, const uint8_t *ga,
+                           size_t ga_len, uint64_t upto, uint32_t *unsure);
+
+/* The part s just handed out to dest went out with stamp (increasing per
+ * dest; the driver's frame counter). */
+void mp__group_stamp(mp_group_t *g, uint32_t dest, const mp_send_t *s,
+                     uint64_t stamp);
+
+/* Something from m showed it is alive and sending (a mark of the data
+ * plane): restarts m's silence clock. */
+void mp__group_heard(mp_group_t *g, uint64_t now_ms, uint32_t m);
+
+/* Whether this member should tell m what it holds now: m is alive, parts
+ * from m are still expected, nothing was accepted from m for half of
+ * peer_timeout_ms, and the last HAVE to m is at least that old. A true
+ * answer counts as the HAVE sent (at now_ms). Never with peer_timeout_ms
+ * 0. mp__group_have_wakeup is the earliest such time (UINT64_MAX: none);
+ * a driver that sends no HAVEs ignores both. */
+bool mp__group_have_due(mp_group_t *g, uint64_t now_ms, uint32_t m);
+uint64_t mp__group_have_wakeup(const mp_group_t *g);
+
+/* Parts handed out again after a HAVE, in total. */
+uint32_t mp__group_resent(const mp_group_t *g);
 
 #endif

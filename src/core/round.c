@@ -49,6 +49,7 @@ struct mp_rnd {
     bool over;       /* ended alone, or its group could not be made */
     moshpit_err_t e; /* ... with this error */
     uint64_t start_ms, deadline_ms, group_start_ms;
+    uint64_t deadline_cfg_ms; /* the call's own: start + round_timeout_ms */
     uint8_t key[MP_KEY_MAX];
     uint32_t key_len;
     uint8_t line[MP_KEY_MAX]; /* with a merge key: the line key (JOIN "lk") */
@@ -479,6 +480,7 @@ moshpit_err_t mp__rnd_start(mp_rnd_t *rm, uint64_t now,
     rm->start_ms = now;
     rm->group_start_ms = 0;
     rm->deadline_ms = now + rm->cfg.round_timeout_ms - MP_RND_MARGIN_MS;
+    rm->deadline_cfg_ms = rm->deadline_ms;
     memcpy(rm->key, call->key, call->key_len);
     rm->key_len = call->key_len;
     rm->line_len = 0;
@@ -511,6 +513,17 @@ void mp__rnd_set_deadline(mp_rnd_t *rm, uint64_t deadline_ms) {
         return;
     rm->deadline_ms = deadline_ms;
     mp__group_set_deadline(rm->group, deadline_ms);
+}
+
+void mp__rnd_extend_deadline(mp_rnd_t *rm, uint64_t deadline_ms) {
+    if (!rm->in_call)
+        return;
+    if (deadline_ms > rm->deadline_cfg_ms)
+        deadline_ms = rm->deadline_cfg_ms;
+    if (deadline_ms <= rm->deadline_ms)
+        return;
+    rm->deadline_ms = deadline_ms;
+    mp__group_extend_deadline(rm->group, deadline_ms);
 }
 
 bool mp__rnd_in_call(const mp_rnd_t *rm) {

@@ -280,6 +280,10 @@ uint32_t mp__rnd_bandwidth(const mp_rnd_t *rm);
  * deadline_ms, the call is over MP_RND_MARGIN_MS later. No-op without a
  * call. */
 void mp__rnd_set_deadline(mp_rnd_t *rm, uint64_t deadline_ms);
+/* Moves the call's deadline later, to deadline_ms but never past its own
+ * (round_timeout_ms from its start), when a repair needs the time (a
+ * connection of the round broke). No-op without a call. */
+void mp__rnd_extend_deadline(mp_rnd_t *rm, uint64_t deadline_ms);
 
 /* Matchmakers held and their pending JOINs (memory bounds). */
 uint32_t mp__rnd_mm_count(const mp_rnd_t *rm, size_t *pending);

@@ -44,3 +44,14 @@ void mp__replay_take(mp_replay_t *w, uint64_t c) {
     uint64_t i = c % MP_REPLAY_WINDOW;
     w->seen[i / 64u] |= (uint64_t)1 << (i % 64u);
 }
+
+bool mp__replay_all_taken(const mp_replay_t *w, uint64_t lo, uint64_t hi) {
+    if (hi <= lo)
+        return true;
+    if (lo == 0 || hi - 1 > w->top || w->top - lo >= MP_REPLAY_WINDOW)
+        return false;
+    for (uint64_t c = lo; c < hi; c++)
+        if (!bit(w, c))
+            return false;
+    return true;
+}

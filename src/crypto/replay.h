@@ -26,5 +26,9 @@ void mp__replay_reset(mp_replay_t *w);
 bool mp__replay_fresh(const mp_replay_t *w, uint64_t c);
 /* Takes c (after its frame authenticated; c must be fresh). */
 void mp__replay_take(mp_replay_t *w, uint64_t c);
+/* Whether every counter in [lo, hi) was taken (true when hi <= lo; false
+ * when part of the range is above top or below the window, where the
+ * window cannot tell). */
+bool mp__replay_all_taken(const mp_replay_t *w, uint64_t lo, uint64_t hi);
 
 #endif

@@ -220,6 +220,9 @@ static void ctrl_msg(moshpit_t *mp, const uint8_t id[32], mp_peer_t *p,
         p->done_gid = m->u.done.group_id;
         mp__engine_round_on_done(mp, p, &m->u.done);
         break;
+    case MP_MSG_HAVE:
+        mp__engine_resume_on_have(mp, p, &m->u.have);
+        break;
     case MP_MSG_BYE:
         p->left = true;
         mp__engine_peer_set_state(mp, p, MP_PEER_DEAD, "left");
@@ -329,6 +332,13 @@ static void on_zap(moshpit_t *mp) {
         zmq_msg_close(&f[i]);
 }
 
+/* How long a live session whose control connection broke mid-round (its
+ * peer a member of the round) waits for ZeroMQ's new connection before it
+ * ends: half of peer_timeout_ms (0: it ends at once, as outside rounds). */
+static uint64_t ctrl_grace_ms(const moshpit_t *mp) {
+    return mp->cfg.peer_timeout_ms / 2;
+}
+
 /* Reads p's monitor until it is empty (or the sockets are closed). */
 static void on_monitor(moshpit_t *mp, mp_peer_t *p) {
     mp_net_event_t ev;
@@ -337,12 +347,33 @@ static void on_monitor(moshpit_t *mp, mp_peer_t *p) {
         case MP_NET_EV_UP:
             /* our dial reached it at its advertised address */
             p->reach_ok = true;
+            if (p->ctrl_down_ms != 0) {
+                p->ctrl_down_ms = 0;
+                mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                               "control connection to %.8s back, session "
+                               "kept",
+                               p->id_txt);
+            }
             break;
         case MP_NET_EV_CONNECTED:
             p->tcp_up = true; /* a slow handshake is no unreachable peer */
             break;
         case MP_NET_EV_DOWN:
             p->tcp_up = false;
+            if (p->state == MP_PEER_LIVE && ctrl_grace_ms(mp) > 0 &&
+                mp__engine_round_has_member(mp, p)) {
+                /* a blip: ZeroMQ dials again at once; the session and
+                 * the round go on if it is back within the grace */
+                mp__engine_resume_link_broke(mp, p);
+                if (p->ctrl_down_ms == 0) {
+                    p->ctrl_down_ms = mp__engine_now_ms();
+                    mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                                   "control connection to %.8s broke "
+                                   "mid-round, dialling it again",
+                                   p->id_txt);
+                }
+                break;
+            }
             if (p->state == MP_PEER_LIVE)
                 mp__engine_peer_set_state(mp, p, MP_PEER_DEAD, "disconnected");
             return; /* sockets may be gone */
@@ -519,6 +550,13 @@ static void housekeeping(moshpit_t *mp, uint64_t now) {
     }
     for (size_t i = 0; i < mp->npeers; i++) {
         mp_peer_t *p = mp->peers[i];
+        if (p->ctrl_down_ms != 0 &&
+            (p->state != MP_PEER_LIVE ||
+             now - p->ctrl_down_ms >= ctrl_grace_ms(mp))) {
+            p->ctrl_down_ms = 0;
+            if (p->state == MP_PEER_LIVE)
+                mp__engine_peer_set_state(mp, p, MP_PEER_DEAD, "disconnected");
+        }
         if (p->state != MP_PEER_NEW || p->ctrl == NULL || p->hello_recv ||
             now < p->next_hello_ms)
             continue;
@@ -541,6 +579,10 @@ static uint64_t next_wakeup(moshpit_t *mp) {
         if (mp->peers[i]->state == MP_PEER_NEW &&
             mp->peers[i]->next_hello_ms < w && !mp->peers[i]->hello_recv)
             w = mp->peers[i]->next_hello_ms;
+    for (size_t i = 0; i < mp->npeers; i++)
+        if (mp->peers[i]->ctrl_down_ms != 0 &&
+            mp->peers[i]->ctrl_down_ms + ctrl_grace_ms(mp) < w)
+            w = mp->peers[i]->ctrl_down_ms + ctrl_grace_ms(mp);
     uint64_t t = mp__engine_round_wakeup(mp);
     w = t < w ? t : w;
     uint64_t ft = mp__engine_state_fetch_wakeup(mp);

@@ -72,8 +72,7 @@ typedef struct mp_peer {
     void *ctrl; /* DEALER, CURVE client, to their control ROUTER */
     void *data; /* DEALER to their data ROUTER */
     void *mon;  /* PAIR reading ctrl's monitor events */
-    void *dmon; /* PAIR reading data's CONNECTED events (only when this
-                   peer sets the data connections' congestion control) */
+    void *dmon; /* PAIR reading data's CONNECTED and DISCONNECTED events */
     bool hello_recv;
     /* reachability (docs/DESIGN.md, "Peers behind NAT") */
     bool outbound; /* it said HELLO "ob": nobody can dial it, so we answer
@@ -125,6 +124,8 @@ typedef struct mp_peer {
                           doubted it (0: not since it was last alive) */
     bool left;         /* it said BYE: not dialled again unasked */
     uint64_t done_gid; /* the last round it said DONE for */
+    uint64_t ctrl_down_ms; /* our control connection to it broke during a
+                              round it is in, at (0: up); engine.c */
     uint64_t next_hello_ms;
     uint32_t hello_tries;
     /* limits: control message token bucket (thousandths of a message),
@@ -193,7 +194,34 @@ typedef struct mp_round {
     bool seq;
     uint32_t seq_dest, seq_kbps;
     uint64_t seq_next_ms;
-    bool replay; /* handing the group the frames held before it formed */
+    bool replay;      /* handing the group the frames held before it formed */
+    bool repaired;    /* a connection of the round broke: its part times and
+                         rates say nothing of the links (engine_resume.c) */
+    uint64_t gone;    /* members whose drop was logged */
+    uint64_t span_ms; /* the measured end's distance from the group's
+                         start (0: none); a break gives it again */
+    /* engine_resume.c: this peer holds everything and said DONE (at
+     * done_at), and now waits for its mates' DONEs; parts that arrived
+     * twice */
+    bool done_sent;
+    uint64_t done_at;
+    uint32_t dups;
+    /* by member index: a MARK is due to it (a data connection to it broke,
+     * or its HAVE left parts that may still be on their way), and a HAVE
+     * restarted its silence clock since the last frame accepted from it */
+    uint64_t mark_due, have_rearmed;
+    /* by member index: its latest MARK still to be answered (its counter,
+     * 0: none), whether every counter below it arrived, when the last
+     * frame below it arrived, and the lowest counter its frames of this
+     * round can have (one above the highest taken before the round) */
+    uint64_t mark_ctr[MP_GROUP_MAX];
+    /* by member index: our frame counter to it when we last saw one of
+     * our data connections to it break in this round (0: none); frames
+     * sealed later were not lost with it */
+    uint64_t broke_ctr[MP_GROUP_MAX];
+    uint64_t mark_full; /* bit by member index */
+    uint64_t mark_fill_at[MP_GROUP_MAX];
+    uint64_t lo_ctr[MP_GROUP_MAX];
 } mp_round_t;
 
 struct moshpit {

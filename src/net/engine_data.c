@@ -38,13 +38,15 @@ static void deliver(moshpit_t *mp, mp_peer_t *p, uint32_t from,
          * here) measures its link (linkstat.h), unless the part waited for
          * our GROUP; the bytes and the last arrival go into our DONE */
         uint64_t since = p->part_ms != 0 ? p->part_ms : r->start_ms;
-        if (!r->replay)
+        if (!r->replay && !r->repaired)
             mp__link_part(&p->link, len, now > since ? now - since : 0);
         p->part_ms = now;
         r->scat_bytes[from] += len;
         r->scat_last_ms[from] = now;
     }
-    if (st != MP_PART_OK && st != MP_PART_DUP && st != MP_PART_LATE)
+    if (st == MP_PART_DUP)
+        r->dups++; /* sent again though it had arrived */
+    else if (st != MP_PART_OK && st != MP_PART_LATE)
         mp__engine_log(
             mp, MOSHPIT_LOG_WARN, "part from %.8s rejected (status %d)%s",
             p->id_txt, (int)st,
@@ -62,6 +64,10 @@ void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
         mp__engine_log(mp, MOSHPIT_LOG_WARN,
                        "replayed (or too old) data frame from %.8s dropped",
                        p->id_txt);
+        return;
+    }
+    if (h->kind == MP_PART_MARK) {
+        mp__engine_resume_on_mark(mp, p, from, buf, len, h);
         return;
     }
     if (h->codec != mp->cfg.compression) {
@@ -87,6 +93,7 @@ void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
             return;
         }
         mp__replay_take(&p->rx_window, h->counter);
+        mp__engine_resume_accepted(mp, p, from, h->counter);
         r->bytes_received += len;
         /* decoded only once authenticated; a part that decodes to a NaN or
          * an infinity (a non-finite scale, a binary16 infinity) is refused
@@ -113,6 +120,7 @@ void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
         return;
     }
     mp__replay_take(&p->rx_window, h->counter);
+    mp__engine_resume_accepted(mp, p, from, h->counter);
     r->bytes_received += len;
     deliver(mp, p, from, h, len, (nonfinite & MP_VEC_NONFINITE) == 0);
 }
@@ -140,7 +148,7 @@ void mp__engine_on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {
         mp__engine_process_frame(mp, p, buf, len, &h);
         return;
     }
-    if (mp__engine_recent_gid(mp, h.round_id))
+    if (mp__engine_recent_gid(mp, h.round_id) || h.kind == MP_PART_MARK)
         return;
     /* maybe a round we are about to start: hold it (bounded in total and
      * per sender, so one peer cannot take the room of the others) */
@@ -287,7 +295,7 @@ void mp__engine_pump_sends(moshpit_t *mp) {
                 mp__engine_stash_drop(p);
                 continue;
             }
-            if (!p->stash_full) {
+            if (!p->stash_full && !mp__engine_resume_mark(mp, p, i)) {
                 mp_send_t s;
                 if (!take_part(mp, i, now, &s))
                     continue;
@@ -296,6 +304,7 @@ void mp__engine_pump_sends(moshpit_t *mp) {
                                    "sealing a part failed");
                     continue;
                 }
+                mp__group_stamp(r->group, i, &s, p->tx_counter);
             }
             if (send_stash(mp, p)) {
                 p->stash_full = false;

@@ -3,8 +3,9 @@
  * engine_int.h - what the files of the engine thread (engine.c: the loop
  * and socket readers; engine_peers.c: sessions and membership;
  * engine_swim.c: SWIM membership; engine_round.c: rounds and matchmaking;
- * engine_data.c: the data plane; engine_state.c: serving and downloading
- * state) share with each other. Engine thread only; never included outside
+ * engine_data.c: the data plane; engine_resume.c: a round over a
+ * connection reset; engine_state.c: serving and downloading state) share
+ * with each other. Engine thread only; never included outside
  * src/net/.
  */
 #ifndef MP_NET_ENGINE_INT_H
@@ -87,6 +88,10 @@ bool mp__engine_owed_settled(const moshpit_t *mp);
 void mp__engine_round_peer_failed(moshpit_t *mp, mp_peer_t *p);
 /* A DONE from p: its report of our upload rate (linkstat.h). */
 void mp__engine_round_on_done(moshpit_t *mp, mp_peer_t *p, const mp_done_t *d);
+/* The rate at which member p's scatter parts of round gid reached us, in
+ * kbit/s (DONE "up"), 0 if unknown. */
+uint32_t mp__engine_round_done_report(const moshpit_t *mp, const mp_peer_t *p,
+                                      uint64_t gid);
 /* p is a member of the group all-reduce running now. */
 bool mp__engine_round_has_member(const moshpit_t *mp, const mp_peer_t *p);
 void mp__engine_round_progress(moshpit_t *mp);
@@ -169,6 +174,36 @@ void mp__engine_swim_close(moshpit_t *mp);
 void mp__engine_swim_check_sessions(moshpit_t *mp, uint64_t now);
 /* Dials a known peer again at once (membership says it is back). */
 void mp__engine_peer_redial(moshpit_t *mp, mp_peer_t *p, const char *addr);
+
+/* engine_resume.c: a round survives a connection reset (docs/DESIGN.md,
+ * "On a lossy network"). mp__engine_resume_on_have takes a mate's HAVE
+ * (what it holds from us) and queues what it lacks again;
+ * mp__engine_resume_send_haves tells the mates that went quiet what this
+ * peer holds from them; mp__engine_resume_settled is true once this peer,
+ * whose group machine is done, may end its call: it says DONE to its mates
+ * (once) and waits for theirs, at most MP_RESUME_WAIT_TIMEOUTS times
+ * peer_timeout_ms; mp__engine_resume_wakeup is when that wait ends. */
+#define MP_RESUME_WAIT_TIMEOUTS 2u
+/* engine_data.c calls these: a frame from round member `from` (p) was
+ * accepted with counter; a MARK frame of the running round arrived from p
+ * (checked here); a MARK is due to member i, sealed into p's stash (true)
+ * or not (false). engine_streams.c calls mp__engine_resume_data_down when
+ * a data connection to p broke (a MARK to it, if it is a round's member). */
+void mp__engine_resume_accepted(moshpit_t *mp, const mp_peer_t *p,
+                                uint32_t from, uint64_t counter);
+/* A connection to p broke (control or data): if p is a member of the
+ * round, it gets its own measured limit once more as patience
+ * (mp__group_on_break) and the round its measured span again. */
+void mp__engine_resume_link_broke(moshpit_t *mp, const mp_peer_t *p);
+void mp__engine_resume_data_down(moshpit_t *mp, mp_peer_t *p);
+void mp__engine_resume_on_mark(moshpit_t *mp, mp_peer_t *p, uint32_t from,
+                               const uint8_t *buf, size_t len,
+                               const mp_data_hdr_t *h);
+bool mp__engine_resume_mark(moshpit_t *mp, mp_peer_t *p, uint32_t i);
+void mp__engine_resume_on_have(moshpit_t *mp, mp_peer_t *p, const mp_have_t *h);
+void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now);
+bool mp__engine_resume_settled(moshpit_t *mp, uint64_t now);
+uint64_t mp__engine_resume_wakeup(const moshpit_t *mp);
 
 /* engine_state.c: serving and downloading state */
 void mp__engine_state_round_done(moshpit_t *mp, uint64_t gid, const float *v,

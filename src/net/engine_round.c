@@ -81,10 +81,10 @@ static void adapt_deadlines(moshpit_t *mp, uint64_t now) {
                        (unsigned long long)r->gid, i, p->id_txt, lim);
     }
     if (all && r->n > 1) {
-        uint64_t end = mp__add_sat_u64(
-            now, mp__add_sat_u64(MP_LINK_DEADLINE_FLOOR_MS,
-                                 sum > UINT64_MAX / 4 ? UINT64_MAX : 4 * sum));
-        mp__rnd_set_deadline(mp->rnd, end);
+        r->span_ms =
+            mp__add_sat_u64(MP_LINK_DEADLINE_FLOOR_MS,
+                            sum > UINT64_MAX / 4 ? UINT64_MAX : 4 * sum);
+        mp__rnd_set_deadline(mp->rnd, mp__add_sat_u64(now, r->span_ms));
     }
 }
 
@@ -123,6 +123,10 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
                            (unsigned long long)gid, i);
             r->members[i] = NULL;
             mp__rnd_member_failed(mp->rnd, now, i);
+        } else if (i != self) {
+            /* its frames of this round were sealed after every frame
+             * taken from it so far (engine_resume.c) */
+            r->lo_ctr[i] = p->rx_window.top + 1;
         }
         if (r->members[i] != NULL)
             r->members[i]->part_ms = 0;
@@ -171,11 +175,11 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
 
 /* What a DONE to p for round gid reports: the rate at which p's scatter
  * parts reached this peer (0: none). */
-static uint32_t done_report(const moshpit_t *mp, const mp_peer_t *p,
-                            uint64_t gid) {
+uint32_t mp__engine_round_done_report(const moshpit_t *mp, const mp_peer_t *p,
+                                      uint64_t gid) {
     const mp_round_t *r = &mp->round;
-    if (r->group == NULL || r->gid != gid)
-        return 0;
+    if (r->group == NULL || r->gid != gid || r->repaired)
+        return 0; /* a repaired round's times are not the link's */
     for (uint32_t i = 0; i < r->n; i++)
         if (r->members[i] == p && r->scat_bytes[i] > 0)
             return mp__link_rate_kbps(r->scat_bytes[i],
@@ -214,9 +218,13 @@ static void drain(moshpit_t *mp) {
             p->join_seq = o.seq;
             p->join_ms = now;
         }
+        if (o.msg == MP_RND_DONE && mp->round.done_sent &&
+            o.group_id == mp->round.gid)
+            continue; /* said when it held everything (engine_resume.c) */
         mp__round_msg_from_out(&o, mp->msg);
         if (o.msg == MP_RND_DONE)
-            mp->msg->u.done.up_kbps = done_report(mp, p, o.group_id);
+            mp->msg->u.done.up_kbps =
+                mp__engine_round_done_report(mp, p, o.group_id);
         mp__engine_send_msg(mp, p, mp->msg);
     }
 }
@@ -231,6 +239,17 @@ void mp__engine_round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
          * still be queued in ZeroMQ or on the wire) */
         mp->owed_gid = r->gid;
         mp->owed_n = 0;
+    }
+    if (r->group != NULL) {
+        uint32_t resent = mp__group_resent(r->group);
+        if (resent > 0)
+            mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                           "round %016llx: %u parts re-sent",
+                           (unsigned long long)r->gid, resent);
+        if (r->dups > 0)
+            mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                           "round %016llx: %u duplicate parts ignored",
+                           (unsigned long long)r->gid, r->dups);
     }
     mp_rnd_result_t res;
     mp__rnd_end(mp->rnd, now, e, alone, &res);
@@ -460,7 +479,8 @@ static bool round_finished(moshpit_t *mp) {
         if (r->members[i] != NULL && r->members[i]->stash_full &&
             mp__group_member_alive(r->group, i))
             return false;
-    return true;
+    /* and every mate holds what this peer sent it (or a bound passed) */
+    return mp__engine_resume_settled(mp, mp__engine_now_ms());
 }
 
 void mp__engine_round_progress(moshpit_t *mp) {
@@ -475,14 +495,29 @@ void mp__engine_round_progress(moshpit_t *mp) {
     mp__engine_round_pump(mp);
     if (r->cmd == NULL || r->group == NULL)
         return;
+    for (uint32_t i = 0; i < r->n && i < MP_GROUP_MAX; i++) {
+        if (i == r->self || r->members[i] == NULL ||
+            (r->gone & ((uint64_t)1 << i)) ||
+            mp__group_member_alive(r->group, i))
+            continue;
+        r->gone |= (uint64_t)1 << i;
+        mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                       "round %016llx: member %u (%.8s) dropped after %llu ms",
+                       (unsigned long long)r->gid, i, r->members[i]->id_txt,
+                       (unsigned long long)(now - r->start_ms));
+    }
     mp__engine_pump_sends(mp);
+    mp__engine_resume_send_haves(mp, now);
     if (round_finished(mp))
         mp__engine_round_end(mp, MOSHPIT_OK, false);
 }
 
 uint64_t mp__engine_round_wakeup(const moshpit_t *mp) {
     uint64_t a = mp__rnd_next_wakeup(mp->rnd), b = mp__engine_pump_wakeup(mp);
-    return a < b ? a : b;
+    uint64_t t = mp__engine_resume_wakeup(mp);
+    if (b < a)
+        a = b;
+    return t < a ? t : a;
 }
 
 void mp__engine_round_on_done(moshpit_t *mp, mp_peer_t *p, const mp_done_t *d) {

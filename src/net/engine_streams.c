@@ -94,18 +94,18 @@ moshpit_err_t mp__engine_streams_setup(moshpit_t *mp, const char *bind_ep) {
 }
 
 bool mp__engine_data_dial(moshpit_t *mp, mp_peer_t *p, bool reorder_ok) {
+    /* always a monitor: besides setting the algorithm on new connections,
+     * a connection that breaks mid-round lost what was in its buffers,
+     * and the mate is asked what it holds (engine_resume.c) */
     char mon_ep[64];
-    bool set_cc = mp->cc[0] != '\0';
-    if (set_cc)
-        snprintf(mon_ep, sizeof(mon_ep), "inproc://moshpit-dmon-%u",
-                 ++mp->mon_seq);
+    snprintf(mon_ep, sizeof(mon_ep), "inproc://moshpit-dmon-%u", ++mp->mon_seq);
     /* a peer of an older version drops frames that overtake others as
      * replays: one connection to it; an outbound-only peer is answered on
      * its own connection, which its routing id names (one connection) */
     p->data = mp__net_data_dealer(
         mp->zctx, p->data_addr, reorder_ok ? mp->streams : 1,
         mp->outbound ? p->my_drid : NULL, sizeof(p->my_drid),
-        mp->outbound ? MP_DATA_WIRE_MAX : 0, set_cc ? mon_ep : NULL, &p->dmon);
+        mp->outbound ? MP_DATA_WIRE_MAX : 0, mon_ep, &p->dmon);
     return p->data != NULL;
 }
 
@@ -124,8 +124,12 @@ void mp__engine_data_close(mp_peer_t *p) {
  * would give that connection the data plane's algorithm. */
 void mp__engine_data_on_monitor(moshpit_t *mp, mp_peer_t *p) {
     int fd;
-    while (p->dmon != NULL && mp__net_read_connected(p->dmon, &fd) == 0) {
-        if (fd < 0)
+    bool down;
+    while (p->dmon != NULL &&
+           mp__net_read_connected(p->dmon, &fd, &down) == 0) {
+        if (down)
+            mp__engine_resume_data_down(mp, p);
+        if (fd < 0 || mp->cc[0] == '\0')
             continue;
         int e = mp_plat_tcp_cc_set(fd, mp->cc);
         if (e != 0)

@@ -140,7 +140,8 @@ void *mp__net_data_dealer(void *zctx, const char *addr, uint32_t streams,
         goto fail;
     /* the monitor first, so that no connection's CONNECTED is missed */
     if (mon_ep != NULL && mon != NULL &&
-        attach_monitor(zctx, s, mon_ep, ZMQ_EVENT_CONNECTED, mon) != 0)
+        attach_monitor(zctx, s, mon_ep,
+                       ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED, mon) != 0)
         goto fail;
     for (uint32_t k = 0; k < streams; k++) {
         char ep[300];
@@ -250,12 +251,13 @@ static bool fd_matches(int fd, const char *ep) {
     return false;
 }
 
-int mp__net_read_connected(void *mon, int *fd) {
+int mp__net_read_connected(void *mon, int *fd, bool *down) {
     uint16_t id;
     uint32_t v;
     char ep[300];
     if (read_event_ep(mon, &id, &v, ep, sizeof(ep)) != 0)
         return -1;
+    *down = id == ZMQ_EVENT_DISCONNECTED;
     /* the descriptor may have been closed and its number taken by another
      * socket since the event was sent: only a connection to the event's
      * own address counts */

@@ -8,6 +8,7 @@
 #ifndef MP_NET_H
 #define MP_NET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,19 +27,20 @@ void *mp__net_ctrl_dealer(void *zctx, const char *addr,
  * routing id on the other side's ROUTER and one connection only (an
  * outbound-only peer, answered on it); in_max is then the largest message
  * it takes in, at most 8 waiting (0: only handshake commands). With
- * mon_ep, *mon receives a PAIR bound to the DEALER's CONNECTED events
- * (mp__net_read_connected); else mon may be NULL. Returns the DEALER or
- * NULL (errno set). */
+ * mon_ep, *mon receives a PAIR bound to the DEALER's CONNECTED and
+ * DISCONNECTED events (mp__net_read_connected); else mon may be NULL. Returns
+ * the DEALER or NULL (errno set). */
 void *mp__net_data_dealer(void *zctx, const char *addr, uint32_t streams,
                           const uint8_t *rid, size_t rid_len, int64_t in_max,
                           const char *mon_ep, void **mon);
 /* Reads one event of a data DEALER's monitor: *fd is the descriptor of a
- * new connection, -1 for other events. Returns -1 if none waits. The
+ * new connection, -1 for other events; *down is true when the event says
+ * one of its connections broke. Returns -1 if none waits. The
  * descriptor belongs to ZeroMQ's I/O thread, which may have closed it
  * (and the number been reused) by the time this is read: it is given only
  * if it is connected to the event's address (port, and host when
  * numeric), else -1. */
-int mp__net_read_connected(void *mon, int *fd);
+int mp__net_read_connected(void *mon, int *fd, bool *down);
 /* zmq_bind(sock, ep); with cc (not NULL or ""), TCP congestion control cc
  * is set on the listening socket, so every connection accepted from it
  * uses it: *cc_err is 0, or the errno value why not (EAGAIN: its

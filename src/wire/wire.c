@@ -62,6 +62,10 @@ enum {
     K_CT,
     K_SE,
     K_PH,
+    K_SC,
+    K_GA,
+    K_RX,
+    K_MK,
     K_RW,
     K_OB,
     K_DR,
@@ -81,7 +85,8 @@ static const char *const key_names[K_COUNT] = {
     [K_KEY] = "key", [K_GID] = "gid",     [K_M] = "m",     [K_SS] = "ss",
     [K_VER] = "ver", [K_FIRST] = "first", [K_N] = "n",     [K_RND] = "rnd",
     [K_CNT] = "cnt", [K_DIG] = "dig",     [K_CT] = "ct",   [K_SE] = "se",
-    [K_PH] = "ph",   [K_RW] = "rw",       [K_OB] = "ob",   [K_DR] = "dr",
+    [K_PH] = "ph",   [K_SC] = "sc",       [K_GA] = "ga",   [K_RX] = "rx",
+    [K_MK] = "mk",   [K_RW] = "rw",       [K_OB] = "ob",   [K_DR] = "dr",
     [K_NR] = "nr",   [K_OA] = "oa",       [K_NS] = "ns",   [K_UP] = "up",
     [K_LK] = "lk",
 };
@@ -162,6 +167,12 @@ static moshpit_err_t check_msg(const mp_msg_t *msg) {
         return MOSHPIT_OK;
     case MP_MSG_DONE:
         return msg->u.done.group_id != 0 ? MOSHPIT_OK : MOSHPIT_EINVAL;
+    case MP_MSG_HAVE:
+        return msg->u.have.group_id != 0 && msg->u.have.mark <= 1 &&
+                       msg->u.have.sc_len <= MP_HAVE_BYTES_MAX &&
+                       msg->u.have.ga_len <= MP_HAVE_BYTES_MAX
+                   ? MOSHPIT_OK
+                   : MOSHPIT_EINVAL;
     case MP_MSG_REFUSE:
     case MP_MSG_JOIN_ACK:
     case MP_MSG_ALONE:
@@ -227,6 +238,9 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         break;
     case MP_MSG_DONE:
         entries = 3u + (msg->u.done.up_kbps != 0);
+        break;
+    case MP_MSG_HAVE:
+        entries = 6u + msg->u.have.mark;
         break;
     default: /* REFUSE, PEERS, JOIN_ACK, ALONE, LEAVE */
         entries = 3;
@@ -358,6 +372,18 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         put_u64(pk, K_GID, msg->u.done.group_id);
         if (msg->u.done.up_kbps != 0) /* optional, as "ph" in JOIN */
             put_u64(pk, K_UP, msg->u.done.up_kbps);
+        break;
+    case MP_MSG_HAVE:
+        put_u64(pk, K_GID, msg->u.have.group_id);
+        put_u64(pk, K_RX, msg->u.have.rx);
+        if (msg->u.have.mark) {
+            put_key(pk, K_MK);
+            msgpack_pack_true(pk);
+        }
+        put_key(pk, K_SC);
+        mp__pack_bin(pk, msg->u.have.sc, msg->u.have.sc_len);
+        put_key(pk, K_GA);
+        mp__pack_bin(pk, msg->u.have.ga, msg->u.have.ga_len);
         break;
     case MP_MSG_GROUP: {
         const mp_group_msg_t *g = &msg->u.group;
@@ -674,6 +700,30 @@ static int decode_state_info(const msgpack_object *const *val,
     return i->count <= MP_STATE_COUNT_MAX ? 0 : -1;
 }
 
+/* A HAVE bitmap: a bin of at most MP_HAVE_BYTES_MAX bytes. */
+static int get_bitmap(const msgpack_object *o, uint8_t *out, uint32_t *len) {
+    if (o == NULL || o->type != MSGPACK_OBJECT_BIN ||
+        o->via.bin.size > MP_HAVE_BYTES_MAX)
+        return -1;
+    if (o->via.bin.size > 0)
+        memcpy(out, o->via.bin.ptr, o->via.bin.size);
+    *len = o->via.bin.size;
+    return 0;
+}
+
+static int decode_have(const msgpack_object *const *val, mp_have_t *h) {
+    if (!val[K_GID] || mp__pack_get_u64(val[K_GID], &h->group_id) != 0 ||
+        h->group_id == 0 || !val[K_RX] ||
+        mp__pack_get_u64(val[K_RX], &h->rx) != 0)
+        return -1;
+    if (val[K_MK] && get_bool(val[K_MK], &h->mark) != 0)
+        return -1;
+    if (get_bitmap(val[K_SC], h->sc, &h->sc_len) != 0 ||
+        get_bitmap(val[K_GA], h->ga, &h->ga_len) != 0)
+        return -1;
+    return 0;
+}
+
 static int decode_peers(const msgpack_object *p, mp_peers_t *out) {
     if (p->type != MSGPACK_OBJECT_ARRAY || p->via.array.size > MP_PEERS_MAX)
         return -1;
@@ -821,6 +871,9 @@ static int decode_map(const msgpack_object *root, mp_msg_t *msg) {
                        msg->u.done.group_id != 0
                    ? 0
                    : -1;
+    case MP_MSG_HAVE:
+        msg->type = MP_MSG_HAVE;
+        return decode_have(val, &msg->u.have);
     default:
         return -1;
     }
@@ -888,7 +941,7 @@ moshpit_err_t mp__wire_data_hdr_decode(const uint8_t *buf, size_t len,
     if (buf[0] != DATA_HDR_VERSION)
         return MOSHPIT_EPROTO;
     if (buf[1] != MP_PART_SCATTER && buf[1] != MP_PART_GATHER &&
-        buf[1] != MP_PART_STATE)
+        buf[1] != MP_PART_STATE && buf[1] != MP_PART_MARK)
         return MOSHPIT_EPROTO;
     uint8_t codec = buf[2];
     if (buf[3] != 0 || !mp__codec_valid(codec) ||
@@ -907,6 +960,10 @@ moshpit_err_t mp__wire_data_hdr_decode(const uint8_t *buf, size_t len,
     if (!weight_sum_ok(wsum))
         return MOSHPIT_EPROTO;
 
+    if (buf[1] == MP_PART_MARK &&
+        (codec != MOSHPIT_COMPRESS_NONE || count != 0 || wsum != 0.0 ||
+         mp__load_le(buf + 32, 8) != 0))
+        return MOSHPIT_EPROTO; /* a mark carries no values, share or part */
     h->kind = buf[1];
     h->codec = codec;
     h->count = count;

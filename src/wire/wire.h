@@ -36,7 +36,8 @@ typedef enum {
     MP_MSG_LEAVE = 9,       /* joiner -> matchmaker: forget my JOIN "seq" */
     MP_MSG_STATE_REQ = 10,  /* state client -> server: INFO or chunks */
     MP_MSG_STATE_INFO = 11, /* server -> client: the state it holds */
-    MP_MSG_DONE = 12        /* group member -> the others: round "gid" over */
+    MP_MSG_DONE = 12,       /* group member -> the others: round "gid" over */
+    MP_MSG_HAVE = 13        /* group member -> a mate: what I hold from you */
 } mp_msg_type_t;
 
 /* a data routing id an outbound-only peer names in HELLO "dr" */
@@ -126,6 +127,25 @@ typedef struct mp_done { /* DONE */
                             sent */
 } mp_done_t;
 
+/* Bytes of each HAVE bitmap: 32768 parts of a share (8 GiB of float32 in
+ * parts of 2^16). */
+#define MP_HAVE_BYTES_MAX 4096u
+
+typedef struct mp_have { /* HAVE */
+    uint64_t group_id;   /* nonzero */
+    uint64_t rx;         /* last data frame counter accepted from the
+                            receiver in this session */
+    uint8_t mark;        /* 1: answers a MARK frame (optional key) */
+    uint32_t sc_len;     /* bytes of sc, <= MP_HAVE_BYTES_MAX */
+    uint32_t ga_len;     /* bytes of ga, <= MP_HAVE_BYTES_MAX */
+    /* bit p (LSB first): the sender holds the receiver's scatter part p of
+     * the sender's share (or that part is final) */
+    uint8_t sc[MP_HAVE_BYTES_MAX];
+    /* bit p: the sender holds gather part p of the receiver's share (or
+     * gave it up) */
+    uint8_t ga[MP_HAVE_BYTES_MAX];
+} mp_have_t;
+
 typedef struct mp_state_req {
     uint64_t seq;     /* the client's fetch id */
     uint64_t version; /* 0: "what do you hold?"; else the state wanted */
@@ -155,6 +175,7 @@ typedef struct mp_msg {
         mp_state_req_t state_req;
         mp_state_info_t state_info;
         mp_done_t done;
+        mp_have_t have;
     } u;
 } mp_msg_t;
 

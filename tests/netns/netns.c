@@ -800,3 +800,19 @@ int nn_bytes(size_t i, uint64_t *rx, uint64_t *tx) {
     fclose(f);
     return found;
 }
+
+int nn_reset_tcp(size_t i, const char *filter) {
+    char ns[NAME_MAX_LEN], f[512];
+    if (i >= NN_MAX_PEERS)
+        return -1;
+    peer_ns(i, ns, sizeof(ns));
+    snprintf(f, sizeof(f), "%s", filter);
+    /* ss takes the filter as words: split it at spaces */
+    const char *argv[80] = {"ss", "-K", "-t", "state", "established"};
+    size_t n = 5;
+    for (char *save = NULL, *w = strtok_r(f, " ", &save); w != NULL && n < 79;
+         w = strtok_r(NULL, " ", &save))
+        argv[n++] = w;
+    argv[n] = NULL;
+    return run(ns, NULL, 1, argv) == 0 ? 0 : -1;
+}

@@ -134,6 +134,13 @@ int nn_exec_in(const char *prefix, const char *index, char *const argv[]);
 /* Bytes peer i's interface received and sent so far. Returns 0 or -1. */
 int nn_bytes(size_t i, uint64_t *rx, uint64_t *tx);
 
+/* Resets the established TCP connections in peer i's namespace that match
+ * the ss(8) filter (e.g. "not ( sport = :5000 )"): `ss -K`, which aborts
+ * each socket and sends the other end a RST, as a Wi-Fi blip or a NAT
+ * that forgot the connection would. Needs a kernel with
+ * CONFIG_INET_DIAG_DESTROY. Returns 0 or -1. */
+int nn_reset_tcp(size_t i, const char *filter);
+
 /* Resident set size of a process in KiB, or -1. */
 long nn_rss_kib(int pid);
 

@@ -736,6 +736,28 @@ static void test_replay(void) {
     CHECK(missed == 0, "every counter within the window was taken once");
 }
 
+/* mp__replay_all_taken, which a MARK's answer waits on (engine_resume.c):
+ * true only for a range whose every counter was taken, false for a hole,
+ * a range past the top or one the window no longer covers. */
+static void test_replay_all_taken(void) {
+    mp_replay_t w;
+    mp__replay_reset(&w);
+    CHECK(mp__replay_all_taken(&w, 5, 5), "an empty range");
+    CHECK(!mp__replay_all_taken(&w, 1, 2), "nothing taken yet");
+    for (uint64_t c = 10; c >= 2; c--)
+        if (c != 6)
+            mp__replay_take(&w, c); /* out of order, 6 missing */
+    CHECK(mp__replay_all_taken(&w, 2, 6), "2..5 taken");
+    CHECK(mp__replay_all_taken(&w, 7, 11), "7..10 taken");
+    CHECK(!mp__replay_all_taken(&w, 2, 11), "6 is missing");
+    CHECK(!mp__replay_all_taken(&w, 7, 12), "11 is above the top");
+    CHECK(!mp__replay_all_taken(&w, 0, 3), "counter 0 is never taken");
+    mp__replay_take(&w, 6);
+    CHECK(mp__replay_all_taken(&w, 2, 11), "6 arrived late");
+    mp__replay_take(&w, 10 + MP_REPLAY_WINDOW);
+    CHECK(!mp__replay_all_taken(&w, 10, 11), "below the window");
+}
+
 int main(void) {
     CHECK(mp__crypto_init() == MOSHPIT_OK, "crypto init");
     CHECK(mp__crypto_init() == MOSHPIT_OK, "crypto init is not idempotent");
@@ -758,6 +780,7 @@ int main(void) {
     test_session_reject();
     test_pick_cipher();
     test_cpu_choice();
+    test_replay_all_taken();
     test_admit_proof();
     test_swarm_hash();
     test_helpers();

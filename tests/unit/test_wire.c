@@ -157,6 +157,19 @@ static void msg_done_up(mp_msg_t *m) {
     m->u.done.up_kbps = 4321;
 }
 
+static void msg_have(mp_msg_t *m) {
+    memset(m, 0, sizeof *m);
+    m->type = MP_MSG_HAVE;
+    m->u.have.group_id = 0x0102030405060708u;
+    m->u.have.rx = 77;
+    m->u.have.mark = 1;
+    m->u.have.sc_len = 2;
+    m->u.have.sc[0] = 0xff;
+    m->u.have.sc[1] = 0x03;
+    m->u.have.ga_len = 1;
+    m->u.have.ga[0] = 0x5f;
+}
+
 static void msg_state_req(mp_msg_t *m) {
     memset(m, 0, sizeof *m);
     m->type = MP_MSG_STATE_REQ;
@@ -209,6 +222,7 @@ static const struct {
     {"state_info", msg_state_info},
     {"done", msg_done},
     {"done_up", msg_done_up},
+    {"have", msg_have},
 };
 #define NFIXED (sizeof fixed / sizeof fixed[0])
 
@@ -357,6 +371,18 @@ static void test_roundtrips(void) {
     roundtrip("done max", m);
     m->u.done.up_kbps = UINT32_MAX;
     roundtrip("done up max", m);
+    memset(m, 0, sizeof *m);
+    m->type = MP_MSG_HAVE;
+    m->u.have.group_id = 1;
+    roundtrip("have empty", m);
+    m->u.have.group_id = UINT64_MAX;
+    m->u.have.rx = UINT64_MAX;
+    m->u.have.mark = 1;
+    m->u.have.sc_len = 300;
+    m->u.have.ga_len = 7;
+    memset(m->u.have.sc, 0xa5, 300);
+    memset(m->u.have.ga, 0x01, 7);
+    roundtrip("have 300 + 7 bytes", m);
 
     memset(m, 0, sizeof *m);
     m->type = MP_MSG_GROUP;
@@ -655,6 +681,18 @@ static void spec_for(msg_fn make, spec_t *s) {
             msgpack_pack_uint64(&fpk, m->u.done.up_kbps);
             add_end(s, "up", A_UINT, 1);
         }
+        break;
+    case MP_MSG_HAVE:
+        add_uint(s, "gid", m->u.have.group_id);
+        add_uint(s, "rx", m->u.have.rx);
+        if (m->u.have.mark) {
+            add_begin();
+            msgpack_pack_true(&fpk);
+            add_end(s, "mk", A_BOOL, 1);
+        }
+        /* bitmaps are any bin of 0 to MP_HAVE_BYTES_MAX bytes */
+        add_bin(s, "sc", m->u.have.sc, m->u.have.sc_len, A_BIN1 | A_BIN32, 0);
+        add_bin(s, "ga", m->u.have.ga, m->u.have.ga_len, A_BIN1 | A_BIN32, 0);
         break;
     case MP_MSG_GROUP:
         add_uint(s, "seq", m->u.group.seq);
@@ -974,6 +1012,20 @@ static void test_values(void) {
     /* GROUP id must be nonzero. */
     CHECK(dec_with(msg_group, "gid", u0, 1) == MOSHPIT_EPROTO, "gid 0");
     CHECK(dec_with(msg_done, "gid", u0, 1) == MOSHPIT_EPROTO, "done of gid 0");
+    CHECK(dec_with(msg_have, "gid", u0, 1) == MOSHPIT_EPROTO, "have of gid 0");
+    {
+        /* a bitmap one byte over MP_HAVE_BYTES_MAX */
+        static uint8_t big[3 + MP_HAVE_BYTES_MAX + 1];
+        big[0] = 0xc5;
+        big[1] = (uint8_t)((MP_HAVE_BYTES_MAX + 1) >> 8);
+        big[2] = (uint8_t)(MP_HAVE_BYTES_MAX + 1);
+        CHECK(dec_with(msg_have, "sc", big, sizeof big) == MOSHPIT_EPROTO,
+              "have bitmap of %u bytes", MP_HAVE_BYTES_MAX + 1);
+        big[1] = (uint8_t)(MP_HAVE_BYTES_MAX >> 8);
+        big[2] = (uint8_t)MP_HAVE_BYTES_MAX;
+        CHECK(dec_with(msg_have, "ga", big, sizeof big - 1) == MOSHPIT_OK,
+              "have bitmap of %u bytes", MP_HAVE_BYTES_MAX);
+    }
 }
 
 /* Builds "p" or "m" arrays by hand. */
@@ -1222,7 +1274,11 @@ static void test_encode_rejects(void) {
     } while (0)
 
     REJECT((msg_bye(&m), m.type = (mp_msg_type_t)0), "type 0");
-    REJECT((msg_bye(&m), m.type = (mp_msg_type_t)13), "type 13");
+    REJECT((msg_bye(&m), m.type = (mp_msg_type_t)14), "type 14");
+    REJECT((msg_have(&m), m.u.have.group_id = 0), "have of group 0");
+    REJECT((msg_have(&m), m.u.have.mark = 2), "have mark 2");
+    REJECT((msg_have(&m), m.u.have.sc_len = MP_HAVE_BYTES_MAX + 1),
+           "have bitmap too long");
     REJECT((msg_done(&m), m.u.done.group_id = 0), "done of group 0");
     REJECT((msg_hello(&m), m.u.hello.serves_state = 2), "serves_state 2");
     REJECT((msg_hello(&m), m.u.hello.reorder_ok = 2), "reorder_ok 2");
