@@ -116,8 +116,15 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
             r->members[i] = NULL;
             continue;
         }
-        if (i != self && (p == NULL || p->state != MP_PEER_LIVE ||
-                          p->keys == NULL || !mp__engine_has_data(p))) {
+        /* a member without a session is dialled: its parts go out once
+         * the session is up (mp__engine_round_peer_live), and the round's
+         * silence timers drop it if the session never comes */
+        if (i != self)
+            mp__engine_session_want(mp, p);
+        bool dialling = p != NULL && p->state == MP_PEER_NEW && p->ctrl != NULL;
+        if (i != self && !dialling &&
+            (p == NULL || p->state != MP_PEER_LIVE || p->keys == NULL ||
+             !mp__engine_has_data(p))) {
             mp__engine_log(mp, MOSHPIT_LOG_WARN,
                            "round %016llx: member %u has no session with us",
                            (unsigned long long)gid, i);
@@ -155,6 +162,10 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
             i++;
             continue;
         }
+        if (mp->early[i].from->state != MP_PEER_LIVE) {
+            i++; /* its session is still being opened */
+            continue;
+        }
         zmq_msg_t *zm = mp->early[i].msg;
         const uint8_t *buf = zmq_msg_data(zm);
         size_t len = zmq_msg_size(zm);
@@ -167,6 +178,29 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
         mp__engine_early_free_at(mp, i);
     }
     r->replay = false;
+}
+
+void mp__engine_round_peer_live(moshpit_t *mp, mp_peer_t *p) {
+    mp_round_t *r = &mp->round;
+    if (r->cmd == NULL || r->group == NULL || !mp__engine_round_has_member(mp, p))
+        return;
+    r->replay = true;
+    for (size_t i = 0; i < mp->nearly;) {
+        if (mp->early[i].round_id != r->gid || mp->early[i].from != p) {
+            i++;
+            continue;
+        }
+        zmq_msg_t *zm = mp->early[i].msg;
+        const uint8_t *buf = zmq_msg_data(zm);
+        size_t len = zmq_msg_size(zm);
+        mp_data_hdr_t h;
+        if (mp__wire_data_hdr_decode(buf, len, &h) == MOSHPIT_OK &&
+            mp__engine_find_peer_by_tag(mp, h.tag) == p)
+            mp__engine_process_frame(mp, p, buf, len, &h);
+        mp__engine_early_free_at(mp, i);
+    }
+    r->replay = false;
+    mp__engine_pump_sends(mp);
 }
 
 /* What a DONE to p for round gid reports: the rate at which p's scatter
@@ -203,6 +237,18 @@ static void drain(moshpit_t *mp) {
             continue;
         }
         mp_peer_t *p = mp__engine_find_peer(mp, o.to);
+        if (p != NULL && p->state != MP_PEER_LIVE && o.msg != MP_RND_DONE &&
+            (p->state == MP_PEER_IDLE || p->idle_dial)) {
+            /* a member without a session: dial it, the message waits */
+            if (o.msg == MP_RND_JOIN) {
+                p->join_seq = o.seq;
+                p->join_ms = 0; /* its round trip includes the dial */
+            }
+            mp__round_msg_from_out(&o, mp->msg);
+            if (!mp__engine_send_or_dial(mp, p, mp->msg))
+                mp__rnd_send_failed(mp->rnd, now, &o);
+            continue;
+        }
         if (p == NULL || p->state != MP_PEER_LIVE) {
             mp__rnd_send_failed(mp->rnd, now, &o);
             continue;
@@ -303,6 +349,7 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
     uint64_t now = mp__engine_now_ms();
     memset(r, 0, sizeof(*r));
     r->cmd = c;
+    r->call_ms = now;
     /* the view: this peer and the live peers membership holds alive */
     size_t n = mp__engine_view_count(mp);
     uint8_t key[MP_KEY_MAX];
@@ -326,6 +373,12 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
             memcpy(ids[k++], mp->pub, 32);
         for (size_t i = 0; i < mp->npeers; i++) {
             mp_peer_t *p = mp->peers[i];
+            if (p->state != MP_PEER_LIVE && mp__engine_peer_member(mp, p)) {
+                /* a member without a session (docs/DESIGN.md,
+                 * "Sessions") */
+                memcpy(ids[k++], p->id, 32);
+                continue;
+            }
             if (p->state != MP_PEER_LIVE ||
                 !mp__engine_swim_member_ok(mp, p->id) || p->outbound)
                 continue;
@@ -337,7 +390,11 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
         mp__rendezvous_order(key, key_len, (const uint8_t(*)[32])ids, k, order);
         for (size_t i = 0; i < k; i++) {
             memcpy(ordered[i], ids[order[i]], 32);
-            const mp_peer_t *p = mp__engine_find_peer(mp, ordered[i]);
+            mp_peer_t *p = mp__engine_find_peer(mp, ordered[i]);
+            /* the key's first candidates get a session now, before the
+             * JOIN or the fallback needs it */
+            if (i < SESSION_DIAL_AHEAD)
+                mp__engine_session_want(mp, p);
             ack[i] = p != NULL ? mp__link_ack_ms(&p->link, UINT32_MAX) : 0;
             if (ack[i] == UINT32_MAX)
                 ack[i] = 0;
