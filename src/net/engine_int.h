@@ -121,8 +121,7 @@ void mp__engine_ctl_flush(moshpit_t *mp, mp_peer_t *p);
 void mp__engine_sessions_trim(moshpit_t *mp, uint64_t now);
 /* Closes p's session on purpose (a BYE marked idle first); p stays a
  * member, IDLE. */
-void mp__engine_session_end_idle(moshpit_t *mp, mp_peer_t *p,
-                                 const char *why);
+void mp__engine_session_end_idle(moshpit_t *mp, mp_peer_t *p, const char *why);
 void mp__engine_round_progress(moshpit_t *mp);
 void mp__engine_send_hello(moshpit_t *mp, mp_peer_t *p, bool reply);
 /* Sending to p by the route its reachability gives (docs/DESIGN.md, "Peers

@@ -491,15 +491,15 @@ void mp__engine_peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
     /* a graceful leave is news, not a problem; a session closed over
      * sessions_max is routine */
     bool calm = s == MP_PEER_LIVE || strcmp(why, "left") == 0;
-    mp__engine_log(mp, calm || s == MP_PEER_IDLE ? MOSHPIT_LOG_INFO
-                                                 : MOSHPIT_LOG_WARN,
-                   "peer %.8s: %s (%s)", p->id_txt,
-                   s == MP_PEER_LIVE   ? "live"
-                   : s == MP_PEER_DEAD ? "dead"
-                   : s == MP_PEER_NEW  ? "new"
-                   : s == MP_PEER_IDLE ? "session closed, still a member"
-                                       : "refused",
-                   why);
+    mp__engine_log(
+        mp, calm || s == MP_PEER_IDLE ? MOSHPIT_LOG_INFO : MOSHPIT_LOG_WARN,
+        "peer %.8s: %s (%s)", p->id_txt,
+        s == MP_PEER_LIVE   ? "live"
+        : s == MP_PEER_DEAD ? "dead"
+        : s == MP_PEER_NEW  ? "new"
+        : s == MP_PEER_IDLE ? "session closed, still a member"
+                            : "refused",
+        why);
     if (s == MP_PEER_IDLE) {
         /* no session, still a member: the next one gets fresh keys */
         p->my_eph_retire = true;
@@ -645,8 +645,7 @@ void mp__engine_peer_know(moshpit_t *mp, const uint8_t id[32],
         mp__engine_peer_redial(mp, p, addr); /* back (a refutation), or moved */
 }
 
-void mp__engine_session_end_idle(moshpit_t *mp, mp_peer_t *p,
-                                 const char *why) {
+void mp__engine_session_end_idle(moshpit_t *mp, mp_peer_t *p, const char *why) {
     if (p->state != MP_PEER_LIVE || p->ctrl == NULL)
         return;
     mp_msg_t *m = mp->msg;
@@ -673,8 +672,7 @@ static uint64_t unused_for(const mp_peer_t *p, uint64_t now) {
  * running round, not a mate of the last round that has not said DONE, no
  * state download either way, no message waiting for it, not a probe of
  * membership on it, not the bootstrap peer before the member list came. */
-static bool session_closable(moshpit_t *mp, const mp_peer_t *p,
-                             uint64_t now) {
+static bool session_closable(moshpit_t *mp, const mp_peer_t *p, uint64_t now) {
     if (unused_for(p, now) < SESSION_UNUSED_MS)
         return false;
     /* our call is matchmaking: a JOIN, JOIN_ACK or GROUP that went over
@@ -683,9 +681,10 @@ static bool session_closable(moshpit_t *mp, const mp_peer_t *p,
         p->used_ms >= mp->round.call_ms)
         return false;
     if (p->state != MP_PEER_LIVE || p->ctrl == NULL || p->outbound ||
-        !mp__engine_swim_alive(mp, p->id) || mp__engine_round_has_member(mp, p) ||
-        p->swim_pending != NULL || p->ctl_npending != 0 ||
-        p->st_next < p->st_end || p->ask_ms != 0 || p->stash_full ||
+        !mp__engine_swim_alive(mp, p->id) ||
+        mp__engine_round_has_member(mp, p) || p->swim_pending != NULL ||
+        p->ctl_npending != 0 || p->st_next < p->st_end || p->ask_ms != 0 ||
+        p->stash_full ||
         (p->bootstrap && mp->swim != NULL && !mp__swim_synced(mp->swim)))
         return false;
     for (uint32_t i = 0; i < mp->owed_n; i++)

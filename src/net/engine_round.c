@@ -182,7 +182,8 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
 
 void mp__engine_round_peer_live(moshpit_t *mp, mp_peer_t *p) {
     mp_round_t *r = &mp->round;
-    if (r->cmd == NULL || r->group == NULL || !mp__engine_round_has_member(mp, p))
+    if (r->cmd == NULL || r->group == NULL ||
+        !mp__engine_round_has_member(mp, p))
         return;
     r->replay = true;
     for (size_t i = 0; i < mp->nearly;) {
