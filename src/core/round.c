@@ -219,6 +219,11 @@ uint32_t mp__rnd_key_of(const mp_grid_t *g, uint64_t count, const mp_agg_t *agg,
     return len;
 }
 
+uint32_t mp__rnd_next_key(const mp_rnd_t *rm, uint64_t count,
+                          uint8_t key[MP_KEY_MAX]) {
+    return mp__rnd_key_of(&rm->grid, count, &rm->cfg.agg, key);
+}
+
 uint32_t mp__rnd_phase(const mp_rnd_t *rm) {
     return rm->phase;
 }

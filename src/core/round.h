@@ -160,6 +160,10 @@ void mp__rnd_free(mp_rnd_t *rm);
 
 /* The group key of a peer at grid g averaging count floats with rule agg
  * (see mp__rnd_key); returns its length. */
+/* The key the next call of count floats will have if the view does not
+ * change (no state changes; mp__rnd_key is the call's own). */
+uint32_t mp__rnd_next_key(const mp_rnd_t *rm, uint64_t count,
+                          uint8_t key[MP_KEY_MAX]);
 uint32_t mp__rnd_key_of(const mp_grid_t *g, uint64_t count, const mp_agg_t *agg,
                         uint8_t key[MP_KEY_MAX]);
 /* The phase the next call's JOINs carry (JOIN "ph"). */

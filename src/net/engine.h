@@ -120,6 +120,8 @@ typedef struct mp_peer {
     uint8_t *ctl_pending[MP_CTL_PENDING_MAX];
     size_t ctl_pending_len[MP_CTL_PENDING_MAX];
     uint32_t ctl_npending;
+    bool ahead;       /* a matchmaker candidate of the next call's key:
+                         kept open until that call starts */
     bool idle_dial;   /* NEW: dialled as a member without a session (it
                          counts as a member meanwhile) */
     uint64_t used_ms; /* last control message or data frame either way

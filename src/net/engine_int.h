@@ -106,6 +106,10 @@ bool mp__engine_crowded(const moshpit_t *mp);
  * entry without a session (IDLE); a dead one is redialled. */
 void mp__engine_peer_know(moshpit_t *mp, const uint8_t id[32],
                           const char *addr);
+/* Crowded swarm, once a second: a peer dead here for DEAD_RETRY_MS that
+ * membership holds alive (a dial that was not answered under load, a
+ * session that dropped) is a member again, without a session. */
+void mp__engine_sessions_revive(moshpit_t *mp, uint64_t now);
 /* Whether p counts as a member: a live session, or none open (IDLE, or
  * being dialled) and membership holds it alive or suspect. */
 bool mp__engine_peer_member(const moshpit_t *mp, const mp_peer_t *p);

@@ -639,10 +639,32 @@ void mp__engine_peer_know(moshpit_t *mp, const uint8_t id[32],
         }
         return;
     }
-    if (p->state == MP_PEER_IDLE)
+    if (p->state == MP_PEER_IDLE) {
         snprintf(p->ctrl_addr, sizeof(p->ctrl_addr), "%s", addr);
-    else if (p->state == MP_PEER_DEAD)
-        mp__engine_peer_redial(mp, p, addr); /* back (a refutation), or moved */
+    } else if (p->state == MP_PEER_DEAD && !p->outbound) {
+        /* back (a refutation), or moved: a member again, dialled when a
+         * message is for it */
+        snprintf(p->ctrl_addr, sizeof(p->ctrl_addr), "%s", addr);
+        p->state = MP_PEER_IDLE;
+        p->state_since_ms = mp__engine_now_ms();
+        p->left = false;
+        mp__engine_update_members(mp);
+    }
+}
+
+void mp__engine_sessions_revive(moshpit_t *mp, uint64_t now) {
+    if (!mp__engine_crowded(mp))
+        return;
+    for (size_t i = 0; i < mp->npeers; i++) {
+        mp_peer_t *p = mp->peers[i];
+        if (p->state != MP_PEER_DEAD || p->outbound || p->ctrl_addr[0] == 0 ||
+            now - p->state_since_ms < DEAD_RETRY_MS)
+            continue;
+        mp_swim_member_t m;
+        if (mp->swim != NULL && mp__swim_lookup(mp->swim, p->id, &m) &&
+            m.state == MP_SWIM_ALIVE && m.addr[0] != '\0')
+            mp__engine_peer_know(mp, p->id, m.addr);
+    }
 }
 
 void mp__engine_session_end_idle(moshpit_t *mp, mp_peer_t *p, const char *why) {
@@ -684,7 +706,7 @@ static bool session_closable(moshpit_t *mp, const mp_peer_t *p, uint64_t now) {
         !mp__engine_swim_alive(mp, p->id) ||
         mp__engine_round_has_member(mp, p) || p->swim_pending != NULL ||
         p->ctl_npending != 0 || p->st_next < p->st_end || p->ask_ms != 0 ||
-        p->stash_full ||
+        p->stash_full || p->ahead ||
         (p->bootstrap && mp->swim != NULL && !mp__swim_synced(mp->swim)))
         return false;
     for (uint32_t i = 0; i < mp->owed_n; i++)

@@ -268,6 +268,58 @@ static void drain(moshpit_t *mp) {
     }
 }
 
+/* Matchmaker candidates into ids (room for the view): ourselves unless
+ * outbound-only, and the live peers that are not outbound-only and that we
+ * did not fail to reach at their advertised address (docs/DESIGN.md,
+ * "Peers behind NAT"), and the members without a session (docs/DESIGN.md,
+ * "Sessions"). */
+static size_t candidates(moshpit_t *mp, uint8_t (*ids)[32], uint64_t now) {
+    size_t k = 0;
+    if (!mp->outbound)
+        memcpy(ids[k++], mp->pub, 32);
+    for (size_t i = 0; i < mp->npeers; i++) {
+        mp_peer_t *p = mp->peers[i];
+        if (p->state != MP_PEER_LIVE && mp__engine_peer_member(mp, p)) {
+            memcpy(ids[k++], p->id, 32);
+            continue;
+        }
+        if (p->state != MP_PEER_LIVE || !mp__engine_swim_member_ok(mp, p->id) ||
+            p->outbound)
+            continue;
+        if (!p->reach_ok && p->mon != NULL)
+            mp__engine_read_monitor(mp, p); /* its handshake event */
+        if (p->state == MP_PEER_LIVE && !mp__engine_unreached(p, now))
+            memcpy(ids[k++], p->id, 32);
+    }
+    return k;
+}
+
+/* Sessions only where needed: the first candidates of the key the next
+ * call will have get a session now, so that its JOIN does not wait for a
+ * dial (docs/DESIGN.md, "Sessions"). */
+static void dial_ahead(moshpit_t *mp, uint64_t count, uint64_t now) {
+    if (!mp__engine_crowded(mp))
+        return;
+    size_t n = mp__engine_view_count(mp);
+    uint8_t key[MP_KEY_MAX];
+    uint32_t key_len = mp__rnd_next_key(mp->rnd, count, key);
+    uint8_t(*ids)[32] = malloc(n * 32);
+    uint32_t *order = malloc(n * sizeof(*order));
+    if (ids != NULL && order != NULL) {
+        size_t k = candidates(mp, ids, now);
+        mp__rendezvous_order(key, key_len, (const uint8_t(*)[32])ids, k, order);
+        for (size_t i = 0; i < k && i < SESSION_DIAL_AHEAD; i++) {
+            mp_peer_t *p = mp__engine_find_peer(mp, ids[order[i]]);
+            if (p != NULL) {
+                p->ahead = true;
+                mp__engine_session_want(mp, p);
+            }
+        }
+    }
+    free(ids);
+    free(order);
+}
+
 void mp__engine_round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
     mp_round_t *r = &mp->round;
     mp_cmd_t *c = r->cmd;
@@ -302,6 +354,7 @@ void mp__engine_round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
         if (r->members[i] != NULL)
             mp__engine_stash_drop(r->members[i]);
     memset(r, 0, sizeof(*r));
+    dial_ahead(mp, (uint64_t)c->count, now);
     /* frames held for that round are useless now */
     for (size_t i = 0; i < mp->nearly;)
         if (mp__engine_recent_gid(mp, mp->early[i].round_id))
@@ -351,6 +404,8 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
     memset(r, 0, sizeof(*r));
     r->cmd = c;
     r->call_ms = now;
+    for (size_t i = 0; i < mp->npeers; i++)
+        mp->peers[i]->ahead = false; /* this call's JOIN protects them now */
     /* the view: this peer and the live peers membership holds alive */
     size_t n = mp__engine_view_count(mp);
     uint8_t key[MP_KEY_MAX];
@@ -365,30 +420,15 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
     mp__rnd_set_bandwidth(mp->rnd, mp__link_up_mbps(&mp->uplink));
     moshpit_err_t e = MOSHPIT_ENOMEM;
     if (ids != NULL && ordered != NULL && order != NULL && ack != NULL) {
-        /* matchmaker candidates: ourselves unless outbound-only, and the
-         * live peers that are not outbound-only and that we did not fail
-         * to reach at their advertised address (docs/DESIGN.md, "Peers
-         * behind NAT") */
-        size_t k = 0;
-        if (!mp->outbound)
-            memcpy(ids[k++], mp->pub, 32);
-        for (size_t i = 0; i < mp->npeers; i++) {
-            mp_peer_t *p = mp->peers[i];
-            if (p->state != MP_PEER_LIVE && mp__engine_peer_member(mp, p)) {
-                /* a member without a session (docs/DESIGN.md,
-                 * "Sessions") */
-                memcpy(ids[k++], p->id, 32);
-                continue;
-            }
-            if (p->state != MP_PEER_LIVE ||
-                !mp__engine_swim_member_ok(mp, p->id) || p->outbound)
-                continue;
-            if (!p->reach_ok && p->mon != NULL)
-                mp__engine_read_monitor(mp, p); /* its handshake event */
-            if (p->state == MP_PEER_LIVE && !mp__engine_unreached(p, now))
-                memcpy(ids[k++], p->id, 32);
-        }
+        size_t k = candidates(mp, ids, now);
         mp__rendezvous_order(key, key_len, (const uint8_t(*)[32])ids, k, order);
+        char first[41] = "";
+        if (k > 0)
+            zmq_z85_encode(first, ids[order[0]], 32);
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                       "round: a view of %zu members, %zu matchmaker "
+                       "candidates, the first %.8s",
+                       n, k, first);
         for (size_t i = 0; i < k; i++) {
             memcpy(ordered[i], ids[order[i]], 32);
             mp_peer_t *p = mp__engine_find_peer(mp, ordered[i]);

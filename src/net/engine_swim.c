@@ -84,7 +84,11 @@ bool mp__engine_swim_member_ok(const moshpit_t *mp, const uint8_t id[32]) {
 bool mp__engine_peer_member(const moshpit_t *mp, const mp_peer_t *p) {
     if (p->state == MP_PEER_LIVE)
         return true;
-    if (p->state != MP_PEER_IDLE && !(p->state == MP_PEER_NEW && p->idle_dial))
+    /* a dial counts while membership holds the peer alive: one to a
+     * member without a session, or any once the swarm is larger than
+     * sessions_max (a full mesh counts live sessions only) */
+    if (p->state != MP_PEER_IDLE &&
+        !(p->state == MP_PEER_NEW && (p->idle_dial || mp__engine_crowded(mp))))
         return false;
     mp_swim_member_t m;
     return mp->swim != NULL && mp__swim_lookup(mp->swim, p->id, &m) &&
@@ -168,7 +172,8 @@ static void swim_event(moshpit_t *mp, const mp_swim_event_t *ev) {
         if (!known || m.is_self || m.state == MP_SWIM_DEAD ||
             m.state == MP_SWIM_LEFT || m.addr[0] == '\0')
             break;
-        if (p == NULL || p->state == MP_PEER_IDLE)
+        if (p == NULL || p->state == MP_PEER_IDLE ||
+            (p->state == MP_PEER_DEAD && mp__engine_crowded(mp)))
             mp__engine_peer_know(mp, ev->id, m.addr); /* a session if the
                                                          cap allows */
         else if (ev->type == MP_SWIM_EV_JOINED)
