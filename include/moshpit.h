@@ -294,7 +294,7 @@ typedef struct moshpit_config {
                                is MOSHPIT_EINVAL (logged). Read only
                                during moshpit_open */
     uint64_t sessions_max;  /* sessions (a control and data connections
-                               each) this peer keeps open, default 64,
+                               each) this peer keeps open, default 128,
                                2..65536. A swarm of at most this many
                                other members keeps a session with every
                                one (as before); in a larger one sessions

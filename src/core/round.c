@@ -650,6 +650,12 @@ void mp__rnd_send_failed(mp_rnd_t *rm, uint64_t now, const mp_rnd_out_t *o) {
     pump(rm, now);
 }
 
+void mp__rnd_join_sent(mp_rnd_t *rm, uint64_t now,
+                       const uint8_t to[MP_ID_BYTES]) {
+    if (joining(rm))
+        mp__joiner_on_sent(rm->joiner, now, to);
+}
+
 void mp__rnd_tick(mp_rnd_t *rm, uint64_t now) {
     for (uint32_t i = 0; i < MP_RND_MM_KEYS; i++)
         if (rm->mms[i].mm != NULL && mp__mm_next_wakeup(rm->mms[i].mm) <= now)

@@ -226,6 +226,10 @@ void mp__rnd_member_failed(mp_rnd_t *rm, uint64_t now_ms, uint32_t i);
 /* The driver could not deliver o (its peer is unknown or gone): a JOIN
  * falls back to the next candidate at once; anything else is dropped. */
 void mp__rnd_send_failed(mp_rnd_t *rm, uint64_t now_ms, const mp_rnd_out_t *o);
+/* A JOIN to `to` that waited for a session has left now: its ACK timeout
+ * counts from now (mp__joiner_on_sent). */
+void mp__rnd_join_sent(mp_rnd_t *rm, uint64_t now_ms,
+                       const uint8_t to[MP_ID_BYTES]);
 
 /* Pulls one output; false when there is none. */
 bool mp__rnd_next_out(mp_rnd_t *rm, mp_rnd_out_t *o);

@@ -120,12 +120,13 @@ typedef struct mp_peer {
     uint8_t *ctl_pending[MP_CTL_PENDING_MAX];
     size_t ctl_pending_len[MP_CTL_PENDING_MAX];
     uint32_t ctl_npending;
-    bool ahead;       /* a matchmaker candidate of the next call's key:
-                         kept open until that call starts */
-    bool idle_dial;   /* NEW: dialled as a member without a session (it
-                         counts as a member meanwhile) */
-    uint64_t used_ms; /* last control message or data frame either way
-                         (the least recently used session closes first) */
+    uint32_t ctl_pending_join; /* bit i: ctl_pending[i] is our JOIN */
+    bool ahead;                /* a matchmaker candidate of the next call's key:
+                                  kept open until that call starts */
+    bool idle_dial;            /* NEW: dialled as a member without a session (it
+                                  counts as a member meanwhile) */
+    uint64_t used_ms;          /* last control message or data frame either way
+                                  (the least recently used session closes first) */
     /* state chunks this peer asked us for and we still owe it */
     uint64_t st_ver;
     uint32_t st_next, st_end;
@@ -196,7 +197,6 @@ typedef struct mp_early {
 typedef struct mp_round {
     mp_cmd_t *cmd;
     mp_group_t *group; /* the machine's, once the GROUP is taken */
-    uint64_t call_ms;  /* when the call started (matchmaking) */
     uint64_t gid;
     uint32_t n, self;
     mp_peer_t *members[MP_GROUP_MAX]; /* NULL for self */

@@ -30,7 +30,7 @@
 #define MP_STATE_CLIENTS_MAX 64u /* cap on state_clients_max */
 #define MP_DATA_STREAMS_MAX 16u  /* cap on data_streams */
 /* sessions kept open: default of config sessions_max and its bounds */
-#define MP_SESSIONS_DEFAULT 64u
+#define MP_SESSIONS_DEFAULT 128u
 #define MP_SESSIONS_MIN 2u
 #define MP_SESSIONS_MAX 65536u
 

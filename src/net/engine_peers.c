@@ -115,6 +115,7 @@ static void ctl_pending_drop(mp_peer_t *p) {
     for (uint32_t i = 0; i < p->ctl_npending; i++)
         free(p->ctl_pending[i]);
     p->ctl_npending = 0;
+    p->ctl_pending_join = 0;
 }
 
 void mp__engine_peer_close(mp_peer_t *p) {
@@ -232,6 +233,10 @@ bool mp__engine_send_or_dial(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m) {
         free(copy); /* dead, refused, or cannot be dialled */
         return false;
     }
+    if (m->type == MP_MSG_JOIN)
+        p->ctl_pending_join |= 1u << p->ctl_npending;
+    else
+        p->ctl_pending_join &= ~(1u << p->ctl_npending);
     p->ctl_pending[p->ctl_npending] = copy;
     p->ctl_pending_len[p->ctl_npending++] = len;
     return true;
@@ -245,10 +250,15 @@ void mp__engine_ctl_flush(moshpit_t *mp, mp_peer_t *p) {
             p->used_ms = mp__engine_now_ms();
             if (mp->round.cmd != NULL)
                 mp->round.bytes_sent += p->ctl_pending_len[i];
+            /* the matchmaker's ACK timeout counts from here, not from
+             * before the session was opened */
+            if ((p->ctl_pending_join & (1u << i)) && mp->rnd != NULL)
+                mp__rnd_join_sent(mp->rnd, p->used_ms, p->id);
         }
         free(p->ctl_pending[i]);
     }
     p->ctl_npending = 0;
+    p->ctl_pending_join = 0;
 }
 
 bool mp__engine_can_send(const mp_peer_t *p) {
@@ -622,9 +632,11 @@ void mp__engine_peer_know(moshpit_t *mp, const uint8_t id[32],
         !mp__endpoint_addr_ok(addr))
         return;
     mp_peer_t *p = mp__engine_find_peer(mp, id);
-    /* while the cap is not reached a new member gets a session at once
-     * (a swarm of up to sessions_max others is a full mesh) */
-    if (!mp__engine_crowded(mp) || sessions_open(mp) < mp->sessions_max) {
+    /* a new member gets a session at once in a swarm of up to
+     * sessions_max others (a full mesh), and in a larger one while fewer
+     * than half of sessions_max are open: news of members (gossip) then
+     * does not open one session after another that the cap closes again */
+    if (!mp__engine_crowded(mp) || sessions_open(mp) < mp->sessions_max / 2) {
         if (p == NULL || p->state != MP_PEER_DEAD)
             mp__engine_peer_learn(mp, id, addr);
         else
@@ -697,10 +709,10 @@ static uint64_t unused_for(const mp_peer_t *p, uint64_t now) {
 static bool session_closable(moshpit_t *mp, const mp_peer_t *p, uint64_t now) {
     if (unused_for(p, now) < SESSION_UNUSED_MS)
         return false;
-    /* our call is matchmaking: a JOIN, JOIN_ACK or GROUP that went over
-     * it since may still be answered */
-    if (mp->round.cmd != NULL && mp->round.group == NULL &&
-        p->used_ms >= mp->round.call_ms)
+    /* our call is matchmaking: nothing closes (a JOIN, JOIN_ACK or GROUP
+     * may still be answered, and a mate whose group formed first already
+     * counts on its session with us) */
+    if (mp->round.cmd != NULL && mp->round.group == NULL)
         return false;
     if (p->state != MP_PEER_LIVE || p->ctrl == NULL || p->outbound ||
         !mp__engine_swim_alive(mp, p->id) ||

@@ -403,7 +403,6 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
     uint64_t now = mp__engine_now_ms();
     memset(r, 0, sizeof(*r));
     r->cmd = c;
-    r->call_ms = now;
     for (size_t i = 0; i < mp->npeers; i++)
         mp->peers[i]->ahead = false; /* this call's JOIN protects them now */
     /* the view: this peer and the live peers membership holds alive */

@@ -265,7 +265,7 @@ static void test_config_defaults(void) {
           c.congestion != NULL ? c.congestion : "(null)");
     CHECK(c.peers_max == 4096 && c.peer_msg_rate == 1000,
           "peers_max %u peer_msg_rate %u", c.peers_max, c.peer_msg_rate);
-    CHECK(c.sessions_max == 64, "sessions_max %llu",
+    CHECK(c.sessions_max == 128, "sessions_max %llu",
           (unsigned long long)c.sessions_max);
     CHECK(c.listen != NULL, "listen is NULL");
     CHECK(c.log_level == MOSHPIT_LOG_WARN, "log_level %d", c.log_level);
