@@ -285,9 +285,10 @@ struct moshpit {
     char in_addr[MP_ADDR_MAX];
     mp_peer_t **peers;
     size_t npeers;
-    uint32_t peers_max;       /* config peers_max, resolved */
-    uint32_t msg_rate;        /* config peer_msg_rate, resolved */
-    uint32_t sessions_max;    /* config sessions_max, resolved */
+    uint32_t peers_max;    /* config peers_max, resolved */
+    uint32_t msg_rate;     /* config peer_msg_rate, resolved */
+    uint32_t sessions_max; /* config sessions_max, resolved */
+    bool crowded; /* more members than sessions_max (mp__engine_crowded) */
     uint64_t full_logged_ms;  /* peer table full: last logged */
     uint64_t mm_logged_ms;    /* matchmaker limits: last logged */
     uint64_t early_logged_ms; /* early frames, total limit: last logged */

@@ -59,7 +59,10 @@ size_t mp__engine_view_count(const moshpit_t *mp) {
     return n;
 }
 
+static void crowded_update(moshpit_t *mp);
+
 void mp__engine_update_members(moshpit_t *mp) {
+    crowded_update(mp);
     /* a live session counts whatever SWIM says (mp__engine_swim_member_ok);
      * an outbound-only peer also counts the members it cannot reach */
     uint64_t now = mp__engine_now_ms();
@@ -476,6 +479,7 @@ static mp_peer_t *peer_add(moshpit_t *mp, const uint8_t id[32],
     p->last_live_ms = p->state_since_ms;
     p->used_ms = p->state_since_ms;
     mp->peers[mp->npeers++] = p;
+    crowded_update(mp);
     return p;
 }
 
@@ -614,16 +618,22 @@ static size_t sessions_open(const moshpit_t *mp) {
 }
 
 bool mp__engine_crowded(const moshpit_t *mp) {
+    return mp->crowded;
+}
+
+/* Recounts mp->crowded (mp__engine_update_members, and once a second). */
+static void crowded_update(moshpit_t *mp) {
+    mp->crowded = false;
     /* an outbound-only peer dials every member (nobody can dial it) */
     if (mp->outbound)
-        return false;
+        return;
     size_t members = 0;
     for (size_t i = 0; i < mp->npeers; i++) {
         const mp_peer_t *p = mp->peers[i];
         members += p->state == MP_PEER_LIVE || p->state == MP_PEER_IDLE ||
                    p->state == MP_PEER_NEW;
     }
-    return members > mp->sessions_max;
+    mp->crowded = members > mp->sessions_max;
 }
 
 void mp__engine_peer_know(moshpit_t *mp, const uint8_t id[32],
@@ -665,6 +675,7 @@ void mp__engine_peer_know(moshpit_t *mp, const uint8_t id[32],
 }
 
 void mp__engine_sessions_revive(moshpit_t *mp, uint64_t now) {
+    crowded_update(mp); /* once a second: peers added without a change */
     if (!mp__engine_crowded(mp))
         return;
     for (size_t i = 0; i < mp->npeers; i++) {
@@ -760,6 +771,7 @@ static void host_of(const char *addr, char *host, size_t cap) {
 static void go_outbound(moshpit_t *mp, const mp_peer_t *by) {
     mp->reach = MP_REACH_OUTBOUND;
     mp->outbound = true;
+    mp->crowded = false; /* it dials every member */
     mp__rnd_set_noshare(mp->rnd, true);
     mp__engine_log(mp, MOSHPIT_LOG_WARN,
                    "peer %.8s cannot dial us at %s: outbound-only (we open "
