@@ -18,6 +18,7 @@
  * for every peer to count the whole swarm, prints how long that took (or
  * how far it got), and runs the rounds either way.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <moshpit.h>
@@ -47,6 +48,7 @@ typedef struct rec {
 
 typedef struct opts {
     int peers, rounds, kill, group_size, grid, wait_s, stagger_ms, idle_s;
+    int sessions_max;
     int join_random; /* bootstrap from a random earlier peer, not peer 0 */
     int compression; /* moshpit_config_t.compression */
     size_t size;
@@ -105,6 +107,7 @@ static int child_main(const opts_t *o, int i, const char *boot, int cmd_fd,
     moshpit_config_init(&cfg);
     cfg.swarm = "moshpit-demo";
     cfg.group_size = (uint32_t)o->group_size;
+    cfg.sessions_max = (uint64_t)o->sessions_max;
     cfg.grid_position = o->grid ? i : -1; /* grid_dims 0: from the swarm */
     cfg.matchmaking_ms = 1000;
     cfg.round_timeout_ms = 30000;
@@ -204,6 +207,47 @@ typedef struct peer {
     rec_t last;
 } peer_t;
 
+/* Open descriptors and resident memory of the peer processes (Linux
+ * /proc), printed as mean and largest per peer. */
+static void peers_resources(const struct peer *peers, int n, const char *when) {
+    double fd_sum = 0, rss_sum = 0;
+    long fd_max = 0, rss_max = 0;
+    int seen = 0;
+    for (int i = 0; i < n; i++) {
+        if (!peers[i].alive)
+            continue;
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/fd", (int)peers[i].pid);
+        DIR *d = opendir(path);
+        if (d == NULL)
+            continue;
+        long fds = 0;
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL)
+            fds += e->d_name[0] != '.';
+        closedir(d);
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)peers[i].pid);
+        FILE *f = fopen(path, "r");
+        long rss = 0;
+        char line[256];
+        while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+            if (sscanf(line, "VmRSS: %ld kB", &rss) == 1)
+                break;
+        if (f != NULL)
+            fclose(f);
+        fd_sum += (double)fds;
+        rss_sum += (double)rss;
+        fd_max = fds > fd_max ? fds : fd_max;
+        rss_max = rss > rss_max ? rss : rss_max;
+        seen++;
+    }
+    if (seen > 0)
+        printf("%s: per peer %.1f open descriptors (largest %ld), %.1f MiB "
+               "resident (largest %.1f)\n\n",
+               when, fd_sum / seen, fd_max, rss_sum / seen / 1024.0,
+               (double)rss_max / 1024.0);
+}
+
 static int read_rec(peer_t *p, rec_t *r, int timeout_ms) {
     struct pollfd pfd = {.fd = p->rep_fd, .events = POLLIN};
     int rc = poll(&pfd, 1, timeout_ms);
@@ -258,7 +302,9 @@ static void usage(void) {
         "  --compression: how parts travel (default none); the result is\n"
         "          then checked within a step of the format per round\n"
         "  --idle: seconds to sit idle after the wait, printing the CPU\n"
-        "          the peers used meanwhile (Linux /proc; default 0)\n");
+        "          the peers used meanwhile, their open descriptors and\n"
+        "          resident memory (Linux /proc; default 0)\n"
+        "  --sessions-max: config sessions_max (default 0: the library's)\n");
 }
 
 /* Peer processes hold about 8 descriptors per other peer: take the hard
@@ -325,7 +371,9 @@ int main(int argc, char **argv) {
             for (int c = 0; c < 5; c++)
                 if (strcmp(v, names[c]) == 0)
                     o.compression = c;
-        } else if (strcmp(argv[a], "--join") == 0 && strcmp(v, "first") == 0)
+        } else if (strcmp(argv[a], "--sessions-max") == 0)
+            o.sessions_max = atoi(v);
+        else if (strcmp(argv[a], "--join") == 0 && strcmp(v, "first") == 0)
             o.join_random = 0;
         else if (strcmp(argv[a], "--join") == 0 && strcmp(v, "random") == 0)
             o.join_random = 1;
@@ -340,7 +388,7 @@ int main(int argc, char **argv) {
         o.kill < 0 || o.kill >= o.peers || o.group_size < 1 ||
         o.group_size > 64 || o.wait_s < 1 || o.wait_s > 3600 ||
         o.stagger_ms < 0 || o.stagger_ms > 60000 || o.idle_s < 0 ||
-        o.compression < 0 || o.idle_s > 3600) {
+        o.compression < 0 || o.idle_s > 3600 || o.sessions_max < 0) {
         usage();
         return 2;
     }
@@ -467,6 +515,7 @@ int main(int argc, char **argv) {
                    w1 - w0, o.peers, sum, 100.0 * sum / (w1 - w0) / o.peers,
                    60.0 * sum / (w1 - w0) / o.peers, 60.0 * worst / (w1 - w0));
         free(c0);
+        peers_resources(peers, o.peers, "after the idle wait");
     }
     printf("%-6s %-22s %-14s %-12s %s\n", "round", "group sizes (xpeers)",
            "max rel. dev.", "MiB moved", "time s (allreduce)");
@@ -575,6 +624,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < o.peers; i++)
         survivors += peers[i].alive;
     printf("\n");
+    if (o.idle_s > 0)
+        peers_resources(peers, o.peers, "after the rounds");
     int ok;
     /* a lossy encoding rounds twice a round, half a step each time
      * (docs/AGGREGATION.md, "Compression"); steps relative to the largest

@@ -293,6 +293,17 @@ typedef struct moshpit_config {
                                system's. A name this process cannot use
                                is MOSHPIT_EINVAL (logged). Read only
                                during moshpit_open */
+    uint64_t sessions_max;  /* sessions (a control and data connections
+                               each) this peer keeps open, default 128,
+                               2..65536. A swarm of at most this many
+                               other members keeps a session with every
+                               one (as before); in a larger one sessions
+                               open when a message is for a member and
+                               the least recently used one closes over
+                               the cap. Sessions the running round, a
+                               download or a peer behind NAT needs are
+                               kept even beyond it (docs/DESIGN.md,
+                               "Sessions") */
 } moshpit_config_t;
 
 /* What one moshpit_average() call did. Grows at its end like

@@ -96,7 +96,7 @@ static inline int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
         return 1;
     }
     case MP_MSG_BYE:
-        return 1;
+        return a->u.bye.reason == b->u.bye.reason;
     case MP_MSG_DONE:
         return a->u.done.group_id == b->u.done.group_id &&
                a->u.done.up_kbps == b->u.done.up_kbps;

@@ -571,7 +571,7 @@ class Peer:
     round_timeout_ms, log_level, peer_timeout_ms, bandwidth_mbps, grid_dims,
     serve_state, state_clients_max, aggregation (AGG_*), trim, clip_tau,
     clip_iters, weight_cap, peers_max, peer_msg_rate, compression
-    (COMPRESS_*), data_streams. Fields not given keep
+    (COMPRESS_*), data_streams, sessions_max. Fields not given keep
     the library's defaults. authorized_count is accepted only if it matches
     len(authorized_keys).
 

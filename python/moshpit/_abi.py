@@ -100,6 +100,7 @@ class Config(ctypes.Structure):
         ("compression", ctypes.c_uint32),
         ("data_streams", ctypes.c_uint32),
         ("congestion", ctypes.c_char_p),
+        ("sessions_max", ctypes.c_uint64),
     ]
 
 

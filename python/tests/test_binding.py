@@ -54,6 +54,8 @@ def test_open_errors_from_the_library():
         dict(aggregation=7),
         dict(compression=5),
         dict(data_streams=17),
+        dict(sessions_max=1),
+        dict(sessions_max=65537),
         dict(congestion="mp_no_such_cc"),
         dict(congestion="not a name"),
         dict(listen="udp://nowhere"),
@@ -143,6 +145,7 @@ def test_every_config_field_reaches_the_struct():
         compression=moshpit.COMPRESS_INT8,
         data_streams=3,
         congestion="reno",
+        sessions_max=16,
     )
     assert set(config) == set(moshpit.CONFIG_FIELDS)
     cfg, keep = moshpit.build_config(config)

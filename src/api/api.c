@@ -49,6 +49,7 @@ static const moshpit_config_t config_defaults = {
     .clip_iters = 5,
     .peers_max = MP_PEERS_CAP,
     .peer_msg_rate = MP_MSG_RATE_DEFAULT,
+    .sessions_max = MP_SESSIONS_DEFAULT,
 };
 
 /* sizeof(moshpit_config_t) and sizeof(moshpit_round_t) in 0.2.0 on this
@@ -101,6 +102,8 @@ static void config_zero_defaults(moshpit_config_t *c) {
         c->peers_max = config_defaults.peers_max;
     if (c->peer_msg_rate == 0)
         c->peer_msg_rate = config_defaults.peer_msg_rate;
+    if (c->sessions_max == 0)
+        c->sessions_max = config_defaults.sessions_max;
 }
 
 /* *full = the caller's size bytes of cfg over the defaults. Bytes past the
@@ -216,6 +219,9 @@ static moshpit_err_t check_config(const moshpit_config_t *c) {
                                   c->peer_msg_rate > MP_MSG_RATE_MAX))
         return MOSHPIT_EINVAL;
     if (c->data_streams > MP_DATA_STREAMS_MAX)
+        return MOSHPIT_EINVAL;
+    if (c->sessions_max != 0 && (c->sessions_max < MP_SESSIONS_MIN ||
+                                 c->sessions_max > MP_SESSIONS_MAX))
         return MOSHPIT_EINVAL;
     if (c->congestion != NULL && !congestion_name_ok(c->congestion))
         return MOSHPIT_EINVAL;

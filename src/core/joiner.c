@@ -205,6 +205,19 @@ void mp__joiner_on_peer_failed(mp_joiner_t *j, const uint8_t id[MP_ID_BYTES]) {
     joiner_fall_back(j);
 }
 
+void mp__joiner_on_sent(mp_joiner_t *j, uint64_t now_ms,
+                        const uint8_t to[MP_ID_BYTES]) {
+    if (j == NULL || to == NULL || j->state != MP_JOIN_WAITING ||
+        j->phase != JP_ACK || memcmp(to, j->cand[j->cur], MP_ID_BYTES) != 0)
+        return;
+    uint32_t ack = j->ack_timeout_ms;
+    if (j->ack_ms != NULL && j->ack_ms[j->cur] != 0 && j->ack_ms[j->cur] < ack)
+        ack = j->ack_ms[j->cur];
+    uint64_t d = mp__add_sat_u64(now_ms, ack);
+    if (d > j->ack_deadline)
+        j->ack_deadline = d < j->give_up ? d : j->give_up;
+}
+
 void mp__joiner_on_tick(mp_joiner_t *j, uint64_t now_ms) {
     if (j == NULL || j->state != MP_JOIN_WAITING) {
         return;

@@ -64,6 +64,11 @@ void mp__joiner_on_alone(mp_joiner_t *j, const uint8_t from[MP_ID_BYTES],
                          uint64_t seq);
 /* The candidate is known unreachable: move on at once if it is current. */
 void mp__joiner_on_peer_failed(mp_joiner_t *j, const uint8_t id[MP_ID_BYTES]);
+/* The JOIN to `to` only left now (it waited for a session to be opened):
+ * if `to` is the current candidate and has not answered, its ACK timeout
+ * starts now (never past the give-up time). */
+void mp__joiner_on_sent(mp_joiner_t *j, uint64_t now_ms,
+                        const uint8_t to[MP_ID_BYTES]);
 void mp__joiner_on_tick(mp_joiner_t *j, uint64_t now_ms);
 uint64_t mp__joiner_next_wakeup(const mp_joiner_t *j);
 mp_join_state_t mp__joiner_state(const mp_joiner_t *j);

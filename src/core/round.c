@@ -225,6 +225,11 @@ uint32_t mp__rnd_key_of(const mp_grid_t *g, uint64_t count, const mp_agg_t *agg,
     return len;
 }
 
+uint32_t mp__rnd_next_key(const mp_rnd_t *rm, uint64_t count,
+                          uint8_t key[MP_KEY_MAX]) {
+    return mp__rnd_key_of(&rm->grid, count, &rm->cfg.agg, key);
+}
+
 uint32_t mp__rnd_phase(const mp_rnd_t *rm) {
     return rm->phase;
 }
@@ -715,6 +720,12 @@ void mp__rnd_send_failed(mp_rnd_t *rm, uint64_t now, const mp_rnd_out_t *o) {
         return;
     mp__joiner_on_peer_failed(rm->joiner, o->to);
     pump(rm, now);
+}
+
+void mp__rnd_join_sent(mp_rnd_t *rm, uint64_t now,
+                       const uint8_t to[MP_ID_BYTES]) {
+    if (joining(rm))
+        mp__joiner_on_sent(rm->joiner, now, to);
 }
 
 void mp__rnd_tick(mp_rnd_t *rm, uint64_t now) {

@@ -166,6 +166,10 @@ void mp__rnd_free(mp_rnd_t *rm);
 
 /* The group key of a peer at grid g averaging count floats with rule agg
  * (see mp__rnd_key); returns its length. */
+/* The key the next call of count floats will have if the view does not
+ * change (no state changes; mp__rnd_key is the call's own). */
+uint32_t mp__rnd_next_key(const mp_rnd_t *rm, uint64_t count,
+                          uint8_t key[MP_KEY_MAX]);
 uint32_t mp__rnd_key_of(const mp_grid_t *g, uint64_t count, const mp_agg_t *agg,
                         uint8_t key[MP_KEY_MAX]);
 /* The phase the next call's JOINs carry (JOIN "ph"). */
@@ -246,6 +250,10 @@ void mp__rnd_member_failed(mp_rnd_t *rm, uint64_t now_ms, uint32_t i);
 /* The driver could not deliver o (its peer is unknown or gone): a JOIN
  * falls back to the next candidate at once; anything else is dropped. */
 void mp__rnd_send_failed(mp_rnd_t *rm, uint64_t now_ms, const mp_rnd_out_t *o);
+/* A JOIN to `to` that waited for a session has left now: its ACK timeout
+ * counts from now (mp__joiner_on_sent). */
+void mp__rnd_join_sent(mp_rnd_t *rm, uint64_t now_ms,
+                       const uint8_t to[MP_ID_BYTES]);
 
 /* Pulls one output; false when there is none. */
 bool mp__rnd_next_out(mp_rnd_t *rm, mp_rnd_out_t *o);

@@ -409,6 +409,17 @@ bool mp__swim_syncing(const mp_swim_t *sw);
 /* Own incarnation; whether the join (if any) has received its last page;
  * whether the machine has left. */
 uint32_t mp__swim_self_inc(const mp_swim_t *sw);
+/* Probing partners only (docs/DESIGN.md, "Sessions"). With fn set, the
+ * round-robin probe skips members for which fn(ctx, id) is false, and
+ * PING_REQ helpers and the second member-list pull are partners when one
+ * is alive; probes of members someone else suspects are not filtered.
+ * Members that are nobody's partner here are probed by the peers whose
+ * partners they are, and their state reaches this peer by gossip. fn must
+ * not call back into the machine. NULL (the default) = every member. */
+void mp__swim_set_partners(mp_swim_t *sw,
+                           bool (*fn)(void *ctx,
+                                      const uint8_t id[MP_SWIM_ID_BYTES]),
+                           void *ctx);
 bool mp__swim_synced(const mp_swim_t *sw);
 bool mp__swim_has_left(const mp_swim_t *sw);
 

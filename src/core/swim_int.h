@@ -155,6 +155,10 @@ struct mp_swim {
     mp_swim_event_t *ev;
     uint32_t ev_head, nev, capev;
 
+    /* partners (mp__swim_set_partners): NULL = every member */
+    bool (*partner)(void *ctx, const uint8_t id[MP_SWIM_ID_BYTES]);
+    void *partner_ctx;
+
     uint64_t next_probe;
     uint32_t urgent[SW_URGENT_MAX];
     uint32_t nurgent;

@@ -326,6 +326,18 @@ static bool probeable(const mp_swim_t *sw, uint32_t s) {
            (m->state == MP_SWIM_ALIVE || m->state == MP_SWIM_SUSPECT);
 }
 
+static bool partner_ok(const mp_swim_t *sw, uint32_t s) {
+    return sw->partner == NULL || sw->partner(sw->partner_ctx, sw->mem[s].id);
+}
+
+void mp__swim_set_partners(mp_swim_t *sw,
+                           bool (*fn)(void *ctx,
+                                      const uint8_t id[MP_SWIM_ID_BYTES]),
+                           void *ctx) {
+    sw->partner = fn;
+    sw->partner_ctx = ctx;
+}
+
 uint32_t mp__sw_next_probe(mp_swim_t *sw) {
     bool shuffled = false;
     for (uint32_t seen = 0; seen <= sw->nslots;) {
@@ -344,10 +356,14 @@ uint32_t mp__sw_next_probe(mp_swim_t *sw) {
         }
         uint32_t s = sw->order[sw->ptr++];
         seen++;
-        if (probeable(sw, s))
+        if (probeable(sw, s) && partner_ok(sw, s))
             return s;
     }
     return SW_NONE;
+}
+
+static bool other_alive(const mp_swim_t *sw, uint32_t s, uint32_t exclude) {
+    return s != exclude && s != sw->self && sw->mem[s].state == MP_SWIM_ALIVE;
 }
 
 uint32_t mp__sw_random_alive(mp_swim_t *sw, uint32_t exclude) {
@@ -355,14 +371,19 @@ uint32_t mp__sw_random_alive(mp_swim_t *sw, uint32_t exclude) {
         return SW_NONE;
     for (int tries = 0; tries < 32; tries++) {
         uint32_t s = (uint32_t)mp__sw_rand_below(sw, sw->nslots);
-        if (s != exclude && s != sw->self && sw->mem[s].state == MP_SWIM_ALIVE)
+        if (other_alive(sw, s, exclude) && partner_ok(sw, s))
             return s;
     }
-    /* Sparse table: scan once from a random start. */
+    /* Sparse table: scan once from a random start (partners first). */
     uint32_t start = (uint32_t)mp__sw_rand_below(sw, sw->nslots);
     for (uint32_t k = 0; k < sw->nslots; k++) {
         uint32_t s = (start + k) % sw->nslots;
-        if (s != exclude && s != sw->self && sw->mem[s].state == MP_SWIM_ALIVE)
+        if (other_alive(sw, s, exclude) && partner_ok(sw, s))
+            return s;
+    }
+    for (uint32_t k = 0; sw->partner != NULL && k < sw->nslots; k++) {
+        uint32_t s = (start + k) % sw->nslots;
+        if (other_alive(sw, s, exclude))
             return s;
     }
     return SW_NONE;

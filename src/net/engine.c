@@ -158,13 +158,22 @@ out:
     zmq_msg_close(&pb);
 }
 
+/* A message from a member whose session this peer closed: the other side
+ * still holds it open (our BYE crossed its message): open a new one. */
+static void reopen_idle(moshpit_t *mp, mp_peer_t *p) {
+    if (p != NULL && p->state == MP_PEER_IDLE)
+        mp__engine_session_want(mp, p);
+}
+
 static void ctrl_msg(moshpit_t *mp, const uint8_t id[32], mp_peer_t *p,
                      zmq_msg_t *body, zmq_msg_t *pb, bool has_pb) {
     char uid[41];
     zmq_z85_encode(uid, id, 32);
     uint64_t now = mp__engine_now_ms();
-    if (p != NULL)
+    if (p != NULL) {
         p->last_rx_ms = now; /* not frozen (mp__engine_swim_check_sessions) */
+        p->used_ms = now;    /* in use (mp__engine_sessions_trim) */
+    }
     if (p != NULL && !msg_allowed(mp, p, now))
         goto out;
     if (zmq_msg_size(body) > MP_CTRL_MAX) {
@@ -183,6 +192,7 @@ static void ctrl_msg(moshpit_t *mp, const uint8_t id[32], mp_peer_t *p,
     moshpit_err_t e =
         mp__wire_msg_decode(zmq_msg_data(body), zmq_msg_size(body), m);
     if (e != MOSHPIT_OK) {
+        reopen_idle(mp, p);
         if (!mp__engine_swim_on_ctrl(mp, p, zmq_msg_data(body),
                                      zmq_msg_size(body)))
             mp__engine_log(mp, MOSHPIT_LOG_WARN,
@@ -201,8 +211,11 @@ static void ctrl_msg(moshpit_t *mp, const uint8_t id[32], mp_peer_t *p,
         mp__engine_peer_set_state(mp, p, MP_PEER_REFUSED, "it refused us");
         goto out;
     }
-    if (p->state != MP_PEER_LIVE)
+    if (p->state != MP_PEER_LIVE) {
+        if (m->type != MP_MSG_BYE)
+            reopen_idle(mp, p);
         goto out;
+    }
     if (mp__engine_round_on_msg(mp, p, m))
         goto out;
     switch (m->type) {
@@ -224,6 +237,17 @@ static void ctrl_msg(moshpit_t *mp, const uint8_t id[32], mp_peer_t *p,
         mp__engine_resume_on_have(mp, p, &m->u.have);
         break;
     case MP_MSG_BYE:
+        if (m->u.bye.reason == MP_BYE_IDLE) {
+            /* it closed a session nothing used (over its sessions_max):
+             * still a member, the next message for it dials it; a mate of
+             * the running group whose session ends is failed */
+            bool mate = mp__engine_round_has_member(mp, p);
+            mp__engine_peer_set_state(mp, p, MP_PEER_IDLE, "closed by it");
+            if (mate)
+                mp__engine_round_peer_failed(mp, p);
+            mp__engine_state_peer_failed(mp, p);
+            break;
+        }
         p->left = true;
         mp__engine_peer_set_state(mp, p, MP_PEER_DEAD, "left");
         break;
@@ -528,6 +552,8 @@ static void housekeeping(moshpit_t *mp, uint64_t now) {
         mp->next_gossip_ms = now + GOSSIP_MS;
         mp__engine_expire_certs(mp);
         mp__engine_swim_check_sessions(mp, now);
+        mp__engine_sessions_revive(mp, now);
+        mp__engine_sessions_trim(mp, now);
         mp__engine_reach_check(mp, now);
         if (mp->outbound) /* dials that failed by now count (view) */
             mp__engine_update_members(mp);

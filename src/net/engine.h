@@ -60,8 +60,15 @@ typedef enum {
     MP_PEER_NEW = 0, /* known, no session yet */
     MP_PEER_LIVE,    /* session established */
     MP_PEER_DEAD,    /* disconnected or silent */
-    MP_PEER_REFUSED  /* failed admission (either way) */
+    MP_PEER_REFUSED, /* failed admission (either way) */
+    MP_PEER_IDLE     /* a member (by membership) with no session open: never
+                        had one, or it was closed over sessions_max; the
+                        next message for it dials it (docs/DESIGN.md,
+                        "Sessions") */
 } mp_peer_state_t;
+
+/* control messages that wait for a session being dialled */
+#define MP_CTL_PENDING_MAX 8u
 
 typedef struct mp_peer {
     uint8_t id[32];
@@ -108,6 +115,17 @@ typedef struct mp_peer {
     bool bootstrap;        /* given in the config's bootstrap list */
     uint8_t *swim_pending; /* a membership message waiting for the session */
     size_t swim_pending_len;
+    /* control messages (JOIN, GROUP, ...) waiting for the session */
+    uint8_t *ctl_pending[MP_CTL_PENDING_MAX];
+    size_t ctl_pending_len[MP_CTL_PENDING_MAX];
+    uint32_t ctl_npending;
+    uint32_t ctl_pending_join; /* bit i: ctl_pending[i] is our JOIN */
+    bool ahead;                /* a matchmaker candidate of the next call's key:
+                                  kept open until that call starts */
+    bool idle_dial;            /* NEW: dialled as a member without a session (it
+                                  counts as a member meanwhile) */
+    uint64_t used_ms;          /* last control message or data frame either way
+                                  (the least recently used session closes first) */
     /* state chunks this peer asked us for and we still owe it */
     uint64_t st_ver;
     uint32_t st_next, st_end;
@@ -295,8 +313,10 @@ struct moshpit {
     char in_addr[MP_ADDR_MAX];
     mp_peer_t **peers;
     size_t npeers;
-    uint32_t peers_max;       /* config peers_max, resolved */
-    uint32_t msg_rate;        /* config peer_msg_rate, resolved */
+    uint32_t peers_max;    /* config peers_max, resolved */
+    uint32_t msg_rate;     /* config peer_msg_rate, resolved */
+    uint32_t sessions_max; /* config sessions_max, resolved */
+    bool crowded; /* more members than sessions_max (mp__engine_crowded) */
     uint64_t full_logged_ms;  /* peer table full: last logged */
     uint64_t mm_logged_ms;    /* matchmaker limits: last logged */
     uint64_t early_logged_ms; /* early frames, total limit: last logged */

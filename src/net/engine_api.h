@@ -29,6 +29,10 @@
 #define MP_MSG_RATE_MAX 1000000u
 #define MP_STATE_CLIENTS_MAX 64u /* cap on state_clients_max */
 #define MP_DATA_STREAMS_MAX 16u  /* cap on data_streams */
+/* sessions kept open: default of config sessions_max and its bounds */
+#define MP_SESSIONS_DEFAULT 128u
+#define MP_SESSIONS_MIN 2u
+#define MP_SESSIONS_MAX 65536u
 
 typedef enum { MP_CMD_AVERAGE = 1, MP_CMD_CLOSE, MP_CMD_FETCH } mp_cmd_type_t;
 

@@ -134,17 +134,31 @@ void mp__engine_on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {
         return;
     }
     mp_peer_t *p = mp__engine_find_peer_by_tag(mp, h.tag);
+    bool setup = false;
     if (p == NULL || p->state != MP_PEER_LIVE) {
-        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
-                       "data frame with unknown tag dropped");
-        return;
+        /* a session being opened: the sender has our HELLO, its answer
+         * (on the other connection) has not come yet; its parts wait
+         * (mp__engine_round_peer_live) */
+        p = NULL;
+        for (size_t i = 0; i < mp->npeers && p == NULL; i++)
+            if (mp->peers[i]->my_tag == h.tag &&
+                mp->peers[i]->state == MP_PEER_NEW &&
+                mp->peers[i]->ctrl != NULL)
+                p = mp->peers[i];
+        if (p == NULL || h.kind == MP_PART_STATE) {
+            mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                           "data frame with unknown tag dropped");
+            return;
+        }
+        setup = true;
     }
+    p->used_ms = mp__engine_now_ms();
     if (h.kind == MP_PART_STATE) {
         mp__engine_state_on_frame(mp, p, buf, len, &h);
         return;
     }
     mp_round_t *r = &mp->round;
-    if (r->group != NULL && h.round_id == r->gid) {
+    if (!setup && r->group != NULL && h.round_id == r->gid) {
         mp__engine_process_frame(mp, p, buf, len, &h);
         return;
     }
@@ -289,7 +303,8 @@ void mp__engine_pump_sends(moshpit_t *mp) {
         progress = false;
         for (uint32_t i = 0; i < r->n; i++) {
             mp_peer_t *p = r->members[i];
-            if (p == NULL || !mp__engine_has_data(p))
+            if (p == NULL || !mp__engine_has_data(p) ||
+                p->state != MP_PEER_LIVE)
                 continue;
             if (!mp__group_member_alive(r->group, i)) {
                 mp__engine_stash_drop(p);
@@ -308,6 +323,7 @@ void mp__engine_pump_sends(moshpit_t *mp) {
             }
             if (send_stash(mp, p)) {
                 p->stash_full = false;
+                p->used_ms = now;
                 r->bytes_sent += p->stash_bytes;
                 progress = true;
             }

@@ -34,6 +34,12 @@ _Static_assert(sizeof(zmq_msg_t) <= 64, "zmq_msg_t storage in mp_peer_t");
  * (mp__engine_swim_check_sessions) */
 #define SESSION_QUIET_MS 5000u
 #define RECONNECT_GIVEUP_MS 3600000u
+/* Over config sessions_max, a session closes only once nothing went over
+ * it for this long past the matchmaking time (docs/DESIGN.md,
+ * "Sessions"). */
+#define SESSION_UNUSED_MS 2000u
+/* matchmaker candidates of a round's key dialled when the round starts */
+#define SESSION_DIAL_AHEAD 3u
 #define ROUND_MARGIN_MS 100u
 /* A peer whose address our control DEALER could not reach (no CURVE
  * handshake) this long after it began dialling is told so ("nr"). */
@@ -94,6 +100,37 @@ uint32_t mp__engine_round_done_report(const moshpit_t *mp, const mp_peer_t *p,
                                       uint64_t gid);
 /* p is a member of the group all-reduce running now. */
 bool mp__engine_round_has_member(const moshpit_t *mp, const mp_peer_t *p);
+/* p's session just came up: the running round's frames from p that
+ * waited for it are processed, and parts for p go out. */
+void mp__engine_round_peer_live(moshpit_t *mp, mp_peer_t *p);
+/* Sessions only where needed (docs/DESIGN.md, "Sessions"). More members
+ * than config sessions_max (and this peer is not outbound-only): new
+ * members get no session until a message is for them. */
+bool mp__engine_crowded(const moshpit_t *mp);
+/* Membership told of a member: dialled while the cap allows, else a table
+ * entry without a session (IDLE); a dead one is redialled. */
+void mp__engine_peer_know(moshpit_t *mp, const uint8_t id[32],
+                          const char *addr);
+/* Crowded swarm, once a second: a peer dead here for DEAD_RETRY_MS that
+ * membership holds alive (a dial that was not answered under load, a
+ * session that dropped) is a member again, without a session. */
+void mp__engine_sessions_revive(moshpit_t *mp, uint64_t now);
+/* Whether p counts as a member: a live session, or none open (IDLE, or
+ * being dialled) and membership holds it alive or suspect. */
+bool mp__engine_peer_member(const moshpit_t *mp, const mp_peer_t *p);
+/* Dials p if it is a member without a session (a session wanted soon). */
+void mp__engine_session_want(moshpit_t *mp, mp_peer_t *p);
+/* Sends m to p, dialling p first (m waits, up to MP_CTL_PENDING_MAX
+ * messages) when it has no session; false if p cannot be reached. */
+bool mp__engine_send_or_dial(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m);
+/* Sends the messages that waited for p's session (p just went live). */
+void mp__engine_ctl_flush(moshpit_t *mp, mp_peer_t *p);
+/* Closes the least recently used sessions nothing needs while more than
+ * config sessions_max are open. */
+void mp__engine_sessions_trim(moshpit_t *mp, uint64_t now);
+/* Closes p's session on purpose (a BYE marked idle first); p stays a
+ * member, IDLE. */
+void mp__engine_session_end_idle(moshpit_t *mp, mp_peer_t *p, const char *why);
 void mp__engine_round_progress(moshpit_t *mp);
 void mp__engine_send_hello(moshpit_t *mp, mp_peer_t *p, bool reply);
 /* Sending to p by the route its reachability gives (docs/DESIGN.md, "Peers

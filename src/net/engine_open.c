@@ -113,6 +113,7 @@ static moshpit_err_t state_init(moshpit_t *mp, const moshpit_config_t *cfg) {
      * config_zero_defaults: the one defaults table) */
     mp->peers_max = mp->cfg.peers_max;
     mp->msg_rate = mp->cfg.peer_msg_rate;
+    mp->sessions_max = (uint32_t)mp->cfg.sessions_max;
     mp->ciphers = mp__session_ciphers();
     mp->rng = mp__crypto_random_u64();
     mp->join_seq = mp__crypto_random_u64() >> 16;

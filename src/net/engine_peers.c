@@ -52,19 +52,24 @@ size_t mp__engine_view_count(const moshpit_t *mp) {
         const mp_peer_t *p = mp->peers[i];
         if (p->state == MP_PEER_LIVE)
             n += mp__engine_swim_member_ok(mp, p->id);
+        else if (mp__engine_peer_member(mp, p))
+            n++; /* no session open, SWIM holds it alive or suspect */
         else if (mp->outbound && counts_unreached(p, now))
             n += mp__engine_swim_alive(mp, p->id);
     }
     return n;
 }
 
+static void crowded_update(moshpit_t *mp);
+
 void mp__engine_update_members(moshpit_t *mp) {
+    crowded_update(mp);
     /* a live session counts whatever SWIM says (mp__engine_swim_member_ok);
      * an outbound-only peer also counts the members it cannot reach */
     uint64_t now = mp__engine_now_ms();
     size_t live = 1;
     for (size_t i = 0; i < mp->npeers; i++)
-        if (mp->peers[i]->state == MP_PEER_LIVE)
+        if (mp__engine_peer_member(mp, mp->peers[i]))
             live++;
         else if (mp->outbound && counts_unreached(mp->peers[i], now))
             live += mp__engine_swim_alive(mp, mp->peers[i]->id);
@@ -110,8 +115,16 @@ void mp__engine_stash_drop(mp_peer_t *p) {
     }
 }
 
+static void ctl_pending_drop(mp_peer_t *p) {
+    for (uint32_t i = 0; i < p->ctl_npending; i++)
+        free(p->ctl_pending[i]);
+    p->ctl_npending = 0;
+    p->ctl_pending_join = 0;
+}
+
 void mp__engine_peer_close(mp_peer_t *p) {
     mp__engine_stash_drop(p);
+    ctl_pending_drop(p);
     if (p->ctrl != NULL)
         zmq_socket_monitor(p->ctrl, NULL, 0);
     mp__net_close(&p->mon);
@@ -179,8 +192,77 @@ void mp__engine_send_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m) {
         mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
                        "control message to %.8s dropped: %s", p->id_txt,
                        zmq_strerror(errno));
-    else if (mp->round.cmd != NULL)
-        mp->round.bytes_sent += len + pblen;
+    else {
+        p->used_ms = mp__engine_now_ms();
+        if (mp->round.cmd != NULL)
+            mp->round.bytes_sent += len + pblen;
+    }
+}
+
+/* Dials p, a member without a session (IDLE), at its known address. */
+static void dial_idle(moshpit_t *mp, mp_peer_t *p) {
+    char addr[MP_ADDR_MAX]; /* peer_learn writes p->ctrl_addr */
+    snprintf(addr, sizeof(addr), "%s", p->ctrl_addr);
+    mp__engine_peer_learn(mp, p->id, addr);
+}
+
+void mp__engine_session_want(moshpit_t *mp, mp_peer_t *p) {
+    if (p != NULL && p->state == MP_PEER_IDLE)
+        dial_idle(mp, p);
+}
+
+bool mp__engine_send_or_dial(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m) {
+    if (p->state == MP_PEER_LIVE && mp__engine_can_send(p)) {
+        mp__engine_send_msg(mp, p, m);
+        return true;
+    }
+    if (p->ctl_npending >= MP_CTL_PENDING_MAX) {
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                       "control message to %.8s dropped: %u wait for its "
+                       "session",
+                       p->id_txt, p->ctl_npending);
+        return false;
+    }
+    /* encoded before dialling: the HELLO reuses mp->msg and mp->msgbuf */
+    size_t len = 0;
+    if (mp__wire_msg_encode(m, mp->msgbuf, MP_CTRL_MAX, &len) != MOSHPIT_OK)
+        return false;
+    uint8_t *copy = malloc(len);
+    if (copy == NULL)
+        return false;
+    memcpy(copy, mp->msgbuf, len);
+    if (p->state == MP_PEER_IDLE)
+        dial_idle(mp, p);
+    if (p->state != MP_PEER_NEW || p->ctrl == NULL) {
+        free(copy); /* dead, refused, or cannot be dialled */
+        return false;
+    }
+    if (m->type == MP_MSG_JOIN)
+        p->ctl_pending_join |= 1u << p->ctl_npending;
+    else
+        p->ctl_pending_join &= ~(1u << p->ctl_npending);
+    p->ctl_pending[p->ctl_npending] = copy;
+    p->ctl_pending_len[p->ctl_npending++] = len;
+    return true;
+}
+
+void mp__engine_ctl_flush(moshpit_t *mp, mp_peer_t *p) {
+    for (uint32_t i = 0; i < p->ctl_npending; i++) {
+        if (p->state == MP_PEER_LIVE && mp__engine_can_send(p) &&
+            mp__engine_ctrl_send(mp, p, p->ctl_pending[i],
+                                 p->ctl_pending_len[i], NULL, 0) == 0) {
+            p->used_ms = mp__engine_now_ms();
+            if (mp->round.cmd != NULL)
+                mp->round.bytes_sent += p->ctl_pending_len[i];
+            /* the matchmaker's ACK timeout counts from here, not from
+             * before the session was opened */
+            if ((p->ctl_pending_join & (1u << i)) && mp->rnd != NULL)
+                mp__rnd_join_sent(mp->rnd, p->used_ms, p->id);
+        }
+        free(p->ctl_pending[i]);
+    }
+    p->ctl_npending = 0;
+    p->ctl_pending_join = 0;
 }
 
 bool mp__engine_can_send(const mp_peer_t *p) {
@@ -396,7 +478,9 @@ static mp_peer_t *peer_add(moshpit_t *mp, const uint8_t id[32],
     p->state = MP_PEER_NEW;
     p->state_since_ms = mp__engine_now_ms();
     p->last_live_ms = p->state_since_ms;
+    p->used_ms = p->state_since_ms;
     mp->peers[mp->npeers++] = p;
+    crowded_update(mp);
     return p;
 }
 
@@ -406,6 +490,7 @@ void mp__engine_peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
         return;
     mp_peer_state_t old = p->state;
     p->state = s;
+    p->idle_dial = false;
     p->state_since_ms = mp__engine_now_ms();
     /* never answered our dial: outbound-only behind another NAT, or
      * gone (membership tells which; mp__engine_view_count) */
@@ -414,18 +499,29 @@ void mp__engine_peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
     if (s == MP_PEER_LIVE) {
         p->last_live_ms = p->state_since_ms;
         p->last_rx_ms = p->state_since_ms;
+        p->used_ms = p->state_since_ms;
         p->ask_ms = 0;
         p->left = false;
     }
-    /* a graceful leave is news, not a problem */
+    /* a graceful leave is news, not a problem; a session closed over
+     * sessions_max is routine */
     bool calm = s == MP_PEER_LIVE || strcmp(why, "left") == 0;
-    mp__engine_log(mp, calm ? MOSHPIT_LOG_INFO : MOSHPIT_LOG_WARN,
-                   "peer %.8s: %s (%s)", p->id_txt,
-                   s == MP_PEER_LIVE   ? "live"
-                   : s == MP_PEER_DEAD ? "dead"
-                   : s == MP_PEER_NEW  ? "new"
-                                       : "refused",
-                   why);
+    mp__engine_log(
+        mp, calm || s == MP_PEER_IDLE ? MOSHPIT_LOG_INFO : MOSHPIT_LOG_WARN,
+        "peer %.8s: %s (%s)", p->id_txt,
+        s == MP_PEER_LIVE   ? "live"
+        : s == MP_PEER_DEAD ? "dead"
+        : s == MP_PEER_NEW  ? "new"
+        : s == MP_PEER_IDLE ? "session closed, still a member"
+                            : "refused",
+        why);
+    if (s == MP_PEER_IDLE) {
+        /* no session, still a member: the next one gets fresh keys */
+        p->my_eph_retire = true;
+        mp__engine_peer_close(p);
+        p->ctrl_rid_len = 0;
+        p->drid_len = 0;
+    }
     if (s == MP_PEER_DEAD || s == MP_PEER_REFUSED) {
         p->my_eph_retire = true; /* the next session gets fresh keys */
         if (old == MP_PEER_LIVE || old == MP_PEER_NEW) {
@@ -469,9 +565,13 @@ void mp__engine_peer_learn(moshpit_t *mp, const uint8_t id[32],
         p = peer_add(mp, id, addr);
         if (p == NULL)
             return;
-    } else if (p->state == MP_PEER_DEAD && !p->outbound &&
-               now - p->state_since_ms >= DEAD_RETRY_MS) {
-        snprintf(p->ctrl_addr, sizeof(p->ctrl_addr), "%s", addr);
+    } else if ((p->state == MP_PEER_DEAD && !p->outbound &&
+                now - p->state_since_ms >= DEAD_RETRY_MS) ||
+               p->state == MP_PEER_IDLE) {
+        char a[MP_ADDR_MAX]; /* addr may be p->ctrl_addr */
+        snprintf(a, sizeof(a), "%s", addr);
+        snprintf(p->ctrl_addr, sizeof(p->ctrl_addr), "%s", a);
+        p->idle_dial = p->state == MP_PEER_IDLE;
         p->state = MP_PEER_NEW;
         p->state_since_ms = now;
         p->hello_tries = 0;
@@ -504,6 +604,161 @@ void mp__engine_peer_redial(moshpit_t *mp, mp_peer_t *p, const char *addr) {
     }
 }
 
+/* ------------------------------------------------------------------ */
+/* sessions only where needed (docs/DESIGN.md, "Sessions")             */
+
+/* Sessions open or being opened. */
+static size_t sessions_open(const moshpit_t *mp) {
+    size_t open = 0;
+    for (size_t i = 0; i < mp->npeers; i++) {
+        const mp_peer_t *p = mp->peers[i];
+        open += p->state == MP_PEER_LIVE ||
+                (p->state == MP_PEER_NEW && p->ctrl != NULL);
+    }
+    return open;
+}
+
+bool mp__engine_crowded(const moshpit_t *mp) {
+    return mp->crowded;
+}
+
+/* Recounts mp->crowded (mp__engine_update_members, and once a second). */
+static void crowded_update(moshpit_t *mp) {
+    mp->crowded = false;
+    /* an outbound-only peer dials every member (nobody can dial it) */
+    if (mp->outbound)
+        return;
+    size_t members = 0;
+    for (size_t i = 0; i < mp->npeers; i++) {
+        const mp_peer_t *p = mp->peers[i];
+        members += p->state == MP_PEER_LIVE || p->state == MP_PEER_IDLE ||
+                   p->state == MP_PEER_NEW;
+    }
+    mp->crowded = members > mp->sessions_max;
+}
+
+void mp__engine_peer_know(moshpit_t *mp, const uint8_t id[32],
+                          const char *addr) {
+    if (mp__engine_is_self(mp, id) || !mp__engine_authorized(mp, id) ||
+        !mp__endpoint_addr_ok(addr))
+        return;
+    mp_peer_t *p = mp__engine_find_peer(mp, id);
+    /* a new member gets a session at once in a swarm of up to
+     * sessions_max others (a full mesh), and in a larger one while fewer
+     * than half of sessions_max are open: news of members (gossip) then
+     * does not open one session after another that the cap closes again */
+    if (!mp__engine_crowded(mp) || sessions_open(mp) < mp->sessions_max / 2) {
+        if (p == NULL || p->state != MP_PEER_DEAD)
+            mp__engine_peer_learn(mp, id, addr);
+        else
+            mp__engine_peer_redial(mp, p, addr); /* back, or moved */
+        return;
+    }
+    if (p == NULL) {
+        p = peer_add(mp, id, addr);
+        if (p != NULL) {
+            p->state = MP_PEER_IDLE;
+            mp__engine_update_members(mp);
+        }
+        return;
+    }
+    if (p->state == MP_PEER_IDLE) {
+        snprintf(p->ctrl_addr, sizeof(p->ctrl_addr), "%s", addr);
+    } else if (p->state == MP_PEER_DEAD && !p->outbound) {
+        /* back (a refutation), or moved: a member again, dialled when a
+         * message is for it */
+        snprintf(p->ctrl_addr, sizeof(p->ctrl_addr), "%s", addr);
+        p->state = MP_PEER_IDLE;
+        p->state_since_ms = mp__engine_now_ms();
+        p->left = false;
+        mp__engine_update_members(mp);
+    }
+}
+
+void mp__engine_sessions_revive(moshpit_t *mp, uint64_t now) {
+    crowded_update(mp); /* once a second: peers added without a change */
+    if (!mp__engine_crowded(mp))
+        return;
+    for (size_t i = 0; i < mp->npeers; i++) {
+        mp_peer_t *p = mp->peers[i];
+        if (p->state != MP_PEER_DEAD || p->outbound || p->ctrl_addr[0] == 0 ||
+            now - p->state_since_ms < DEAD_RETRY_MS)
+            continue;
+        mp_swim_member_t m;
+        if (mp->swim != NULL && mp__swim_lookup(mp->swim, p->id, &m) &&
+            m.state == MP_SWIM_ALIVE && m.addr[0] != '\0')
+            mp__engine_peer_know(mp, p->id, m.addr);
+    }
+}
+
+void mp__engine_session_end_idle(moshpit_t *mp, mp_peer_t *p, const char *why) {
+    if (p->state != MP_PEER_LIVE || p->ctrl == NULL)
+        return;
+    mp_msg_t *m = mp->msg;
+    memset(m, 0, sizeof(*m));
+    m->type = MP_MSG_BYE;
+    m->u.bye.reason = MP_BYE_IDLE;
+    mp__engine_send_msg(mp, p, m);
+    /* the BYE must reach the wire: its socket lingers a moment (the
+     * monitor goes first, so that closing is no disconnect event) */
+    zmq_socket_monitor(p->ctrl, NULL, 0);
+    mp__net_close_linger(&p->ctrl, 1000);
+    mp__engine_peer_set_state(mp, p, MP_PEER_IDLE, why);
+}
+
+/* How long nothing went over p's session (now may be older than the last
+ * use: callers take the time before they work) */
+static uint64_t unused_for(const mp_peer_t *p, uint64_t now) {
+    return now > p->used_ms ? now - p->used_ms : 0;
+}
+
+/* Whether p's session may close: a live dialled session (not with a peer
+ * behind NAT, which nobody else could reopen) that carried nothing for a
+ * while, with a member membership holds alive, that nothing needs: not the
+ * running round, not a mate of the last round that has not said DONE, no
+ * state download either way, no message waiting for it, not a probe of
+ * membership on it, not the bootstrap peer before the member list came. */
+static bool session_closable(moshpit_t *mp, const mp_peer_t *p, uint64_t now) {
+    if (unused_for(p, now) < SESSION_UNUSED_MS)
+        return false;
+    /* our call is matchmaking: nothing closes (a JOIN, JOIN_ACK or GROUP
+     * may still be answered, and a mate whose group formed first already
+     * counts on its session with us) */
+    if (mp->round.cmd != NULL && mp->round.group == NULL)
+        return false;
+    if (p->state != MP_PEER_LIVE || p->ctrl == NULL || p->outbound ||
+        !mp__engine_swim_alive(mp, p->id) ||
+        mp__engine_round_has_member(mp, p) || p->swim_pending != NULL ||
+        p->ctl_npending != 0 || p->st_next < p->st_end || p->ask_ms != 0 ||
+        p->stash_full || p->ahead ||
+        (p->bootstrap && mp->swim != NULL && !mp__swim_synced(mp->swim)))
+        return false;
+    for (uint32_t i = 0; i < mp->owed_n; i++)
+        if (mp->owed[i] == p && p->done_gid != mp->owed_gid)
+            return false;
+    return mp->fetch_cmd == NULL; /* a download talks to servers it picked */
+}
+
+void mp__engine_sessions_trim(moshpit_t *mp, uint64_t now) {
+    if (mp->outbound)
+        return;
+    size_t open = sessions_open(mp);
+    /* over the cap: the least recently used sessions that nothing needs */
+    while (open > mp->sessions_max) {
+        mp_peer_t *lru = NULL;
+        for (size_t i = 0; i < mp->npeers; i++) {
+            mp_peer_t *p = mp->peers[i];
+            if (session_closable(mp, p, now) &&
+                (lru == NULL || p->used_ms < lru->used_ms))
+                lru = p;
+        }
+        if (lru == NULL)
+            break; /* every session is in use: over the cap for now */
+        mp__engine_session_end_idle(mp, lru, "over sessions_max");
+        open--;
+    }
+}
+
 /* The host of a tcp:// address, or "" */
 static void host_of(const char *addr, char *host, size_t cap) {
     long port = 0;
@@ -517,6 +772,7 @@ static void host_of(const char *addr, char *host, size_t cap) {
 static void go_outbound(moshpit_t *mp, const mp_peer_t *by) {
     mp->reach = MP_REACH_OUTBOUND;
     mp->outbound = true;
+    mp->crowded = false; /* it dials every member */
     mp__rnd_set_noshare(mp->rnd, true);
     mp__engine_log(mp, MOSHPIT_LOG_WARN,
                    "peer %.8s cannot dial us at %s: outbound-only (we open "
@@ -701,8 +957,10 @@ void mp__engine_on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
         if (p == NULL)
             return;
     }
-    if (p->state == MP_PEER_REFUSED) {
-        /* a peer that restarted with the right secret may come back */
+    if (p->state == MP_PEER_REFUSED || p->state == MP_PEER_IDLE) {
+        /* a peer that restarted with the right secret may come back; a
+         * member without a session opens one */
+        p->idle_dial = p->state == MP_PEER_IDLE;
         p->state = MP_PEER_NEW;
     }
     /* A HELLO with an ephemeral key other than the one our keys were made
@@ -828,6 +1086,9 @@ void mp__engine_on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
         /* membership (SWIM) tells the newcomer and the others about each
          * other: a join costs the bootstrap peer one member list */
         mp__engine_swim_peer_live(mp, p);
+        mp__engine_ctl_flush(mp, p);
+        mp__engine_round_peer_live(mp, p);
+        mp__engine_sessions_trim(mp, mp__engine_now_ms());
     }
 }
 

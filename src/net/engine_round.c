@@ -116,8 +116,15 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
             r->members[i] = NULL;
             continue;
         }
-        if (i != self && (p == NULL || p->state != MP_PEER_LIVE ||
-                          p->keys == NULL || !mp__engine_has_data(p))) {
+        /* a member without a session is dialled: its parts go out once
+         * the session is up (mp__engine_round_peer_live), and the round's
+         * silence timers drop it if the session never comes */
+        if (i != self)
+            mp__engine_session_want(mp, p);
+        bool dialling = p != NULL && p->state == MP_PEER_NEW && p->ctrl != NULL;
+        if (i != self && !dialling &&
+            (p == NULL || p->state != MP_PEER_LIVE || p->keys == NULL ||
+             !mp__engine_has_data(p))) {
             mp__engine_log(mp, MOSHPIT_LOG_WARN,
                            "round %016llx: member %u has no session with us",
                            (unsigned long long)gid, i);
@@ -159,6 +166,10 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
             i++;
             continue;
         }
+        if (mp->early[i].from->state != MP_PEER_LIVE) {
+            i++; /* its session is still being opened */
+            continue;
+        }
         zmq_msg_t *zm = mp->early[i].msg;
         const uint8_t *buf = zmq_msg_data(zm);
         size_t len = zmq_msg_size(zm);
@@ -171,6 +182,30 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
         mp__engine_early_free_at(mp, i);
     }
     r->replay = false;
+}
+
+void mp__engine_round_peer_live(moshpit_t *mp, mp_peer_t *p) {
+    mp_round_t *r = &mp->round;
+    if (r->cmd == NULL || r->group == NULL ||
+        !mp__engine_round_has_member(mp, p))
+        return;
+    r->replay = true;
+    for (size_t i = 0; i < mp->nearly;) {
+        if (mp->early[i].round_id != r->gid || mp->early[i].from != p) {
+            i++;
+            continue;
+        }
+        zmq_msg_t *zm = mp->early[i].msg;
+        const uint8_t *buf = zmq_msg_data(zm);
+        size_t len = zmq_msg_size(zm);
+        mp_data_hdr_t h;
+        if (mp__wire_data_hdr_decode(buf, len, &h) == MOSHPIT_OK &&
+            mp__engine_find_peer_by_tag(mp, h.tag) == p)
+            mp__engine_process_frame(mp, p, buf, len, &h);
+        mp__engine_early_free_at(mp, i);
+    }
+    r->replay = false;
+    mp__engine_pump_sends(mp);
 }
 
 /* What a DONE to p for round gid reports: the rate at which p's scatter
@@ -207,6 +242,18 @@ static void drain(moshpit_t *mp) {
             continue;
         }
         mp_peer_t *p = mp__engine_find_peer(mp, o.to);
+        if (p != NULL && p->state != MP_PEER_LIVE && o.msg != MP_RND_DONE &&
+            (p->state == MP_PEER_IDLE || p->idle_dial)) {
+            /* a member without a session: dial it, the message waits */
+            if (o.msg == MP_RND_JOIN) {
+                p->join_seq = o.seq;
+                p->join_ms = 0; /* its round trip includes the dial */
+            }
+            mp__round_msg_from_out(&o, mp->msg);
+            if (!mp__engine_send_or_dial(mp, p, mp->msg))
+                mp__rnd_send_failed(mp->rnd, now, &o);
+            continue;
+        }
         if (p == NULL || p->state != MP_PEER_LIVE) {
             mp__rnd_send_failed(mp->rnd, now, &o);
             continue;
@@ -227,6 +274,59 @@ static void drain(moshpit_t *mp) {
                 mp__engine_round_done_report(mp, p, o.group_id);
         mp__engine_send_msg(mp, p, mp->msg);
     }
+}
+
+/* Matchmaker candidates into ids (room for the view): ourselves unless
+ * outbound-only, and the live peers that are not outbound-only and that we
+ * did not fail to reach at their advertised address (docs/DESIGN.md,
+ * "Peers behind NAT"), and the members without a session (docs/DESIGN.md,
+ * "Sessions"). */
+static size_t candidates(moshpit_t *mp, uint8_t (*ids)[32], uint64_t now) {
+    size_t k = 0;
+    if (!mp->outbound)
+        memcpy(ids[k++], mp->pub, 32);
+    for (size_t i = 0; i < mp->npeers; i++) {
+        mp_peer_t *p = mp->peers[i];
+        if (p->state != MP_PEER_LIVE && !p->outbound &&
+            mp__engine_peer_member(mp, p)) {
+            memcpy(ids[k++], p->id, 32);
+            continue;
+        }
+        if (p->state != MP_PEER_LIVE || !mp__engine_swim_member_ok(mp, p->id) ||
+            p->outbound)
+            continue;
+        if (!p->reach_ok && p->mon != NULL)
+            mp__engine_read_monitor(mp, p); /* its handshake event */
+        if (p->state == MP_PEER_LIVE && !mp__engine_unreached(p, now))
+            memcpy(ids[k++], p->id, 32);
+    }
+    return k;
+}
+
+/* Sessions only where needed: the first candidates of the key the next
+ * call will have get a session now, so that its JOIN does not wait for a
+ * dial (docs/DESIGN.md, "Sessions"). */
+static void dial_ahead(moshpit_t *mp, uint64_t count, uint64_t now) {
+    if (!mp__engine_crowded(mp))
+        return;
+    size_t n = mp__engine_view_count(mp);
+    uint8_t key[MP_KEY_MAX];
+    uint32_t key_len = mp__rnd_next_key(mp->rnd, count, key);
+    uint8_t(*ids)[32] = malloc(n * 32);
+    uint32_t *order = malloc(n * sizeof(*order));
+    if (ids != NULL && order != NULL) {
+        size_t k = candidates(mp, ids, now);
+        mp__rendezvous_order(key, key_len, (const uint8_t(*)[32])ids, k, order);
+        for (size_t i = 0; i < k && i < SESSION_DIAL_AHEAD; i++) {
+            mp_peer_t *p = mp__engine_find_peer(mp, ids[order[i]]);
+            if (p != NULL) {
+                p->ahead = true;
+                mp__engine_session_want(mp, p);
+            }
+        }
+    }
+    free(ids);
+    free(order);
 }
 
 void mp__engine_round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
@@ -274,6 +374,7 @@ void mp__engine_round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
         if (r->members[i] != NULL)
             mp__engine_stash_drop(r->members[i]);
     memset(r, 0, sizeof(*r));
+    dial_ahead(mp, (uint64_t)c->count, now);
     /* frames held for that round are useless now */
     for (size_t i = 0; i < mp->nearly;)
         if (mp__engine_recent_gid(mp, mp->early[i].round_id))
@@ -344,6 +445,8 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
     uint64_t now = mp__engine_now_ms();
     memset(r, 0, sizeof(*r));
     r->cmd = c;
+    for (size_t i = 0; i < mp->npeers; i++)
+        mp->peers[i]->ahead = false; /* this call's JOIN protects them now */
     /* the view: this peer and the live peers membership holds alive */
     size_t n = mp__engine_view_count(mp);
     uint8_t key[MP_KEY_MAX];
@@ -370,28 +473,23 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
     mp__rnd_set_bandwidth(mp->rnd, mp__link_up_mbps(&mp->uplink));
     moshpit_err_t e = MOSHPIT_ENOMEM;
     if (ids != NULL && ordered != NULL && order != NULL && ack != NULL) {
-        /* matchmaker candidates: ourselves unless outbound-only, and the
-         * live peers that are not outbound-only and that we did not fail
-         * to reach at their advertised address (docs/DESIGN.md, "Peers
-         * behind NAT") */
-        size_t k = 0;
-        if (!mp->outbound)
-            memcpy(ids[k++], mp->pub, 32);
-        for (size_t i = 0; i < mp->npeers; i++) {
-            mp_peer_t *p = mp->peers[i];
-            if (p->state != MP_PEER_LIVE ||
-                !mp__engine_swim_member_ok(mp, p->id) || p->outbound)
-                continue;
-            if (!p->reach_ok && p->mon != NULL)
-                mp__engine_read_monitor(mp, p); /* its handshake event */
-            if (p->state == MP_PEER_LIVE && !mp__engine_unreached(p, now))
-                memcpy(ids[k++], p->id, 32);
-        }
+        size_t k = candidates(mp, ids, now);
         mp__rendezvous_order(ckey, ckey_len, (const uint8_t(*)[32])ids, k,
                              order);
+        char first[41] = "";
+        if (k > 0)
+            zmq_z85_encode(first, ids[order[0]], 32);
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                       "round: a view of %zu members, %zu matchmaker "
+                       "candidates, the first %.8s",
+                       n, k, first);
         for (size_t i = 0; i < k; i++) {
             memcpy(ordered[i], ids[order[i]], 32);
-            const mp_peer_t *p = mp__engine_find_peer(mp, ordered[i]);
+            mp_peer_t *p = mp__engine_find_peer(mp, ordered[i]);
+            /* the key's first candidates get a session now, before the
+             * JOIN or the fallback needs it */
+            if (i < SESSION_DIAL_AHEAD)
+                mp__engine_session_want(mp, p);
             ack[i] = p != NULL ? mp__link_ack_ms(&p->link, UINT32_MAX) : 0;
             if (ack[i] == UINT32_MAX)
                 ack[i] = 0;

@@ -24,6 +24,8 @@
  * member (swim_pull). */
 #define SWIM_PULL_MS 5000u
 
+static bool swim_partner(void *ctx, const uint8_t id[32]);
+
 moshpit_err_t mp__engine_swim_setup(moshpit_t *mp) {
     mp_swim_config_t cfg;
     mp__swim_config_default(&cfg);
@@ -43,8 +45,12 @@ moshpit_err_t mp__engine_swim_setup(moshpit_t *mp) {
     mp->swim_pb = malloc(MP_SWIM_PB_MAX * sizeof(*mp->swim_pb));
     if (mp->swim_out == NULL || mp->swim_msg == NULL || mp->swim_pb == NULL)
         return MOSHPIT_ENOMEM;
-    return mp__swim_new(&cfg, mp->pub, mp->ctrl_ep, mp__crypto_random_u64(),
-                        mp__engine_now_ms(), &mp->swim);
+    moshpit_err_t e =
+        mp__swim_new(&cfg, mp->pub, mp->ctrl_ep, mp__crypto_random_u64(),
+                     mp__engine_now_ms(), &mp->swim);
+    if (e == MOSHPIT_OK)
+        mp__swim_set_partners(mp->swim, swim_partner, mp);
+    return e;
 }
 
 void mp__engine_swim_teardown(moshpit_t *mp) {
@@ -77,6 +83,31 @@ bool mp__engine_swim_member_ok(const moshpit_t *mp, const uint8_t id[32]) {
     if (!mp__swim_lookup(mp->swim, id, &m))
         return true;
     return m.state == MP_SWIM_ALIVE || m.state == MP_SWIM_SUSPECT;
+}
+
+bool mp__engine_peer_member(const moshpit_t *mp, const mp_peer_t *p) {
+    if (p->state == MP_PEER_LIVE)
+        return true;
+    /* a dial counts while membership holds the peer alive: one to a
+     * member without a session, or any once the swarm is larger than
+     * sessions_max (a full mesh counts live sessions only) */
+    if (p->state != MP_PEER_IDLE &&
+        !(p->state == MP_PEER_NEW && (p->idle_dial || mp__engine_crowded(mp))))
+        return false;
+    mp_swim_member_t m;
+    return mp->swim != NULL && mp__swim_lookup(mp->swim, p->id, &m) &&
+           (m.state == MP_SWIM_ALIVE || m.state == MP_SWIM_SUSPECT);
+}
+
+/* Membership probes the peers it has a session with, once the swarm has
+ * more members than config sessions_max (docs/DESIGN.md, "Sessions"). */
+static bool swim_partner(void *ctx, const uint8_t id[32]) {
+    moshpit_t *mp = ctx;
+    if (!mp__engine_crowded(mp))
+        return true;
+    const mp_peer_t *p = mp__engine_find_peer(mp, id);
+    return p == NULL || p->outbound || p->state == MP_PEER_LIVE ||
+           (p->state == MP_PEER_NEW && p->ctrl != NULL);
 }
 
 bool mp__engine_swim_alive(const moshpit_t *mp, const uint8_t id[32]) {
@@ -117,8 +148,8 @@ static void swim_send(moshpit_t *mp, const mp_swim_out_t *o) {
     const char *addr = mp__swim_lookup(mp->swim, o->to, &m) && m.addr[0]
                            ? m.addr
                            : (p != NULL ? p->ctrl_addr : "");
-    if (p == NULL)
-        mp__engine_peer_learn(mp, o->to, addr);
+    if (p == NULL || p->state == MP_PEER_IDLE)
+        mp__engine_peer_learn(mp, o->to, addr); /* a session on demand */
     else if (p->state == MP_PEER_DEAD)
         mp__engine_peer_redial(mp, p,
                                addr); /* e.g. we were frozen: reconnect */
@@ -145,7 +176,11 @@ static void swim_event(moshpit_t *mp, const mp_swim_event_t *ev) {
         if (!known || m.is_self || m.state == MP_SWIM_DEAD ||
             m.state == MP_SWIM_LEFT || m.addr[0] == '\0')
             break;
-        if (ev->type == MP_SWIM_EV_JOINED || p == NULL)
+        if (p == NULL || p->state == MP_PEER_IDLE ||
+            (p->state == MP_PEER_DEAD && mp__engine_crowded(mp)))
+            mp__engine_peer_know(mp, ev->id, m.addr); /* a session if the
+                                                         cap allows */
+        else if (ev->type == MP_SWIM_EV_JOINED)
             mp__engine_peer_learn(mp, ev->id, m.addr);
         else
             mp__engine_peer_redial(mp, p, m.addr); /* back, or moved */

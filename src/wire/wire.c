@@ -234,7 +234,7 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         break;
     }
     case MP_MSG_BYE:
-        entries = 2;
+        entries = msg->u.bye.reason != 0 ? 3 : 2;
         break;
     case MP_MSG_DONE:
         entries = 3u + (msg->u.done.up_kbps != 0);
@@ -408,6 +408,8 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         break;
     }
     case MP_MSG_BYE:
+        if (msg->u.bye.reason != 0)
+            put_u64(pk, K_WHY, msg->u.bye.reason);
         break;
     }
 }
@@ -852,7 +854,8 @@ static int decode_map(const msgpack_object *root, mp_msg_t *msg) {
                           : -1;
     case MP_MSG_BYE:
         msg->type = MP_MSG_BYE;
-        return 0;
+        return val[K_WHY] ? mp__pack_get_u32(val[K_WHY], &msg->u.bye.reason)
+                          : 0;
     case MP_MSG_STATE_REQ:
         msg->type = MP_MSG_STATE_REQ;
         return decode_state_req(val, &msg->u.state_req);

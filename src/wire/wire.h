@@ -161,6 +161,14 @@ typedef struct mp_state_info {
     uint8_t digest[32];
 } mp_state_info_t;
 
+/* BYE's optional key "why": 0 (absent) = the sender leaves the swarm;
+ * MP_BYE_IDLE = only this session ends, the sender stays a member
+ * (docs/PROTOCOL.md, "BYE") */
+#define MP_BYE_IDLE 1u
+typedef struct mp_bye {
+    uint32_t reason;
+} mp_bye_t;
+
 typedef struct mp_msg {
     mp_msg_type_t type;
     union {
@@ -176,6 +184,7 @@ typedef struct mp_msg {
         mp_state_info_t state_info;
         mp_done_t done;
         mp_have_t have;
+        mp_bye_t bye;
     } u;
 } mp_msg_t;
 

@@ -334,6 +334,7 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
         cfg.bandwidth_mbps = pc->bandwidth_mbps;
     cfg.peers_max = pc->peers_max;
     cfg.peer_msg_rate = pc->peer_msg_rate;
+    cfg.sessions_max = pc->sessions_max;
     cfg.data_streams = pc->data_streams;
     cfg.congestion = pc->congestion;
     cfg.grid_dims = pc->grid_dims;

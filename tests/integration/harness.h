@@ -45,6 +45,7 @@ typedef struct it_peer_cfg {
     uint32_t bandwidth_mbps; /* config bandwidth_mbps (0 = library default) */
     uint32_t peers_max;      /* config peers_max (0 = library default) */
     uint32_t peer_msg_rate;  /* config peer_msg_rate (0 = library default) */
+    uint32_t sessions_max;   /* config sessions_max (0 = library default) */
     uint32_t data_streams;   /* config data_streams (0 = library default) */
     const char *congestion;  /* config congestion (NULL = library default) */
     int log_info;            /* nonzero: INFO lines are kept too */

@@ -24,6 +24,9 @@ typedef struct wpeer {
     uint64_t bytes, msgs;
 } wpeer_t;
 
+/* a timer tag no wake-up time reaches: held messages are due */
+#define SWIM_WORLD_HELD_TAG UINT64_MAX
+
 struct swim_world {
     simnet_t *net;
     mp_swim_config_t cfg;
@@ -37,6 +40,14 @@ struct swim_world {
     void *hook_user;
     swim_world_recv_fn recv_hook;
     void *recv_user;
+    swim_world_send_fn send_hook;
+    void *send_user;
+    /* messages the send hook holds back (a session being dialled) */
+    struct held {
+        simnet_msg_t m;
+        uint64_t due;
+    } * held;
+    uint32_t nheld, capheld;
     uint64_t raw_bad; /* raw injected messages the decoder refused */
     uint64_t trace;
     simnet_ops_t ops;
@@ -132,7 +143,25 @@ static void pump(swim_world_t *w, uint32_t p) {
                           .type = w->out.msg.type,
                           .data = w->buf,
                           .len = MP_SWIM_ID_BYTES + len};
-        simnet_send(w->net, &m);
+        uint32_t delay = w->send_hook != NULL
+                             ? w->send_hook(w, p, (uint32_t)to, w->send_user)
+                             : 0;
+        if (delay == 0) {
+            simnet_send(w->net, &m);
+            continue;
+        }
+        if (w->nheld == w->capheld) {
+            w->capheld = w->capheld ? 2 * w->capheld : 64;
+            w->held = realloc(w->held, w->capheld * sizeof *w->held);
+            if (w->held == NULL)
+                abort();
+        }
+        void *copy = xalloc(m.len);
+        memcpy(copy, m.data, m.len);
+        m.data = copy;
+        w->held[w->nheld].m = m;
+        w->held[w->nheld++].due = now + delay;
+        simnet_timer(w->net, pp->node, now + delay, SWIM_WORLD_HELD_TAG);
     }
     mp_swim_event_t ev;
     while (mp__swim_poll_event(pp->sw, &ev)) {
@@ -182,6 +211,21 @@ static void on_timer(simnet_t *s, uint32_t node, uint64_t tag, void *user) {
     uint32_t p = node < w->nnodes_cap ? w->node_peer[node] : UINT32_MAX;
     if (p == UINT32_MAX || !w->p[p].alive || w->p[p].node != node)
         return;
+    if (tag == SWIM_WORLD_HELD_TAG) {
+        /* held messages whose dial is done go out, in order */
+        uint64_t now = simnet_now(s);
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < w->nheld; i++) {
+            if (w->held[i].due <= now && w->held[i].m.src == node) {
+                simnet_send(s, &w->held[i].m);
+                free((void *)w->held[i].m.data);
+            } else {
+                w->held[k++] = w->held[i];
+            }
+        }
+        w->nheld = k;
+        return;
+    }
     if (tag == w->p[p].timer_at)
         w->p[p].timer_at = UINT64_MAX;
     mp__swim_tick(w->p[p].sw, simnet_now(s));
@@ -215,6 +259,9 @@ void swim_world_free(swim_world_t *w) {
         return;
     for (uint32_t p = 0; p < w->max; p++)
         mp__swim_free(w->p[p].sw);
+    for (uint32_t i = 0; i < w->nheld; i++)
+        free((void *)w->held[i].m.data);
+    free(w->held);
     simnet_free(w->net);
     free(w->p);
     free(w->node_peer);
@@ -335,6 +382,12 @@ bool swim_world_alive(const swim_world_t *w, uint32_t p) {
 
 mp_swim_t *swim_world_sw(swim_world_t *w, uint32_t p) {
     return w->p[p].sw;
+}
+
+void swim_world_set_send_hook(swim_world_t *w, swim_world_send_fn fn,
+                              void *user) {
+    w->send_hook = fn;
+    w->send_user = user;
 }
 
 void swim_world_set_recv_hook(swim_world_t *w, swim_world_recv_fn fn,

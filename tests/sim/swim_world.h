@@ -73,6 +73,14 @@ typedef void (*swim_world_recv_fn)(swim_world_t *w, uint32_t peer,
 void swim_world_set_recv_hook(swim_world_t *w, swim_world_recv_fn fn,
                               void *user);
 
+/* Called with every message a peer sends to another peer, before it goes
+ * out: returns how many ms it waits first (0: none), e.g. for a session
+ * being dialled (test_sim_sessions.c). Held messages go out in order. */
+typedef uint32_t (*swim_world_send_fn)(swim_world_t *w, uint32_t from,
+                                       uint32_t to, void *user);
+void swim_world_set_send_hook(swim_world_t *w, swim_world_send_fn fn,
+                              void *user);
+
 /* Sends len raw bytes (at most MP_SWIM_MSG_MAX) to peer `to` as identity
  * `from`; the receiver decodes them like any message, but drops what the
  * decoder refuses (counted) where an honest peer's bytes would abort. */

@@ -145,6 +145,12 @@ static void msg_bye(mp_msg_t *m) {
     m->type = MP_MSG_BYE;
 }
 
+/* BYE that ends one idle session, not the membership */
+static void msg_bye_idle(mp_msg_t *m) {
+    msg_bye(m);
+    m->u.bye.reason = MP_BYE_IDLE;
+}
+
 static void msg_done(mp_msg_t *m) {
     memset(m, 0, sizeof *m);
     m->type = MP_MSG_DONE;
@@ -218,6 +224,7 @@ static const struct {
     {"group_phase", msg_group_phase},
     {"alone", msg_alone},
     {"bye", msg_bye},
+    {"bye_idle", msg_bye_idle},
     {"state_req", msg_state_req},
     {"state_info", msg_state_info},
     {"done", msg_done},
@@ -714,6 +721,11 @@ static void spec_for(msg_fn make, spec_t *s) {
         }
         break;
     case MP_MSG_BYE:
+        if (m->u.bye.reason != 0) {
+            add_begin();
+            msgpack_pack_uint64(&fpk, m->u.bye.reason);
+            add_end(s, "why", A_UINT, 1);
+        }
         break;
     case MP_MSG_STATE_REQ:
         add_uint(s, "seq", m->u.state_req.seq);
