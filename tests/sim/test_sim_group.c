@@ -623,7 +623,9 @@ static bool in_share(const world_t *w, uint32_t j, size_t e) {
  * be its local value (allowed only in a victim's share) or the weighted mean
  * over all survivors plus some subset of the victims. Survivors holding a
  * result for the same element agree bit for bit, fraction_averaged is the
- * counted fraction of non-local elements, and only victims are dropped. */
+ * counted fraction of non-local elements (of other shares, only means
+ * whose members weigh at least those the survivor did not drop), and only
+ * victims are dropped. */
 static void check_faults(const world_t *w, const char *name) {
     const scen_t *sc = &w->sc;
     size_t count = sc->count;
@@ -640,6 +642,9 @@ static void check_faults(const world_t *w, const char *name) {
         }
     }
     double tol = 1e-6 * maxabs;
+    double wall = 0;
+    for (uint32_t j = 0; j < sc->n; j++)
+        wall += w->weights[j];
     for (uint32_t i = 0; i < sc->n; i++) {
         if (!is_survivor(w, i))
             continue;
@@ -654,14 +659,32 @@ static void check_faults(const world_t *w, const char *name) {
         for (uint32_t j = 0; j < sc->n; j++)
             CHECK(!is_survivor(w, j) || mp__group_member_alive(nd->d.g, j),
                   "%s: survivor %u dropped survivor %u", name, i, j);
-        size_t nonlocal = 0, bad = 0, local_outside = 0;
+        /* the weight of the victims this survivor still holds: a gathered
+         * part whose members weigh less than those it holds is no mean of
+         * its group as it sees it (its reducer dropped someone it kept), so
+         * it does not count in fraction_averaged (the library compares the
+         * part's weight sum; the survivors' weights are on both sides) */
+        double kept = 0;
+        for (uint32_t j = 0; j < sc->n; j++)
+            if (is_victim(sc, j) && mp__group_member_alive(nd->d.g, j))
+                kept += w->weights[j];
+        size_t nonlocal = 0, counted = 0, bad = 0, local_outside = 0;
         for (size_t e = 0; e < count; e++) {
             double x = nd->values[e];
-            bool match = false;
-            for (uint32_t a = 0; a < nsub && !match; a++)
-                match = fabs(x - mean[e * nsub + a]) <= tol;
+            bool match = false, counts = false;
+            for (uint32_t a = 0; a < nsub; a++) {
+                if (fabs(x - mean[e * nsub + a]) > tol)
+                    continue;
+                match = true;
+                double in = 0;
+                for (uint32_t j = 0; j < sc->n; j++)
+                    if (is_victim(sc, j) && !(excl[a] & bit(j)))
+                        in += w->weights[j];
+                counts |= in_share(w, i, e) || in >= kept - 1e-9 * wall;
+            }
             if (match) {
                 nonlocal++;
+                counted += counts;
             } else if (nd->values[e] == nd->local[e]) {
                 bool ok = false;
                 for (uint32_t j = 0; j < sc->n && !ok; j++)
@@ -678,9 +701,9 @@ static void check_faults(const world_t *w, const char *name) {
               "%s: survivor %u: %zu local elements outside victims' shares",
               name, i, local_outside);
         CHECK(nd->d.res.fraction_averaged ==
-                  (count ? (double)nonlocal / (double)count : 1.0),
+                  (count ? (double)counted / (double)count : 1.0),
               "%s: survivor %u fraction %.9f, counted %.9f", name, i,
-              nd->d.res.fraction_averaged, (double)nonlocal / (double)count);
+              nd->d.res.fraction_averaged, (double)counted / (double)count);
         if (nd->d.res.peers_failed == 0)
             CHECK(nonlocal == count,
                   "%s: survivor %u dropped nobody but "
