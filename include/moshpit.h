@@ -316,7 +316,9 @@ typedef struct moshpit_round {
     double group_weight;      /* sum of weights that were averaged (after
                                  the relative bound weight_cap, if any) */
     double fraction_averaged; /* share of elements that got the group
-                                 average (the rest kept the local value) */
+                                 average (the rest kept the local value,
+                                 or got a mean its reducer took over
+                                 fewer members than this peer kept) */
     uint32_t peers_failed;    /* group members dropped mid-round */
     uint64_t bytes_sent, bytes_received;
     uint32_t matchmaking_ms, allreduce_ms;
