@@ -293,3 +293,13 @@ void nn_print_round(const nn_swarm_t *s, const char *name, int round) {
            (unsigned long long)worst);
     fflush(stdout);
 }
+
+int nn_nat_two_routers(void) {
+    const size_t nat0[] = {2, 3, 4, 5}, nat1[] = {6, 7};
+    IT_CHECK(nn_nat(0, nat0, 4) == 0, "nat 0");
+    IT_CHECK(nn_nat(1, nat1, 2) == 0, "nat 1");
+    nn_link_t link = {.delay_us = 25000};
+    for (size_t i = 0; i < 8; i++)
+        IT_CHECK(nn_link(i, &link) == 0, "link of peer %zu", i);
+    return it_failures ? -1 : 0;
+}

@@ -35,13 +35,7 @@ int main(void) {
         printf("SKIP: %s\n", why);
         return NN_SKIP;
     }
-    const size_t nat0[] = {2, 3, 4, 5}, nat1[] = {6, 7};
-    IT_CHECK(nn_nat(0, nat0, 4) == 0, "nat 0");
-    IT_CHECK(nn_nat(1, nat1, 2) == 0, "nat 1");
-    nn_link_t link = {.delay_us = 25000};
-    for (size_t i = 0; i < N; i++)
-        IT_CHECK(nn_link(i, &link) == 0, "link of peer %zu", i);
-    if (it_failures)
+    if (nn_nat_two_routers() != 0)
         return 1;
 
     it_peer_cfg_t cfg = nn_config("nn-natg", 4, 3000, 2000, 15000);
