@@ -39,6 +39,11 @@ typedef struct nn_swarm {
  * 25 ms each way (RTT 50 ms). Failures are checked (IT_CHECK); 0 if there
  * were none. */
 int nn_nat_two_routers(void);
+/* After the 8 peers of that topology were started at t0 (it_now_ms):
+ * waits up to 60 s until every one sees all 8 and prints how long that
+ * took; then checks that each NAT'd peer ran outbound-only. 0 if all 8 saw
+ * all, -1 if not (the outbound-only check is then not made). */
+int nn_nat_formed(nn_swarm_t *s, uint64_t t0);
 
 /* A peers' template: swarm name, group size and the three timeouts; the
  * rest zero (random grid keys, d from the swarm size); ready wait 60 s. */
