@@ -1013,6 +1013,22 @@ void mp__group_holds(const mp_group_t *g, uint32_t m, uint8_t *sc,
             ga[p / 8] |= (uint8_t)(1u << (p % 8));
 }
 
+/* Part i, handed out to member m and not held by it (mp__group_on_have):
+ * marked for re-sending (one more in *q) unless it was sent after upto
+ * (then counted in *unsure). false: m's re-sends have reached cap. */
+static bool have_redo(mp_group_t *g, uint32_t m, size_t i, uint64_t upto,
+                      uint64_t cap, uint32_t *q, uint32_t *unsure) {
+    if (g->stamp[i] > upto) {
+        (*unsure)++;
+        return true;
+    }
+    if (g->redo_total[m] + *q >= cap)
+        return false;
+    redo_flip(g, i);
+    (*q)++;
+    return true;
+}
+
 uint32_t mp__group_on_have(mp_group_t *g, uint64_t now_ms, uint32_t m,
                            const uint8_t *sc, size_t sc_len, const uint8_t *ga,
                            size_t ga_len, uint64_t upto, uint32_t *unsure) {
@@ -1037,14 +1053,8 @@ uint32_t mp__group_on_have(mp_group_t *g, uint64_t now_ms, uint32_t m,
         size_t i = base + p;
         if (st[p] != G_PENDING || held_bit(sc, sc_len, p) || redo_get(g, i))
             continue;
-        if (g->stamp[i] > upto) {
-            (*unsure)++;
-            continue;
-        }
-        if (g->redo_total[m] + q >= cap)
+        if (!have_redo(g, m, i, upto, cap, &q, unsure))
             break;
-        redo_flip(g, i);
-        q++;
     }
     base += g->nparts[m];
     for (uint32_t k = 0; k < g->gat_next[m]; k++) {
@@ -1052,14 +1062,8 @@ uint32_t mp__group_on_have(mp_group_t *g, uint64_t now_ms, uint32_t m,
         size_t i = base + p;
         if (held_bit(ga, ga_len, p) || redo_get(g, i))
             continue;
-        if (g->stamp[i] > upto) {
-            (*unsure)++;
-            continue;
-        }
-        if (g->redo_total[m] + q >= cap)
+        if (!have_redo(g, m, i, upto, cap, &q, unsure))
             break;
-        redo_flip(g, i);
-        q++;
     }
     g->redo_n[m] += q;
     g->redo_total[m] += q;

@@ -293,3 +293,25 @@ void nn_print_round(const nn_swarm_t *s, const char *name, int round) {
            (unsigned long long)worst);
     fflush(stdout);
 }
+
+int nn_nat_two_routers(void) {
+    const size_t nat0[] = {2, 3, 4, 5}, nat1[] = {6, 7};
+    IT_CHECK(nn_nat(0, nat0, 4) == 0, "nat 0");
+    IT_CHECK(nn_nat(1, nat1, 2) == 0, "nat 1");
+    nn_link_t link = {.delay_us = 25000};
+    for (size_t i = 0; i < 8; i++)
+        IT_CHECK(nn_link(i, &link) == 0, "link of peer %zu", i);
+    return it_failures ? -1 : 0;
+}
+
+int nn_nat_formed(nn_swarm_t *s, uint64_t t0) {
+    size_t seen = nn_wait_all(s, 8, 60000);
+    printf("formation: %zu of %d see all %d after %llu ms\n", seen, 8, 8,
+           (unsigned long long)(it_now_ms() - t0));
+    if (seen != 8)
+        return -1;
+    for (size_t i = 2; i < 8; i++)
+        IT_CHECK(it_wait_log(&s->peer[i], "outbound-only", 10000) >= 1,
+                 "NAT'd peer %zu never ran outbound-only", i);
+    return 0;
+}

@@ -33,6 +33,18 @@ typedef struct nn_swarm {
     uint64_t rounds_alone, rounds_grouped;
 } nn_swarm_t;
 
+/* The NAT topology of test_netns_nat and test_netns_nat_grid, after
+ * nn_open(8): peers 2..5 behind one masquerading router, 6 and 7 behind
+ * another, so only peers 0 and 1 are dialable; every peer's link delays
+ * 25 ms each way (RTT 50 ms). Failures are checked (IT_CHECK); 0 if there
+ * were none. */
+int nn_nat_two_routers(void);
+/* After the 8 peers of that topology were started at t0 (it_now_ms):
+ * waits up to 60 s until every one sees all 8 and prints how long that
+ * took; then checks that each NAT'd peer ran outbound-only. 0 if all 8 saw
+ * all, -1 if not (the outbound-only check is then not made). */
+int nn_nat_formed(nn_swarm_t *s, uint64_t t0);
+
 /* A peers' template: swarm name, group size and the three timeouts; the
  * rest zero (random grid keys, d from the swarm size); ready wait 60 s. */
 it_peer_cfg_t nn_config(const char *swarm, uint32_t group_size,

@@ -70,15 +70,21 @@ static unsigned port_of(const char *endpoint) {
     return c != NULL ? (unsigned)strtoul(c, NULL, 10) : 0;
 }
 
+/* The log of peer i in dir, open for reading (NULL if there is none). */
+static FILE *open_log(const char *dir, size_t i) {
+    char path[512];
+    snprintf(path, sizeof(path), "%s/peer-%zu.log", dir, i);
+    return fopen(path, "r");
+}
+
 /* Sums "<n> parts re-sent" and counts "duplicate parts" lines over the
  * peers' logs in dir. */
 static void scan_logs(const char *dir, unsigned long *resent,
                       unsigned long *dups, unsigned long *repairs) {
     *resent = *dups = *repairs = 0;
     for (size_t i = 0; i < N; i++) {
-        char path[512], line[1024];
-        snprintf(path, sizeof(path), "%s/peer-%zu.log", dir, i);
-        FILE *f = fopen(path, "r");
+        char line[1024];
+        FILE *f = open_log(dir, i);
         if (f == NULL)
             continue;
         while (fgets(line, sizeof(line), f) != NULL) {
@@ -101,9 +107,8 @@ static void scan_logs(const char *dir, unsigned long *resent,
 static unsigned long count_lines(const char *dir, const char *text) {
     unsigned long n = 0;
     for (size_t i = 0; i < N; i++) {
-        char path[512], line[1024];
-        snprintf(path, sizeof(path), "%s/peer-%zu.log", dir, i);
-        FILE *f = fopen(path, "r");
+        char line[1024];
+        FILE *f = open_log(dir, i);
         if (f == NULL)
             continue;
         while (fgets(line, sizeof(line), f) != NULL)

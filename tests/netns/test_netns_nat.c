@@ -68,13 +68,7 @@ int main(void) {
         printf("SKIP: %s\n", why);
         return NN_SKIP;
     }
-    const size_t nat0[] = {2, 3, 4, 5}, nat1[] = {6, 7};
-    IT_CHECK(nn_nat(0, nat0, 4) == 0, "nat 0");
-    IT_CHECK(nn_nat(1, nat1, 2) == 0, "nat 1");
-    nn_link_t link = {.delay_us = 25000};
-    for (size_t i = 0; i < N; i++)
-        IT_CHECK(nn_link(i, &link) == 0, "link of peer %zu", i);
-    if (it_failures)
+    if (nn_nat_two_routers() != 0)
         return 1;
 
     it_peer_cfg_t cfg = nn_config("nn-nat", N, 3000, 2000, 15000);
@@ -96,14 +90,8 @@ int main(void) {
                  "peer %zu did not start", i);
     }
     s.cfg.notify_group = 0;
-    size_t seen = nn_wait_all(&s, N, 60000);
-    printf("formation: %zu of %d see all %d after %llu ms\n", seen, N, N,
-           (unsigned long long)(it_now_ms() - t0));
-    if (seen != N)
+    if (nn_nat_formed(&s, t0) != 0)
         return nn_swarm_end(&s);
-    for (size_t i = 2; i < N; i++)
-        IT_CHECK(it_wait_log(&s.peer[i], "outbound-only", 10000) >= 1,
-                 "NAT'd peer %zu never ran outbound-only", i);
 
     /* round 1: the exact mean of all 8 in d = 1 round */
     uint64_t ms = nn_round(&s, NULL, 5000);
@@ -140,7 +128,7 @@ int main(void) {
 
     /* NAT'd peer 3 restarts with its identity; only peer 0 is dialable */
     t0 = it_now_ms();
-    seen = wait_exact(&s, N - 1, 30000);
+    size_t seen = wait_exact(&s, N - 1, 30000);
     printf("after the kill: %zu of %d see %d after %llu ms\n", seen, N - 1,
            N - 1, (unsigned long long)(it_now_ms() - t0));
     it_stop(&s.peer[RESTART]);

@@ -35,13 +35,7 @@ int main(void) {
         printf("SKIP: %s\n", why);
         return NN_SKIP;
     }
-    const size_t nat0[] = {2, 3, 4, 5}, nat1[] = {6, 7};
-    IT_CHECK(nn_nat(0, nat0, 4) == 0, "nat 0");
-    IT_CHECK(nn_nat(1, nat1, 2) == 0, "nat 1");
-    nn_link_t link = {.delay_us = 25000};
-    for (size_t i = 0; i < N; i++)
-        IT_CHECK(nn_link(i, &link) == 0, "link of peer %zu", i);
-    if (it_failures)
+    if (nn_nat_two_routers() != 0)
         return 1;
 
     it_peer_cfg_t cfg = nn_config("nn-natg", 4, 3000, 2000, 15000);
@@ -59,14 +53,8 @@ int main(void) {
         IT_CHECK(nn_swarm_start_one(&s, i, 0, NULL, NULL, 1) == 0,
                  "peer %zu did not start", i);
     }
-    size_t seen = nn_wait_all(&s, N, 60000);
-    printf("formation: %zu of %d see all %d after %llu ms\n", seen, N, N,
-           (unsigned long long)(it_now_ms() - t0));
-    if (seen != N)
+    if (nn_nat_formed(&s, t0) != 0)
         return nn_swarm_end(&s);
-    for (size_t i = 2; i < N; i++)
-        IT_CHECK(it_wait_log(&s.peer[i], "outbound-only", 10000) >= 1,
-                 "NAT'd peer %zu never ran outbound-only", i);
 
     uint64_t ms = nn_round(&s, NULL, 5000);
     nn_print_round(&s, "natgrid", 1);

@@ -504,3 +504,37 @@ uint64_t swim_world_check_views_of(swim_world_t *w, const uint32_t *observers,
     }
     return bad;
 }
+
+static uint32_t ceil_log2(uint64_t x) {
+    uint32_t k = 0;
+    while (k < 63 && ((uint64_t)1 << k) < x)
+        k++;
+    return k;
+}
+
+uint64_t swim_world_detection_bound(const mp_swim_config_t *c, uint64_t n) {
+    uint64_t lg = ceil_log2(n + 1);
+    uint64_t sus = (uint64_t)c->suspicion_mult * c->period_ms * lg;
+    if (sus < c->suspicion_min_ms)
+        sus = c->suspicion_min_ms;
+    return 10u * c->period_ms + c->ping_timeout_ms + c->ping_req_timeout_ms +
+           2u * lg * c->period_ms + sus;
+}
+
+void swim_world_note_dead(swim_world_t *w, uint32_t peer,
+                          const mp_swim_event_t *ev, const uint32_t *victims,
+                          uint32_t nvictims, uint64_t *dead_at,
+                          uint64_t *false_dead) {
+    int64_t s = swim_world_peer_of(w, ev->id);
+    if (s < 0 || (ev->type != MP_SWIM_EV_DEAD && ev->type != MP_SWIM_EV_LEFT))
+        return;
+    if (swim_world_alive(w, (uint32_t)s)) {
+        (*false_dead)++;
+        return;
+    }
+    for (uint32_t v = 0; v < nvictims; v++) {
+        uint64_t *d = &dead_at[(uint64_t)peer * nvictims + v];
+        if (victims[v] == (uint32_t)s && *d == UINT64_MAX)
+            *d = swim_world_now(w);
+    }
+}

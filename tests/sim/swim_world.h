@@ -115,4 +115,24 @@ uint64_t swim_world_check_views_of(swim_world_t *w, const uint32_t *observers,
                                    uint32_t nobs, const uint32_t *peers,
                                    uint32_t n, char *why, size_t why_len);
 
+/* Time within which every survivor declares a killed peer dead, at swarm
+ * size n, under configuration c (docs/DESIGN.md "Membership"):
+ *   10 periods       until some survivor probes it (each period each of
+ *                    the n-1 others probes one member: it escapes a period
+ *                    with probability ~1/e, ten periods ~4.5e-5);
+ * + ping_timeout + ping_req_timeout: that probe fails, first suspicion;
+ * + 2 * ceil(log2(n+1)) periods: the suspicion reaches every survivor
+ *                    (gossip needs ~log2(n) periods; factor 2 of margin);
+ * + the suspicion timeout each survivor then runs itself. */
+uint64_t swim_world_detection_bound(const mp_swim_config_t *c, uint64_t n);
+
+/* For an event hook: ev, seen by peer, if it is DEAD or LEFT about a
+ * simulated peer. A subject still alive counts in *false_dead; a dead one
+ * that is victims[v] has the first such time stored in
+ * dead_at[peer * nvictims + v] (UINT64_MAX until then). */
+void swim_world_note_dead(swim_world_t *w, uint32_t peer,
+                          const mp_swim_event_t *ev, const uint32_t *victims,
+                          uint32_t nvictims, uint64_t *dead_at,
+                          uint64_t *false_dead);
+
 #endif

@@ -187,35 +187,8 @@ static void round_all(sim_t *S, uint32_t *perm, uint64_t now) {
 static void hook(swim_world_t *w, uint32_t peer, const mp_swim_event_t *ev,
                  void *user) {
     sim_t *S = user;
-    int64_t s = swim_world_peer_of(w, ev->id);
-    if (s < 0 || (ev->type != MP_SWIM_EV_DEAD && ev->type != MP_SWIM_EV_LEFT))
-        return;
-    if (swim_world_alive(w, (uint32_t)s)) {
-        S->false_dead++;
-        return;
-    }
-    for (uint32_t v = 0; v < S->nvictims; v++) {
-        uint64_t *d = &S->dead_at[(uint64_t)peer * S->nvictims + v];
-        if (S->victims[v] == (uint32_t)s && *d == UINT64_MAX)
-            *d = swim_world_now(w);
-    }
-}
-
-static uint32_t ceil_log2(uint64_t x) {
-    uint32_t k = 0;
-    while (k < 63 && ((uint64_t)1 << k) < x)
-        k++;
-    return k;
-}
-
-/* the bound of test_sim_swim.c */
-static uint64_t detection_bound(const mp_swim_config_t *c, uint64_t n) {
-    uint64_t lg = ceil_log2(n + 1);
-    uint64_t sus = (uint64_t)c->suspicion_mult * c->period_ms * lg;
-    if (sus < c->suspicion_min_ms)
-        sus = c->suspicion_min_ms;
-    return 10u * c->period_ms + c->ping_timeout_ms + c->ping_req_timeout_ms +
-           2u * lg * c->period_ms + sus;
+    swim_world_note_dead(w, peer, ev, S->victims, S->nvictims, S->dead_at,
+                         &S->false_dead);
 }
 
 static void run_size(uint32_t n, uint64_t seed) {
@@ -324,7 +297,7 @@ static void run_size(uint32_t n, uint64_t seed) {
     uint64_t tk = swim_world_now(S.w);
     for (uint32_t v = 0; v < KILLS; v++)
         swim_world_kill(S.w, S.victims[v]);
-    uint64_t bound = detection_bound(&cfg, n);
+    uint64_t bound = swim_world_detection_bound(&cfg, n);
     for (uint64_t t = tk + 1000; t <= tk + bound + 3000; t += 1000) {
         swim_world_run(S.w, t);
         for (uint32_t p = 0; p < n; p++)

@@ -9,7 +9,7 @@
  *      view must become complete and exact (members, states, incarnations,
  *      addresses);
  *  (b) kill k peers: every survivor must declare each of them dead within
- *      detection_bound(n), computed from the configuration;
+ *      swim_world_detection_bound (swim_world.h), from the configuration;
  *  (c) 5% message loss for 10 simulated minutes: no live peer declared
  *      dead;
  *  (d) steady-state background bytes per second per peer at 100 and 1000
@@ -84,33 +84,6 @@ static void track_init(track_t *t, uint32_t n) {
     memset(t, 0, sizeof *t);
     t->n = n;
     t->restarted = UINT32_MAX;
-}
-
-static uint32_t ceil_log2(uint64_t x) {
-    uint32_t k = 0;
-    while (k < 63 && ((uint64_t)1 << k) < x)
-        k++;
-    return k;
-}
-
-/*
- * Time within which every survivor declares a killed peer dead, at swarm
- * size n (docs/DESIGN.md "Membership"):
- *   10 periods       until some survivor probes it (each period each of
- *                    the n-1 others probes one member: it escapes a period
- *                    with probability ~1/e, ten periods ~4.5e-5);
- * + ping_timeout + ping_req_timeout: that probe fails, first suspicion;
- * + 2 * ceil(log2(n+1)) periods: the suspicion reaches every survivor
- *                    (gossip needs ~log2(n) periods; factor 2 of margin);
- * + the suspicion timeout each survivor then runs itself.
- */
-static uint64_t detection_bound(const mp_swim_config_t *c, uint64_t n) {
-    uint64_t lg = ceil_log2(n + 1);
-    uint64_t sus = (uint64_t)c->suspicion_mult * c->period_ms * lg;
-    if (sus < c->suspicion_min_ms)
-        sus = c->suspicion_min_ms;
-    return 10u * c->period_ms + c->ping_timeout_ms + c->ping_req_timeout_ms +
-           2u * lg * c->period_ms + sus;
 }
 
 static uint64_t rng_state;
@@ -237,7 +210,7 @@ static uint64_t kill_and_detect(swim_world_t *w, uint32_t n, uint32_t k,
     t->kill_at = swim_world_now(w);
     for (uint32_t v = 0; v < k; v++)
         swim_world_kill(w, t->victims[v]);
-    uint64_t bound = detection_bound(cfg, n);
+    uint64_t bound = swim_world_detection_bound(cfg, n);
     *bound_out = bound;
     swim_world_run(w, t->kill_at + bound + 5000);
     uint64_t worst = 0, missing = 0;
@@ -350,7 +323,8 @@ static void scenario_restart(uint64_t seed) {
         t.restarted = r;
         t.old_inc = old_inc;
         if (!early)
-            swim_world_run(w, swim_world_now(w) + detection_bound(&cfg, n));
+            swim_world_run(w, swim_world_now(w) +
+                                  swim_world_detection_bound(&cfg, n));
         uint32_t dead_views = 0;
         for (uint32_t p = 0; p < n; p++) {
             uint8_t id[MP_SWIM_ID_BYTES];

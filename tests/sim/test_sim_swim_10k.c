@@ -44,35 +44,8 @@ typedef struct track {
 static void hook(swim_world_t *w, uint32_t peer, const mp_swim_event_t *ev,
                  void *user) {
     track_t *t = user;
-    int64_t s = swim_world_peer_of(w, ev->id);
-    if (s < 0 || (ev->type != MP_SWIM_EV_DEAD && ev->type != MP_SWIM_EV_LEFT))
-        return;
-    if (swim_world_alive(w, (uint32_t)s)) {
-        t->false_dead++;
-        return;
-    }
-    for (uint32_t v = 0; v < t->nvictims; v++) {
-        uint64_t *d = &t->dead_at[(uint64_t)peer * t->nvictims + v];
-        if (t->victims[v] == (uint32_t)s && *d == UINT64_MAX)
-            *d = swim_world_now(w);
-    }
-}
-
-static uint32_t ceil_log2(uint64_t x) {
-    uint32_t k = 0;
-    while (k < 63 && ((uint64_t)1 << k) < x)
-        k++;
-    return k;
-}
-
-/* The same bound as test_sim_swim.c. */
-static uint64_t detection_bound(const mp_swim_config_t *c, uint64_t n) {
-    uint64_t lg = ceil_log2(n + 1);
-    uint64_t sus = (uint64_t)c->suspicion_mult * c->period_ms * lg;
-    if (sus < c->suspicion_min_ms)
-        sus = c->suspicion_min_ms;
-    return 10u * c->period_ms + c->ping_timeout_ms + c->ping_req_timeout_ms +
-           2u * lg * c->period_ms + sus;
+    swim_world_note_dead(w, peer, ev, t->victims, t->nvictims, t->dead_at,
+                         &t->false_dead);
 }
 
 static uint64_t rng_state;
@@ -188,7 +161,7 @@ static double run_size(uint32_t n, uint64_t seed) {
     uint64_t tk = swim_world_now(w);
     for (uint32_t v = 0; v < KILLS; v++)
         swim_world_kill(w, t.victims[v]);
-    uint64_t bound = detection_bound(&cfg, n);
+    uint64_t bound = swim_world_detection_bound(&cfg, n);
     swim_world_run(w, tk + bound + 3000);
     uint64_t worst = 0, missing = 0;
     for (uint32_t p = 0; p < n; p++) {
