@@ -95,7 +95,6 @@ void mp__engine_resume_accepted(moshpit_t *mp, const mp_peer_t *p,
     mp_round_t *r = &mp->round;
     if (from >= MP_GROUP_MAX)
         return;
-    r->have_rearmed &= ~bit(from);
     if (r->mark_ctr[from] != 0 && counter < r->mark_ctr[from]) {
         r->mark_fill_at[from] = mp__engine_now_ms();
         check_mark(r, p, from);
@@ -167,9 +166,11 @@ void mp__engine_resume_on_mark(moshpit_t *mp, mp_peer_t *p, uint32_t from,
     }
     mp__replay_take(&p->rx_window, h->counter);
     r->bytes_received += len;
-    link_broke(mp, p); /* its connection to us broke */
+    /* its connection to us broke: patience only if that grants a break
+     * (at most MP_GROUP_BREAKS a round), so MARKs alone cannot keep a
+     * mate that sends nothing else in the round */
+    link_broke(mp, p);
     mp__engine_resume_accepted(mp, p, from, h->counter);
-    mp__group_heard(r->group, mp__engine_now_ms(), from);
     if (from >= MP_GROUP_MAX || h->counter <= r->mark_ctr[from])
         return;
     /* answered (the latest one only) once the frames below it are in */
