@@ -303,6 +303,19 @@ static size_t candidates(moshpit_t *mp, uint8_t (*ids)[32], uint64_t now) {
     return k;
 }
 
+/* With outbound-only members (this peer, or one that said HELLO "ob"),
+ * lines that may merge meet at one matchmaker: the JOIN goes under the
+ * merge key of its line key and carries the line key (docs/DESIGN.md,
+ * "Exact means over d > 1 rounds behind NAT"). The merge key into mkey
+ * and its length, 0 when the line key is the matchmaking key. */
+static uint32_t merge_key(const moshpit_t *mp, const uint8_t *key,
+                          uint32_t key_len, uint8_t mkey[MP_KEY_MAX]) {
+    bool nat = mp->outbound;
+    for (size_t i = 0; !nat && i < mp->npeers; i++)
+        nat = mp->peers[i]->state == MP_PEER_LIVE && mp->peers[i]->outbound;
+    return nat ? mp__rnd_merge_key(mp->rnd, key, key_len, mkey) : 0;
+}
+
 /* Sessions only where needed: the first candidates of the key the next
  * call will have get a session now, so that its JOIN does not wait for a
  * dial (docs/DESIGN.md, "Sessions"). */
@@ -310,8 +323,11 @@ static void dial_ahead(moshpit_t *mp, uint64_t count, uint64_t now) {
     if (!mp__engine_crowded(mp))
         return;
     size_t n = mp__engine_view_count(mp);
-    uint8_t key[MP_KEY_MAX];
-    uint32_t key_len = mp__rnd_next_key(mp->rnd, count, key);
+    uint8_t line[MP_KEY_MAX], mkey[MP_KEY_MAX];
+    uint32_t line_len = mp__rnd_next_key(mp->rnd, count, line);
+    uint32_t mkey_len = merge_key(mp, line, line_len, mkey);
+    const uint8_t *key = mkey_len != 0 ? mkey : line;
+    uint32_t key_len = mkey_len != 0 ? mkey_len : line_len;
     uint8_t(*ids)[32] = malloc(n * 32);
     uint32_t *order = malloc(n * sizeof(*order));
     if (ids != NULL && order != NULL) {
@@ -455,12 +471,8 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
      * "ob"), lines that may merge meet at one matchmaker: the JOIN goes
      * under the merge key and carries the line key (docs/DESIGN.md,
      * "Exact means over d > 1 rounds behind NAT") */
-    bool nat = mp->outbound;
-    for (size_t i = 0; !nat && i < mp->npeers; i++)
-        nat = mp->peers[i]->state == MP_PEER_LIVE && mp->peers[i]->outbound;
     uint8_t mkey[MP_KEY_MAX];
-    uint32_t mkey_len =
-        nat ? mp__rnd_merge_key(mp->rnd, key, key_len, mkey) : 0;
+    uint32_t mkey_len = merge_key(mp, key, key_len, mkey);
     const uint8_t *ckey = mkey_len != 0 ? mkey : key;
     uint32_t ckey_len = mkey_len != 0 ? mkey_len : key_len;
     uint8_t(*ids)[32] = malloc(n * 32);
