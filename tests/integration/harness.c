@@ -113,6 +113,35 @@ double it_dev_from_mean(const float *v, size_t count, const uint64_t *seeds,
     return maxabs > 0 ? dev / maxabs : dev;
 }
 
+double it_grid_round(it_peer_t *peers, size_t n, uint32_t m, size_t count,
+                     int r, const uint64_t *seeds, const double *w,
+                     double *next_w, float *v) {
+    for (size_t i = 0; i < n; i++) {
+        int rc = r == 0 ? it_average_async(&peers[i], count, seeds[i], w[i])
+                        : it_average_again_async(&peers[i], count, next_w[i]);
+        IT_CHECK(rc == 0, "send");
+    }
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        it_result_t res;
+        int rc = it_collect(&peers[i], &res, v, count, 60000);
+        IT_CHECK(rc == 0, "peer %zu gave no result", i);
+        if (rc != 0)
+            continue;
+        IT_CHECK(res.err == MOSHPIT_OK && res.info.group_size == m,
+                 "round %d peer %zu: %s, group of %u (want %u)", r + 1, i,
+                 moshpit_strerror((moshpit_err_t)res.err), res.info.group_size,
+                 m);
+        next_w[i] = res.info.group_size > 0
+                        ? res.info.group_weight / res.info.group_size
+                        : w[i];
+        double d = it_dev_from_mean(v, count, seeds, w, n);
+        if (d > worst)
+            worst = d;
+    }
+    return worst;
+}
+
 double it_dev_from_group(const float *v, size_t count, size_t i,
                          const uint64_t *gid, const uint64_t *seeds,
                          const double *weights, size_t n) {

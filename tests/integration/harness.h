@@ -196,6 +196,15 @@ extern int it_failures;
  * and weights (relative to max |mean|). */
 double it_dev_from_mean(const float *v, size_t count, const uint64_t *seeds,
                         const double *weights, size_t n);
+/* Round r (0: fresh vectors from seeds and weights w, else again with
+ * next_w) of n peers on a grid with groups of m: sends the call to every
+ * peer, collects each result (IT_CHECK: OK and a group of m), sets
+ * next_w[i] to its group_weight / group_size, and returns the largest
+ * deviation from the weighted mean of all n (it_dev_from_mean); v holds
+ * count floats of scratch. */
+double it_grid_round(it_peer_t *peers, size_t n, uint32_t m, size_t count,
+                     int r, const uint64_t *seeds, const double *w,
+                     double *next_w, float *v);
 /* Max relative deviation of peer i's vector v from the weighted mean of
  * the peers j whose round id gid[j] equals gid[i] (gid 0: i alone), with
  * seeds and weights of peers 0..n-1. */

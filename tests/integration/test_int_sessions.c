@@ -98,30 +98,8 @@ static void two_rounds(it_peer_t *peers, uint64_t seed0, size_t count) {
         w[i] = it_weight(seeds[i]);
     }
     for (int r = 0; r < 2; r++) {
-        for (size_t i = 0; i < N; i++)
-            IT_CHECK((r == 0
-                          ? it_average_async(&peers[i], count, seeds[i], w[i])
-                          : it_average_again_async(&peers[i], count,
-                                                   next_w[i])) == 0,
-                     "send");
-        double worst = 0;
-        for (size_t i = 0; i < N; i++) {
-            it_result_t res;
-            int rc = it_collect(&peers[i], &res, v, count, 60000);
-            IT_CHECK(rc == 0, "peer %zu gave no result", i);
-            if (rc != 0)
-                continue;
-            IT_CHECK(res.err == MOSHPIT_OK && res.info.group_size == M,
-                     "round %d peer %zu: %s, group of %u (want %u)", r + 1, i,
-                     moshpit_strerror((moshpit_err_t)res.err),
-                     res.info.group_size, M);
-            next_w[i] = res.info.group_size > 0
-                            ? res.info.group_weight / res.info.group_size
-                            : w[i];
-            double d = it_dev_from_mean(v, count, seeds, w, N);
-            if (d > worst)
-                worst = d;
-        }
+        double worst =
+            it_grid_round(peers, N, M, count, r, seeds, w, next_w, v);
         if (r == 1)
             IT_CHECK(worst <= 1e-6, "after 2 rounds deviation %g", worst);
         printf("grid N=%d M=%d round %d: max relative deviation %.3g\n", N, M,
