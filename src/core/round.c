@@ -256,17 +256,20 @@ static uint64_t expect_n(const mp_rnd_t *rm) {
 }
 
 uint32_t mp__rnd_merge_key_of(const uint8_t *line, size_t line_len, uint32_t k,
-                              uint8_t out[MP_KEY_MAX]) {
+                              uint32_t nmin, uint8_t out[MP_KEY_MAX]) {
     if (line == NULL || line_len < 9 || line_len > MP_KEY_MAX)
         return 0;
     uint32_t d = line[8];
     if (d < 2 || d > MP_GRID_DIMS_MAX || k >= d || line_len < 8u + d)
         return 0;
     /* register entries d-1-k .. d-2: averaged in this cycle; 0 .. d-2-k:
-     * still to be averaged. Keep the smaller set. */
+     * still to be averaged. Keep the smaller set, then (a shard) entries
+     * of the other set next to it until nmin are kept. */
     uint32_t done = k, todo = d - 1 - k;
-    uint32_t from = done <= todo ? d - 1 - k : 0;
     uint32_t nkeep = done <= todo ? done : todo;
+    if (nkeep < nmin)
+        nkeep = nmin < d - 1 ? nmin : d - 1;
+    uint32_t from = done <= todo ? d - 1 - nkeep : 0;
     memcpy(out, line, 8);
     out[8] = (uint8_t)(0x80u | d);
     out[9] = (uint8_t)k;
@@ -276,22 +279,37 @@ uint32_t mp__rnd_merge_key_of(const uint8_t *line, size_t line_len, uint32_t k,
     return 10u + nkeep + (uint32_t)suf;
 }
 
+uint32_t mp__rnd_merge_shard(uint32_t m, uint64_t view_n) {
+    uint32_t j = 0;
+    for (uint64_t cap = MP_RND_SHARD_PEERS; view_n > cap && m >= 2 &&
+                                            j + 1 < MP_GRID_DIMS_MAX;
+         cap *= m)
+        j++;
+    return j;
+}
+
 uint32_t mp__rnd_merge_key(const mp_rnd_t *rm, const uint8_t *line,
                            size_t line_len, uint8_t out[MP_KEY_MAX]) {
     if (rm->grid.dims < 2)
         return 0;
-    return mp__rnd_merge_key_of(line, line_len, rm->grid.turn % rm->grid.dims,
-                                out);
+    return mp__rnd_merge_key_of(
+        line, line_len, rm->grid.turn % rm->grid.dims,
+        mp__rnd_merge_shard(rm->cfg.group_size, rm->view_last), out);
 }
 
 /* A merge key (0x80 | d in byte 8): valid when made from a valid line
- * key. */
+ * key, with as many coordinates kept as its length says (at least those
+ * the rule keeps, at most d-1). */
 static bool merge_key_ok(const mp_rnd_t *rm, const uint8_t *key, size_t len,
                          const uint8_t *line, size_t line_len) {
     uint8_t want[MP_KEY_MAX];
     if (len < 10 || !mp__rnd_key_ok(rm, line, line_len))
         return false;
-    uint32_t n = mp__rnd_merge_key_of(line, line_len, key[9], want);
+    size_t suf = line_len - 8u - line[8];
+    if (len < 10 + suf)
+        return false;
+    uint32_t nkeep = (uint32_t)(len - 10 - suf);
+    uint32_t n = mp__rnd_merge_key_of(line, line_len, key[9], nkeep, want);
     return n != 0 && n == len && memcmp(want, key, len) == 0;
 }
 

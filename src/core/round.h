@@ -201,13 +201,26 @@ bool mp__rnd_key_ok(const mp_rnd_t *rm, const uint8_t *key, size_t len);
  * 0 .. d-2-k those still to be averaged. Lines agreeing on either set may
  * merge; the merge key keeps the smaller set (the averaged one on a tie),
  * so in the first round (k = 0) and the last (k = d-1) it keeps none: one
- * matchmaker for the whole round. Layout: vector length (8 bytes), 0x80 |
- * d, k, the kept coordinates, the aggregation suffix. Returns its length,
- * 0 if line is no line key of d >= 2 or k >= d. */
+ * matchmaker for the whole round. With nmin above that count, it keeps
+ * nmin (at most d-1): the entries of the other set next to the kept ones
+ * (the first nmin with the todo set, the last nmin with the done set), so
+ * the round's lines spread over shards, each at its own matchmaker; lines
+ * agreeing on more coordinates still agree on the set the rule needs.
+ * Layout: vector length (8 bytes), 0x80 | d, k, the kept coordinates, the
+ * aggregation suffix. Returns its length, 0 if line is no line key of
+ * d >= 2 or k >= d. */
 uint32_t mp__rnd_merge_key_of(const uint8_t *line, size_t line_len, uint32_t k,
-                              uint8_t out[MP_KEY_MAX]);
+                              uint32_t nmin, uint8_t out[MP_KEY_MAX]);
+/* Merge keys of a view of more than MP_RND_SHARD_PEERS peers keep
+ * coordinates enough for a shard to hold about that many or fewer: the
+ * least j with view_n <= MP_RND_SHARD_PEERS * m^j (m = group_size). 0 up
+ * to MP_RND_SHARD_PEERS, so smaller swarms keep the keys of one
+ * matchmaker per first and last round. */
+#define MP_RND_SHARD_PEERS 128u
+uint32_t mp__rnd_merge_shard(uint32_t m, uint64_t view_n);
 /* The merge key of this peer's next call, made from its line key (the one
- * mp__rnd_key returned last); 0 when d < 2. */
+ * mp__rnd_key returned last), sharded by the view that call was given
+ * (mp__rnd_merge_shard); 0 when d < 2. */
 uint32_t mp__rnd_merge_key(const mp_rnd_t *rm, const uint8_t *line,
                            size_t line_len, uint8_t out[MP_KEY_MAX]);
 
