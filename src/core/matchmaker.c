@@ -56,7 +56,7 @@ struct mp_mm {
     uint16_t unit_part[MP_MM_PENDING_MAX]; /* each unit's group */
     uint16_t red_at[MP_GROUP_MAX]; /* lines mode: the split's members that
                                       reduce, by next coordinate (mod M) */
-    size_t n;                              /* pending entries, oldest first */
+    size_t n;                      /* pending entries, oldest first */
     mm_entry_t pending[MP_MM_PENDING_MAX];
 };
 
@@ -446,8 +446,8 @@ static void mm_lines_place(mp_mm_t *mm, size_t u, uint32_t offset,
             uint32_t best = UINT32_MAX, best_c = 0;
             for (uint32_t s = 0; s < size && pass == 0; s++) {
                 uint32_t c = (base + s + offset) % mm->group_size;
-                if (!used[s] &&
-                    (best == UINT32_MAX || mm->red_at[c] < mm->red_at[best_c])) {
+                if (!used[s] && (best == UINT32_MAX ||
+                                 mm->red_at[c] < mm->red_at[best_c])) {
                     best = s;
                     best_c = c;
                 }

@@ -281,9 +281,8 @@ uint32_t mp__rnd_merge_key_of(const uint8_t *line, size_t line_len, uint32_t k,
 
 uint32_t mp__rnd_merge_shard(uint32_t m, uint64_t view_n) {
     uint32_t j = 0;
-    for (uint64_t cap = MP_RND_SHARD_PEERS; view_n > cap && m >= 2 &&
-                                            j + 1 < MP_GRID_DIMS_MAX;
-         cap *= m)
+    for (uint64_t cap = MP_RND_SHARD_PEERS;
+         view_n > cap && m >= 2 && j + 1 < MP_GRID_DIMS_MAX; cap *= m)
         j++;
     return j;
 }

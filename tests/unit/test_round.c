@@ -695,7 +695,8 @@ static void test_merge_keys(void) {
     m.u.join.seq = 7;
     m.u.join.weight = 1;
     m.u.join.window_ms = 1000;
-    m.u.join.key_len = mp__rnd_merge_key_of(line, sizeof line, 0, 0, m.u.join.key);
+    m.u.join.key_len =
+        mp__rnd_merge_key_of(line, sizeof line, 0, 0, m.u.join.key);
     m.u.join.line_len = sizeof line;
     memcpy(m.u.join.line, line, sizeof line);
     uint8_t buf[512];
