@@ -39,6 +39,7 @@ typedef struct speer {
     bool alive, known_dead;
     bool byz;     /* Byzantine: poisons its vector before each call */
     bool hostile; /* never calls; the driver sends for it (moshsim.h) */
+    bool outbound; /* outbound-only (moshsim.h) */
     float *values;
     double weight;
     mp_grid_t grid; /* the initial grid key; the last one once reaped */
