@@ -65,8 +65,8 @@ static void run(uint32_t n, uint32_t m, uint32_t outbound, uint64_t seed) {
                "%u without a reducer, max error %.3g\n",
                n, outbound, m, r, st.groups, st.min_size, st.max_size,
                st.mean_size, nmm, st.alone, st.unreduced, st.errmax);
-        CHECK(st.called == n && st.hung == 0, "round %u: %u called, %u hung",
-              r, st.called, st.hung);
+        CHECK(st.called == n && st.hung == 0, "round %u: %u called, %u hung", r,
+              st.called, st.hung);
         CHECK(st.alone == 0, "%u peers round %u: %u alone", n, r, st.alone);
         CHECK(st.unreduced == 0, "round %u: %u groups without a reducer", r,
               st.unreduced);
