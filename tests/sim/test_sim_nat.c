@@ -4,10 +4,10 @@
  * outbound-only (behind NAT), in the simulator (tests/sim/moshsim.c: every
  * peer runs the library's round machine, matchmakers included). JOINs go
  * to the matchmaker of their line's merge key (docs/DESIGN.md, "Exact
- * means over d > 1 rounds behind NAT"); with a view of more than 128
- * peers the merge keys of a cycle's first and last round keep coordinates
- * enough for shards of about 128 (mp__rnd_merge_shard), so no matchmaker
- * holds more than its 256 pending JOINs.
+ * means over d > 1 rounds behind NAT"); when more than 128 callers
+ * would share a merge key, it splits into 2^sl shards of about 64 to 128
+ * (mp__rnd_merge_shards), each at its own matchmaker, so none holds more
+ * than its 256 pending JOINs.
  *
  * Cases (balanced positions, full grids, weights 1, 16 floats, no faults):
  *   - 512 peers, M = 8, d = 3 (8 x 8 x 8), 448 of them (7/8) outbound-only;
@@ -22,9 +22,9 @@
  * than one matchmaker; after d rounds every peer within 1e-5 of the
  * initial mean (errmax; values standard normal). Without the shards the
  * first round of 512 has 256 peers alone and the mean after 3 rounds is
- * off by 0.7; with round 2 of d = 4 merging lines that agree on the
- * coordinate still to average (the rule before) it is off by about 1e-2
- * (81 peers) and 2e-3 (4,096).
+ * off by 0.71; with round 2 of d = 4 merging lines that agree on the
+ * coordinate still to average (the rule before) it is off by 0.036
+ * (81 peers) and 0.0072 (4,096).
  *
  * No sleeps, no wall clock; exit status nonzero on any failed check.
  */
