@@ -145,9 +145,9 @@ typedef struct moshsim_stats {
     uint32_t full_groups; /* ... with group_size members */
     uint32_t min_size, max_size;
     double mean_size;
-    uint32_t alone;    /* calls that ended without a group */
-    uint32_t degraded; /* calls that dropped a group member */
-    uint32_t hung;     /* calls of live peers that never ended (a bug) */
+    uint32_t alone;     /* calls that ended without a group */
+    uint32_t degraded;  /* calls that dropped a group member */
+    uint32_t hung;      /* calls of live peers that never ended (a bug) */
     uint32_t unreduced; /* groups of outbound-only members only */
     uint64_t max_call_ms;
     double mse;    /* mean over live peers and elements of (x - mean)^2 */
