@@ -54,7 +54,9 @@ struct mp_mm {
     uint64_t lquiet_at; /* lines mode: newest JOIN's arrival + window / 4 */
     uint32_t nparts, next_part; /* lines mode: the groups being emitted */
     uint16_t unit_part[MP_MM_PENDING_MAX]; /* each unit's group */
-    size_t n;                              /* pending entries, oldest first */
+    uint16_t red_at[MP_GROUP_MAX]; /* lines mode: the split's members that
+                                      reduce, by next coordinate (mod M) */
+    size_t n;                      /* pending entries, oldest first */
     mm_entry_t pending[MP_MM_PENDING_MAX];
 };
 
@@ -407,6 +409,62 @@ static void mm_lines_split(mp_mm_t *mm) {
     }
     mm->nparts = np;
     mm->next_part = 0;
+    memset(mm->red_at, 0, sizeof(mm->red_at));
+}
+
+/* Lines mode: the members of unit u into out->members, in roster order.
+ * Any order keeps a line's mean; this one gives each member that reduces
+ * the free place whose next coordinate ((place + offset) mod M, the grid
+ * shift of core/round.c) has the fewest reducing members of the split so
+ * far, so those spread over the next round's coordinates, and with them
+ * over the lines and shards of the next round. */
+static void mm_lines_place(mp_mm_t *mm, size_t u, uint32_t offset,
+                           mp_mm_out_t *out) {
+    uint32_t base = out->n, size = 0;
+    for (size_t i = 0; i < mm->n; i++) {
+        if (mm->pending[i].flush && mm->pending[i].unit == u) {
+            size++;
+        }
+    }
+    if (base + size > MP_GROUP_MAX) {
+        return; /* not reached: a part holds at most MP_GROUP_MAX */
+    }
+    offset &= MP_GROUP_OFFSET_MASK;
+    bool used[MP_GROUP_MAX] = {false};
+    /* pass 0: the members that reduce, pass 1: the others, in order */
+    for (int pass = 0; pass < 2; pass++) {
+        uint32_t next = 0;
+        for (size_t i = 0; i < mm->n; i++) {
+            const mm_entry_t *e = &mm->pending[i];
+            if (!e->flush || e->unit != u ||
+                (pass == 0) == (e->m.noshare != 0)) {
+                continue;
+            }
+            if (e->m.phase > out->phase) {
+                out->phase = e->m.phase;
+            }
+            uint32_t best = UINT32_MAX, best_c = 0;
+            for (uint32_t s = 0; s < size && pass == 0; s++) {
+                uint32_t c = (base + s + offset) % mm->group_size;
+                if (!used[s] && (best == UINT32_MAX ||
+                                 mm->red_at[c] < mm->red_at[best_c])) {
+                    best = s;
+                    best_c = c;
+                }
+            }
+            if (pass == 0) {
+                mm->red_at[best_c]++;
+            } else {
+                while (used[next]) {
+                    next++;
+                }
+                best = next;
+            }
+            used[best] = true;
+            out->members[base + best] = e->m;
+        }
+    }
+    out->n = base + size;
 }
 
 /* Lines mode: the next group of the split (its members unit by unit), or
@@ -440,17 +498,8 @@ static bool mm_lines_emit(mp_mm_t *mm, mp_mm_out_t *out) {
         out->phase = 0;
         /* unit by unit: a line's members take consecutive coordinates */
         for (size_t u = 0; u < MP_MM_PENDING_MAX && out->n < k; u++) {
-            if (mm->unit_part[u] != p) {
-                continue;
-            }
-            for (size_t i = 0; i < mm->n; i++) {
-                const mm_entry_t *e = &mm->pending[i];
-                if (e->flush && e->unit == u) {
-                    if (e->m.phase > out->phase) {
-                        out->phase = e->m.phase;
-                    }
-                    out->members[out->n++] = e->m;
-                }
+            if (mm->unit_part[u] == p) {
+                mm_lines_place(mm, u, mm->grouped, out);
             }
         }
         size_t kept = 0;

@@ -32,7 +32,10 @@
  * line with more than M JOINs is first split as above, then every part without
  * a member that reduces (all noshare) is added to the part with one that is
  * smallest so far, up to MP_GROUP_MAX members. Rosters list the members line by
- * line, so each line's members take consecutive coordinates.
+ * line, so each line's members take consecutive coordinates; inside a line the
+ * members that reduce take the places whose next coordinates have the fewest
+ * reducing members of the close so far, so they spread over the next round's
+ * lines (and shards of merge keys).
  *
  * mp_member_t is the roster entry that a JOIN carries and a GROUP lists.
  * No I/O, no clock, no randomness of its own: the driver passes time and a

@@ -256,42 +256,78 @@ static uint64_t expect_n(const mp_rnd_t *rm) {
 }
 
 uint32_t mp__rnd_merge_key_of(const uint8_t *line, size_t line_len, uint32_t k,
+                              uint32_t m, uint32_t sl,
                               uint8_t out[MP_KEY_MAX]) {
     if (line == NULL || line_len < 9 || line_len > MP_KEY_MAX)
         return 0;
     uint32_t d = line[8];
-    if (d < 2 || d > MP_GRID_DIMS_MAX || k >= d || line_len < 8u + d)
+    if (d < 2 || d > MP_GRID_DIMS_MAX || k >= d || line_len < 8u + d ||
+        sl > MP_RND_SHARD_LOG2_MAX || (sl > 0 && m < 2))
         return 0;
     /* register entries d-1-k .. d-2: averaged in this cycle; 0 .. d-2-k:
-     * still to be averaged. Keep the smaller set. */
-    uint32_t done = k, todo = d - 1 - k;
-    uint32_t from = done <= todo ? d - 1 - k : 0;
-    uint32_t nkeep = done <= todo ? done : todo;
+     * still to be averaged. Keep the averaged ones, none in the last
+     * round; the others, read as a number in base m, pick the shard. */
+    uint32_t nkeep = k + 1 < d ? k : 0;
+    uint32_t from = d - 1 - nkeep;
+    size_t suf = line_len - 8u - d;
+    if (10u + nkeep + (sl > 0 ? 2u : 0u) + suf > MP_KEY_MAX)
+        return 0;
     memcpy(out, line, 8);
     out[8] = (uint8_t)(0x80u | d);
-    out[9] = (uint8_t)k;
+    out[9] = (uint8_t)(k | sl << 3);
     memcpy(out + 10, line + 9 + from, nkeep);
-    size_t suf = line_len - 8u - d;
-    memcpy(out + 10 + nkeep, line + 8 + d, suf);
-    return 10u + nkeep + (uint32_t)suf;
+    uint32_t at = 10u + nkeep;
+    if (sl > 0) {
+        uint32_t mask = (1u << sl) - 1, idx = 0;
+        for (uint32_t i = 0; i < d - 1 - nkeep; i++)
+            idx = (idx * m + line[9 + i]) & mask;
+        out[at++] = (uint8_t)idx;
+        out[at++] = (uint8_t)(idx >> 8);
+    }
+    memcpy(out + at, line + 8 + d, suf);
+    return at + (uint32_t)suf;
+}
+
+uint32_t mp__rnd_merge_shards(uint32_t m, uint64_t view_n, uint32_t nkeep,
+                              uint32_t nother) {
+    if (m < 2)
+        return 0;
+    /* the round's callers per value of the kept coordinates, and the
+     * lines they spread over */
+    uint64_t load = view_n, lines = 1;
+    for (uint32_t i = 0; i < nkeep && load > 0; i++)
+        load /= m;
+    for (uint32_t i = 0; i < nother && lines < ((uint64_t)1 << 32); i++)
+        lines *= m;
+    uint32_t sl = 0;
+    while (sl < MP_RND_SHARD_LOG2_MAX &&
+           load > (uint64_t)MP_RND_SHARD_PEERS << sl &&
+           ((uint64_t)1 << sl) < lines)
+        sl++;
+    return sl;
 }
 
 uint32_t mp__rnd_merge_key(const mp_rnd_t *rm, const uint8_t *line,
                            size_t line_len, uint8_t out[MP_KEY_MAX]) {
-    if (rm->grid.dims < 2)
+    uint32_t d = rm->grid.dims;
+    if (d < 2)
         return 0;
-    return mp__rnd_merge_key_of(line, line_len, rm->grid.turn % rm->grid.dims,
-                                out);
+    uint32_t k = rm->grid.turn % d;
+    uint32_t nkeep = k + 1 < d ? k : 0;
+    uint32_t sl = mp__rnd_merge_shards(rm->cfg.group_size, rm->view_last, nkeep,
+                                       d - 1 - nkeep);
+    return mp__rnd_merge_key_of(line, line_len, k, rm->cfg.group_size, sl, out);
 }
 
 /* A merge key (0x80 | d in byte 8): valid when made from a valid line
- * key. */
+ * key, in any number of shards its byte 9 says. */
 static bool merge_key_ok(const mp_rnd_t *rm, const uint8_t *key, size_t len,
                          const uint8_t *line, size_t line_len) {
     uint8_t want[MP_KEY_MAX];
     if (len < 10 || !mp__rnd_key_ok(rm, line, line_len))
         return false;
-    uint32_t n = mp__rnd_merge_key_of(line, line_len, key[9], want);
+    uint32_t n = mp__rnd_merge_key_of(line, line_len, key[9] & 7u,
+                                      rm->cfg.group_size, key[9] >> 3, want);
     return n != 0 && n == len && memcmp(want, key, len) == 0;
 }
 

@@ -198,16 +198,34 @@ bool mp__rnd_key_ok(const mp_rnd_t *rm, const uint8_t *key, size_t len);
  * whose JOINs may merge without losing the d-round mean share it. Round
  * k = turn mod d of a cycle varies over dimension k; register entries
  * d-1-k .. d-2 hold the dimensions already averaged in this cycle, entries
- * 0 .. d-2-k those still to be averaged. Lines agreeing on either set may
- * merge; the merge key keeps the smaller set (the averaged one on a tie),
- * so in the first round (k = 0) and the last (k = d-1) it keeps none: one
- * matchmaker for the whole round. Layout: vector length (8 bytes), 0x80 |
- * d, k, the kept coordinates, the aggregation suffix. Returns its length,
- * 0 if line is no line key of d >= 2 or k >= d. */
+ * 0 .. d-2-k those still to be averaged. Lines agreeing on the averaged
+ * set may merge, and in the last round (k = d-1) any lines, since each
+ * line's mean is then the swarm's: the merge key keeps the averaged set,
+ * none in the first round (k = 0) and the last, so those have one
+ * matchmaker for the whole round. With sl > 0 the lines of one kept value
+ * split into 2^sl shards, each at its own matchmaker: the other
+ * coordinates, read as a number in base m (group_size, most significant
+ * entry first), modulo 2^sl. Any split of lines that agree on the kept set
+ * still agrees on it. Layout: vector length (8 bytes), 0x80 | d,
+ * k | sl << 3, the kept coordinates, with sl > 0 the shard (2 bytes, little
+ * endian), the aggregation suffix. Returns its length, 0 if line is no line
+ * key of d >= 2, k >= d, sl > MP_RND_SHARD_LOG2_MAX or (sl > 0) m < 2. */
 uint32_t mp__rnd_merge_key_of(const uint8_t *line, size_t line_len, uint32_t k,
-                              uint8_t out[MP_KEY_MAX]);
+                              uint32_t m, uint32_t sl, uint8_t out[MP_KEY_MAX]);
+/* Shards: a matchmaker holds at most MP_MM_PENDING_MAX (256) pending JOINs,
+ * so the callers of one merge key should be about MP_RND_SHARD_PEERS or
+ * fewer. For a view of view_n peers of which 1 / m^nkeep share a kept
+ * value, spread over m^nother lines: the least sl with view_n / m^nkeep <=
+ * MP_RND_SHARD_PEERS * 2^sl, no more shards than lines, at most
+ * MP_RND_SHARD_LOG2_MAX. 0 (one matchmaker per kept value, the keys of
+ * before) up to 128 callers per kept value. */
+#define MP_RND_SHARD_PEERS 128u
+#define MP_RND_SHARD_LOG2_MAX 15u
+uint32_t mp__rnd_merge_shards(uint32_t m, uint64_t view_n, uint32_t nkeep,
+                              uint32_t nother);
 /* The merge key of this peer's next call, made from its line key (the one
- * mp__rnd_key returned last); 0 when d < 2. */
+ * mp__rnd_key returned last), in the shards of the view that call was
+ * given (mp__rnd_merge_shards); 0 when d < 2. */
 uint32_t mp__rnd_merge_key(const mp_rnd_t *rm, const uint8_t *line,
                            size_t line_len, uint8_t out[MP_KEY_MAX]);
 

@@ -77,19 +77,25 @@ static void usage(FILE *f) {
         "                     rms and the largest distance of the peers\n"
         "                     from the initial weighted mean, relative to\n"
         "                     the rms of the initial values, and the last\n"
-        "                     line the same after the last round\n"
-        "\n"
-        "Initial values are standard normal floats. After a round each peer\n"
-        "uses weight = group_weight / group_size (the swarm's total weight\n"
-        "stays constant). mse is the mean over live peers and elements of\n"
-        "(x - mean)^2, the mean weighted by the current weights; maxdev is\n"
-        "max |x - mean| relative to the largest initial |x|. Timers: 2 s\n"
-        "matchmaking window, 30 s round timeout, 5 s peer timeout; links\n"
-        "5 ms plus a fixed 0-20 ms per link; calls start within 50 ms.\n"
-        "With any of the last seven options, each round also prints err:\n"
-        "the rms distance of the honest peers from the initial weighted\n"
-        "mean of the honest peers (where an unattacked swarm converges).\n",
+        "                     line the same after the last round\n",
         f);
+    fputs("  --outbound O       O random initial peers are outbound-only\n"
+          "                     (behind NAT): they reduce no share, are no\n"
+          "                     matchmakers, and JOINs go under merge keys;\n"
+          "                     a round prints 'unreduced G' for groups\n"
+          "                     without a member that reduces (default 0)\n"
+          "\n"
+          "Initial values are standard normal floats. After a round each peer\n"
+          "uses weight = group_weight / group_size (the swarm's total weight\n"
+          "stays constant). mse is the mean over live peers and elements of\n"
+          "(x - mean)^2, the mean weighted by the current weights; maxdev is\n"
+          "max |x - mean| relative to the largest initial |x|. Timers: 2 s\n"
+          "matchmaking window, 30 s round timeout, 5 s peer timeout; links\n"
+          "5 ms plus a fixed 0-20 ms per link; calls start within 50 ms.\n"
+          "With any of the last seven options, each round also prints err:\n"
+          "the rms distance of the honest peers from the initial weighted\n"
+          "mean of the honest peers (where an unattacked swarm converges).\n",
+          f);
 }
 
 static int parse_u32(const char *s, uint32_t *out) {
@@ -171,6 +177,8 @@ static void print_round(const moshsim_stats_t *st, uint32_t group_size,
         printf(" left %u joined %u", st->left, st->joined);
     if (st->hung)
         printf(" HUNG %u", st->hung);
+    if (st->unreduced)
+        printf(" unreduced %u", st->unreduced);
     printf(" mse %.6e maxdev %.3e", st->mse, st->maxdev);
     if (err)
         printf(" err %.3e", st->err);
@@ -196,7 +204,7 @@ int main(int argc, char **argv) {
         "--trim",           "--clip-tau",
         "--clip-iters",     "--weight-cap",
         "--byzantine",      "--byzantine-weight",
-        "--compression"};
+        "--compression",    "--outbound"};
     const size_t first_robust = 13; /* index of --aggregation in valued */
     const size_t end_robust = 20;   /* ... of the first option after them */
     bool robust_opt = false;
@@ -281,6 +289,8 @@ int main(int argc, char **argv) {
             bad = parse_u32(v, &c.byzantine);
         } else if (strcmp(a, "--byzantine-weight") == 0) {
             bad = parse_double(v, &c.byz_weight);
+        } else if (strcmp(a, "--outbound") == 0) {
+            bad = parse_u32(v, &c.outbound);
         } else if (strcmp(a, "--compression") == 0) {
             int k = compression_of(v);
             bad = k < 0;
@@ -334,6 +344,8 @@ int main(int argc, char **argv) {
                    rule_names[c.agg.mode], c.agg.trim, (double)c.agg.tau,
                    c.agg.iters, c.agg.weight_cap, c.byzantine, c.byz_weight);
     }
+    if (!quiet && c.outbound > 0)
+        printf("outbound %u\n", c.outbound);
     /* the compression error is reported only when asked for, like err */
     bool compressed = c.agg.codec != MOSHPIT_COMPRESS_NONE;
     double rel = compressed ? initial_rms(s, c.peers, c.count) : 0;

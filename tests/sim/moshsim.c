@@ -141,14 +141,33 @@ static cache_ent_t *cache_find(moshsim_t *s, const uint8_t *key, size_t len,
     }
 }
 
-/* Candidates (peers) for key over ids[0..n) (peers[] maps back). */
-static size_t rank_view(const uint8_t *key, size_t len,
+/* Candidates (peers) for key over ids[0..n) (peers[] maps back); with
+ * outbound-only peers, over the dialable ones only (matchmakers are
+ * dialable peers). */
+static size_t rank_view(const moshsim_t *s, const uint8_t *key, size_t len,
                         const uint8_t (*ids)[MP_ID_BYTES],
                         const uint32_t *peers, size_t n, uint32_t *out) {
     uint32_t order[MOSHSIM_CANDIDATES];
+    uint8_t(*dids)[MP_ID_BYTES] = NULL;
+    uint32_t *dpeers = NULL;
+    if (s->c.outbound > 0) {
+        dids = moshsim__xmalloc((n + 1) * sizeof *dids);
+        dpeers = moshsim__xmalloc((n + 1) * sizeof *dpeers);
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!s->p[peers[i]].outbound) {
+                memcpy(dids[m], ids[i], MP_ID_BYTES);
+                dpeers[m++] = peers[i];
+            }
+        ids = (const uint8_t(*)[MP_ID_BYTES])dids;
+        peers = dpeers;
+        n = m;
+    }
     size_t k = mp__rendezvous_top(key, len, ids, n, MOSHSIM_CANDIDATES, order);
     for (size_t i = 0; i < k; i++)
         out[i] = peers[order[i]];
+    free(dids);
+    free(dpeers);
     return k;
 }
 
@@ -176,12 +195,12 @@ size_t moshsim__candidates(moshsim_t *s, bool custom, size_t nview,
                            const uint8_t *key, size_t len,
                            uint32_t cand[MOSHSIM_CANDIDATES]) {
     if (custom)
-        return rank_view(key, len, (const uint8_t(*)[MP_ID_BYTES])s->vids,
+        return rank_view(s, key, len, (const uint8_t(*)[MP_ID_BYTES])s->vids,
                          s->vbuf, nview, cand);
     bool fresh;
     cache_ent_t *e = cache_find(s, key, len, &fresh);
     if (fresh)
-        e->n = (uint8_t)rank_view(key, len,
+        e->n = (uint8_t)rank_view(s, key, len,
                                   (const uint8_t(*)[MP_ID_BYTES])s->live_ids,
                                   s->live, s->nlive, e->cand);
     memcpy(cand, e->cand, e->n * sizeof cand[0]);
@@ -290,6 +309,8 @@ moshsim_t *moshsim_new(const moshsim_cfg_t *c) {
         bad = "bad timeouts";
     else if (!mp__agg_valid(&c->agg))
         bad = "bad aggregation rule";
+    else if (c->outbound >= c->peers)
+        bad = "outbound must be below peers";
     else if (c->byzantine >= c->peers)
         bad = "byzantine must be below peers";
     else if (!(c->byz_weight >= 0 && c->byz_weight <= MOSHPIT_WEIGHT_MAX))
@@ -339,6 +360,23 @@ moshsim_t *moshsim_new(const moshsim_cfg_t *c) {
             pool[j] = pool[i];
             pool[i] = v;
             s->p[v].byz = true;
+        }
+        free(pool);
+    }
+    /* outbound-only peers: the same, on a generator of their own */
+    if (c->outbound > 0) {
+        simnet_rng_t orng;
+        simnet_rng_seed(&orng, moshsim__mix64(c->seed ^ 0x6e6174));
+        uint32_t *pool = moshsim__xmalloc(s->np * sizeof *pool);
+        for (uint32_t q = 0; q < s->np; q++)
+            pool[q] = q;
+        for (uint32_t i = 0; i < c->outbound; i++) {
+            uint32_t j = i + (uint32_t)simnet_rng_below(&orng, s->np - i);
+            uint32_t v = pool[j];
+            pool[j] = pool[i];
+            pool[i] = v;
+            s->p[v].outbound = true;
+            mp__rnd_set_noshare(s->p[v].rm, true);
         }
         free(pool);
     }
@@ -454,6 +492,7 @@ static void reap(moshsim_t *s) {
 typedef struct grp {
     uint64_t gid;
     uint32_t roster;
+    bool reduces; /* the member reduces a share */
 } grp_t;
 
 static int cmp_grp(const void *a, const void *b) {
@@ -572,13 +611,17 @@ void moshsim_round(moshsim_t *s, moshsim_stats_t *out) {
             continue;
         }
         out->degraded += c->peers_failed > 0;
-        g[ng++] = (grp_t){c->group_id, c->roster};
+        g[ng++] = (grp_t){c->group_id, c->roster, !p->outbound};
     }
     qsort(g, ng, sizeof *g, cmp_grp);
     uint64_t sizes = 0;
     for (size_t i = 0; i < ng; i++) {
         if (i > 0 && g[i].gid == g[i - 1].gid)
             continue;
+        bool reduces = false;
+        for (size_t j = i; j < ng && g[j].gid == g[i].gid; j++)
+            reduces |= g[j].reduces;
+        out->unreduced += !reduces;
         uint32_t n = g[i].roster;
         out->groups++;
         out->full_groups += n == s->c.group_size;
@@ -602,6 +645,10 @@ uint32_t moshsim_peers(const moshsim_t *s) {
 
 bool moshsim_alive(const moshsim_t *s, uint32_t peer) {
     return peer < s->np && s->p[peer].alive;
+}
+
+bool moshsim_outbound(const moshsim_t *s, uint32_t peer) {
+    return peer < s->np && s->p[peer].outbound;
 }
 
 bool moshsim_byzantine(const moshsim_t *s, uint32_t peer) {

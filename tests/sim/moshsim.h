@@ -72,6 +72,16 @@
  * measures how far the honest peers drift from the initial weighted mean
  * of the honest peers.
  *
+ * Outbound-only peers (behind NAT): outbound of the initial peers, drawn
+ * at random (a generator of their own), reduce no share (the round
+ * machine's noshare, JOIN "ns") and are never matchmaker candidates;
+ * with any of them every call JOINs under the merge key of its line key
+ * (mp__rnd_merge_key, JOIN "lk"), as the engine does once it knows of an
+ * outbound-only member. Links are not restricted (the group machine
+ * already sends no part between two outbound-only members); a group
+ * without a member that reduces, which the engine could not connect, is
+ * counted (stats.unreduced). Joiners are dialable.
+ *
  * Ownership: moshsim_new allocates everything, moshsim_free releases it.
  * Pointers returned stay valid until the next moshsim_round or free. Not
  * thread-safe. Out of memory aborts (test program).
@@ -121,6 +131,7 @@ typedef struct moshsim_cfg {
     uint32_t byzantine;         /* Byzantine peers among the initial ones */
     double byz_weight;          /* weight they announce, 0 = the usual */
     bool hostile;               /* one more peer, driven by moshsim_hostile */
+    uint32_t outbound;          /* initial peers that are outbound-only */
 } moshsim_cfg_t;
 
 /* One round (or, for round 0, the initial state). */
@@ -134,9 +145,10 @@ typedef struct moshsim_stats {
     uint32_t full_groups; /* ... with group_size members */
     uint32_t min_size, max_size;
     double mean_size;
-    uint32_t alone;    /* calls that ended without a group */
-    uint32_t degraded; /* calls that dropped a group member */
-    uint32_t hung;     /* calls of live peers that never ended (a bug) */
+    uint32_t alone;     /* calls that ended without a group */
+    uint32_t degraded;  /* calls that dropped a group member */
+    uint32_t hung;      /* calls of live peers that never ended (a bug) */
+    uint32_t unreduced; /* groups of outbound-only members only */
     uint64_t max_call_ms;
     double mse;    /* mean over live peers and elements of (x - mean)^2 */
     double maxdev; /* max |x - mean| / max |x| of the initial values */
@@ -183,6 +195,7 @@ void moshsim_measure(const moshsim_t *s, moshsim_stats_t *out);
 uint32_t moshsim_peers(const moshsim_t *s);
 bool moshsim_alive(const moshsim_t *s, uint32_t peer);
 bool moshsim_byzantine(const moshsim_t *s, uint32_t peer);
+bool moshsim_outbound(const moshsim_t *s, uint32_t peer);
 const float *moshsim_values(const moshsim_t *s, uint32_t peer);
 double moshsim_weight(const moshsim_t *s, uint32_t peer);
 const moshsim_call_t *moshsim_last_call(const moshsim_t *s, uint32_t peer);

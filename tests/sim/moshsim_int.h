@@ -37,8 +37,9 @@ typedef struct held {
 typedef struct speer {
     uint8_t id[MP_ID_BYTES];
     bool alive, known_dead;
-    bool byz;     /* Byzantine: poisons its vector before each call */
-    bool hostile; /* never calls; the driver sends for it (moshsim.h) */
+    bool byz;      /* Byzantine: poisons its vector before each call */
+    bool hostile;  /* never calls; the driver sends for it (moshsim.h) */
+    bool outbound; /* outbound-only (moshsim.h) */
     float *values;
     double weight;
     mp_grid_t grid; /* the initial grid key; the last one once reaped */

@@ -307,13 +307,22 @@ static void start_call(moshsim_t *s, uint32_t q) {
     size_t nview = moshsim__view(s, q, &custom);
     uint8_t key[MP_KEY_MAX];
     uint32_t key_len = mp__rnd_key(p->rm, nview, s->c.count, key);
+    /* with outbound-only peers: the merge key, carrying the line key (as
+     * engine_round.c merge_key) */
+    uint8_t mkey[MP_KEY_MAX];
+    uint32_t mkey_len =
+        s->c.outbound > 0 ? mp__rnd_merge_key(p->rm, key, key_len, mkey) : 0;
+    const uint8_t *ckey = mkey_len != 0 ? mkey : key;
+    uint32_t ckey_len = mkey_len != 0 ? mkey_len : key_len;
     uint32_t cand[MOSHSIM_CANDIDATES];
-    size_t k = moshsim__candidates(s, custom, nview, key, key_len, cand);
+    size_t k = moshsim__candidates(s, custom, nview, ckey, ckey_len, cand);
     uint8_t ids[MOSHSIM_CANDIDATES][MP_ID_BYTES];
     for (size_t i = 0; i < k; i++)
         memcpy(ids[i], s->p[cand[i]].id, MP_ID_BYTES);
-    mp_rnd_call_t call = {.key = key,
-                          .key_len = key_len,
+    mp_rnd_call_t call = {.key = ckey,
+                          .key_len = ckey_len,
+                          .line = mkey_len != 0 ? key : NULL,
+                          .line_len = mkey_len != 0 ? key_len : 0,
                           .cands = (const uint8_t(*)[MP_ID_BYTES])ids,
                           .ncands = k,
                           .weight = p->weight,

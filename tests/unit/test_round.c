@@ -626,26 +626,75 @@ static void test_phase_ahead(void) {
 
 /* Merge keys (docs/DESIGN.md, "Exact means over d > 1 rounds behind
  * NAT"): the first and last round of a cycle keep no coordinate, a
- * middle round the smaller of the averaged and the still-to-average
- * ones; the JOIN field "lk" round-trips through the codec. */
+ * middle round the averaged ones; shards; a matchmaker's check of a
+ * sharded key; the JOIN field "lk" round-trips through the codec. */
 static void test_merge_keys(void) {
     /* vector length 5, d = 4, register 1 2 3, aggregation suffix 9 */
     const uint8_t line[13] = {5, 0, 0, 0, 0, 0, 0, 0, 4, 1, 2, 3, 9};
     uint8_t k[MP_KEY_MAX];
-    uint32_t n = mp__rnd_merge_key_of(line, sizeof line, 0, k);
+    uint32_t n = mp__rnd_merge_key_of(line, sizeof line, 0, 4, 0, k);
     CHECK(n == 11 && k[8] == (0x80 | 4) && k[9] == 0 && k[10] == 9,
           "k = 0: len %u", n);
-    n = mp__rnd_merge_key_of(line, sizeof line, 1, k);
+    n = mp__rnd_merge_key_of(line, sizeof line, 1, 4, 0, k);
     CHECK(n == 12 && k[9] == 1 && k[10] == 3 && k[11] == 9,
           "k = 1: len %u, kept %u", n, k[10]);
-    n = mp__rnd_merge_key_of(line, sizeof line, 2, k);
-    CHECK(n == 12 && k[9] == 2 && k[10] == 1 && k[11] == 9,
-          "k = 2: len %u, kept %u", n, k[10]);
-    n = mp__rnd_merge_key_of(line, sizeof line, 3, k);
+    n = mp__rnd_merge_key_of(line, sizeof line, 2, 4, 0, k);
+    CHECK(n == 13 && k[9] == 2 && k[10] == 2 && k[11] == 3 && k[12] == 9,
+          "k = 2: len %u, kept %u %u", n, k[10], k[11]);
+    n = mp__rnd_merge_key_of(line, sizeof line, 3, 4, 0, k);
     CHECK(n == 11 && k[9] == 3 && k[10] == 9, "k = 3: len %u", n);
-    CHECK(mp__rnd_merge_key_of(line, sizeof line, 4, k) == 0, "k = d");
+    CHECK(mp__rnd_merge_key_of(line, sizeof line, 4, 4, 0, k) == 0, "k = d");
+    /* shards (sl > 0): the other set's coordinates in base m (here 4),
+     * modulo 2^sl, as 2 bytes after the kept ones; byte 9 is k | sl << 3 */
+    n = mp__rnd_merge_key_of(line, sizeof line, 0, 4, 1, k);
+    /* todo entries 1 2 3: 27 mod 2 */
+    CHECK(n == 13 && k[9] == 8 && k[10] == 1 && k[11] == 0 && k[12] == 9,
+          "k = 0, 2 shards: len %u, byte 9 %u, shard %u", n, k[9], k[10]);
+    n = mp__rnd_merge_key_of(line, sizeof line, 3, 4, 2, k);
+    CHECK(n == 13 && k[9] == (3 | 2 << 3) && k[10] == 3 && k[11] == 0 &&
+              k[12] == 9,
+          "k = 3, 4 shards: len %u, shard %u", n, k[10]);
+    n = mp__rnd_merge_key_of(line, sizeof line, 1, 4, 1, k);
+    /* keeps entry 2 (3); todo entries 1 2: 6 mod 2 */
+    CHECK(n == 14 && k[9] == 9 && k[10] == 3 && k[11] == 0 && k[12] == 0 &&
+              k[13] == 9,
+          "k = 1, 2 shards: len %u", n);
+    CHECK(mp__rnd_merge_key_of(line, sizeof line, 0, 4, 16, k) == 0 &&
+              mp__rnd_merge_key_of(line, sizeof line, 0, 1, 1, k) == 0,
+          "shards beyond 2^15 or with m < 2");
+    /* how many: about 128 callers per shard, no more shards than lines */
+    CHECK(mp__rnd_merge_shards(8, 8, 0, 2) == 0 &&
+              mp__rnd_merge_shards(8, 128, 0, 2) == 0 &&
+              mp__rnd_merge_shards(8, 129, 0, 2) == 1 &&
+              mp__rnd_merge_shards(8, 512, 0, 2) == 2 &&
+              mp__rnd_merge_shards(10, 1000, 0, 2) == 3 &&
+              mp__rnd_merge_shards(8, 512, 1, 1) == 0 &&
+              mp__rnd_merge_shards(8, 4096, 1, 2) == 2 &&
+              mp__rnd_merge_shards(8, 100000, 0, 1) == 3 &&
+              mp__rnd_merge_shards(2, 1u << 30, 0, 7) == 7 &&
+              mp__rnd_merge_shards(255, (uint64_t)1 << 40, 0, 7) == 15,
+          "shard counts");
+    /* a matchmaker takes a sharded key made from the JOIN's line key, and
+     * answers ALONE to one whose shard is not the line's */
+    world_init(4, 2);
+    const uint8_t l4[13] = {COUNT, 0, 0, 0, 0, 0, 0, 0, 4, 1, 2, 3};
+    uint8_t mk[MP_KEY_MAX];
+    mp_rnd_join_t j = {.seq = 5, .weight = 1, .bandwidth = 1, .window_ms = 500};
+    j.key = mk;
+    j.line = l4;
+    j.line_len = 12;
+    uint8_t from[MP_ID_BYTES];
+    memset(from, 0xc1, sizeof(from));
+    j.key_len = mp__rnd_merge_key_of(l4, 12, 0, 4, 2, mk);
+    CHECK(j.key_len == 12 &&
+              mp__rnd_on_join(W.rm[0], W.now, from, &j) == MP_RND_JOIN_OK,
+          "sharded merge key refused");
+    mk[10] ^= 1; /* a shard that is not the line key's */
+    memset(from, 0xc2, sizeof(from));
+    CHECK(mp__rnd_on_join(W.rm[0], W.now, from, &j) == MP_RND_JOIN_BAD_KEY,
+          "merge key with foreign coordinates taken");
     const uint8_t d1[9] = {5, 0, 0, 0, 0, 0, 0, 0, 1};
-    CHECK(mp__rnd_merge_key_of(d1, sizeof d1, 0, k) == 0, "d = 1");
+    CHECK(mp__rnd_merge_key_of(d1, sizeof d1, 0, 4, 0, k) == 0, "d = 1");
 
     static mp_msg_t m, back;
     memset(&m, 0, sizeof m);
@@ -653,7 +702,8 @@ static void test_merge_keys(void) {
     m.u.join.seq = 7;
     m.u.join.weight = 1;
     m.u.join.window_ms = 1000;
-    m.u.join.key_len = mp__rnd_merge_key_of(line, sizeof line, 0, m.u.join.key);
+    m.u.join.key_len =
+        mp__rnd_merge_key_of(line, sizeof line, 0, 4, 0, m.u.join.key);
     m.u.join.line_len = sizeof line;
     memcpy(m.u.join.line, line, sizeof line);
     uint8_t buf[512];
