@@ -381,6 +381,15 @@ void mp__engine_round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
         c->info.peers_failed = res.peers_failed;
         c->info.allreduce_ms = res.allreduce_ms;
     }
+    if (res.grouped && res.fraction_averaged < 1.0)
+        mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                       "round %016llx: %.3f of the elements averaged, %u of "
+                       "%u members dropped, %llu ms after the group formed "
+                       "(measured hard end %llu ms, 0: none)",
+                       (unsigned long long)res.group_id, res.fraction_averaged,
+                       res.peers_failed, res.group_size + res.peers_failed,
+                       (unsigned long long)res.allreduce_ms,
+                       (unsigned long long)r->span_ms);
     c->info.matchmaking_ms = res.matchmaking_ms;
     c->info.bytes_sent = r->bytes_sent;
     c->info.bytes_received = r->bytes_received;
