@@ -227,7 +227,7 @@ typedef struct mp_round {
     /* by member index: a MARK is due to it (a data connection to it broke,
      * or its HAVE left parts that may still be on their way), and a HAVE
      * restarted its silence clock since the last frame accepted from it */
-    uint64_t mark_due, have_rearmed;
+    uint64_t mark_due;
     /* by member index: its latest MARK still to be answered (its counter,
      * 0: none), whether every counter below it arrived, when the last
      * frame below it arrived, and the lowest counter its frames of this

@@ -109,14 +109,15 @@ void mp__engine_resume_accepted(moshpit_t *mp, const mp_peer_t *p,
  * twice its limit. Nobody else's limit changes. A granted break moves the
  * round's measured end to as far from now as the round was given at its
  * start (never past the call's own round_timeout_ms). */
-static void link_broke(moshpit_t *mp, const mp_peer_t *p) {
+static void link_broke(moshpit_t *mp, const mp_peer_t *p, bool mark) {
     mp_round_t *r = &mp->round;
     uint32_t i = member_index(r, p);
     if (r->group == NULL || i == UINT32_MAX)
         return;
     r->repaired = true;
     uint64_t now = mp__engine_now_ms();
-    if (!mp__group_on_break(r->group, now, i))
+    if (!(mark ? mp__group_on_mark(r->group, now, i)
+               : mp__group_on_break(r->group, now, i)))
         return;
     mp__engine_log(mp, MOSHPIT_LOG_INFO,
                    "round %016llx: a connection to %.8s broke %llu ms into "
@@ -129,7 +130,7 @@ static void link_broke(moshpit_t *mp, const mp_peer_t *p) {
 }
 
 void mp__engine_resume_link_broke(moshpit_t *mp, const mp_peer_t *p) {
-    link_broke(mp, p);
+    link_broke(mp, p, false);
 }
 
 void mp__engine_resume_data_down(moshpit_t *mp, mp_peer_t *p) {
@@ -147,7 +148,7 @@ void mp__engine_resume_data_down(moshpit_t *mp, mp_peer_t *p) {
      * the break) */
     r->broke_ctr[i] = p->tx_counter;
     r->mark_due |= bit(i);
-    link_broke(mp, p);
+    link_broke(mp, p, false);
     mp__engine_pump_sends(mp);
 }
 
@@ -168,8 +169,8 @@ void mp__engine_resume_on_mark(moshpit_t *mp, mp_peer_t *p, uint32_t from,
     r->bytes_received += len;
     /* its connection to us broke: patience only if that grants a break
      * (at most MP_GROUP_BREAKS a round), so MARKs alone cannot keep a
-     * mate that sends nothing else in the round */
-    link_broke(mp, p);
+     * mate that sends nothing else in the round (mp__group_on_mark) */
+    link_broke(mp, p, true);
     mp__engine_resume_accepted(mp, p, from, h->counter);
     if (from >= MP_GROUP_MAX || h->counter <= r->mark_ctr[from])
         return;
@@ -242,14 +243,13 @@ void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
             r->mark_ctr[i] = 0;
             r->mark_full &= ~bit(i);
         }
-        if (!mark && !(r->have_rearmed & bit(i))) {
+        if (!mark)
             /* the first HAVE to a mate gone quiet gives the repair the
              * mate's whole limit (its frames may queue behind others on a
-             * slow link), unless a break gave it patience already; it is
-             * dropped if nothing more comes after that */
-            r->have_rearmed |= bit(i);
+             * slow link), unless a break gave it patience already or no
+             * new part came since the last such restart; it is dropped if
+             * nothing more comes after that */
             mp__group_quiet(r->group, now, i);
-        }
         size_t sl = 0, gl = 0;
         mp__group_holds(r->group, i, h->sc, sizeof(h->sc), &sl, h->ga,
                         sizeof(h->ga), &gl);
