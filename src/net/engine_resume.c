@@ -148,8 +148,17 @@ void mp__engine_resume_data_down(moshpit_t *mp, mp_peer_t *p) {
      * the break) */
     r->broke_ctr[i] = p->tx_counter;
     r->mark_due |= bit(i);
+    if (mp->outbound)
+        /* p answers on our connections: what it sent us on this one is
+         * lost too, and p never sees the break (its data ROUTER has no
+         * monitor); ask now what it handed out, so its MARK and the
+         * repair do not wait for our silence limit (half of up to twice
+         * peer_timeout_ms while only its gathers are expected), by which
+         * time p may have ended its call */
+        r->ask_due |= bit(i);
     link_broke(mp, p, false);
     mp__engine_pump_sends(mp);
+    mp__engine_resume_send_haves(mp, mp__engine_now_ms());
 }
 
 void mp__engine_resume_on_mark(moshpit_t *mp, mp_peer_t *p, uint32_t from,
@@ -224,8 +233,14 @@ void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
         bool mark = r->mark_ctr[i] != 0 &&
                     ((r->mark_full & bit(i)) ||
                      now - r->mark_fill_at[i] >= settle_ms(mp, i));
+        bool ask = false;
+        if (!mark && (r->ask_due & bit(i))) {
+            /* (behind an answer to its MARK, the next pass asks) */
+            r->ask_due &= ~bit(i);
+            ask = mp__group_member_alive(r->group, i);
+        }
         if (p == NULL || p->state != MP_PEER_LIVE ||
-            (!mark && !mp__group_have_due(r->group, now, i)))
+            (!mark && !ask && !mp__group_have_due(r->group, now, i)))
             continue;
         mp_msg_t *m = mp->msg;
         memset(m, 0, sizeof(*m));
@@ -243,7 +258,7 @@ void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
             r->mark_ctr[i] = 0;
             r->mark_full &= ~bit(i);
         }
-        if (!mark)
+        if (!mark && !ask)
             /* the first HAVE to a mate gone quiet gives the repair the
              * mate's whole limit (its frames may queue behind others on a
              * slow link), unless a break gave it patience already or no
@@ -258,7 +273,9 @@ void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
         mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
                        "round %016llx: HAVE to %.8s (%s, up to frame %llu)",
                        (unsigned long long)r->gid, p->id_txt,
-                       h->mark ? "its mark" : "quiet for a while",
+                       h->mark ? "its mark"
+                       : ask   ? "our connection to it broke"
+                               : "quiet for a while",
                        (unsigned long long)h->rx);
         mp__engine_send_msg(mp, p, m);
     }
@@ -304,6 +321,8 @@ uint64_t mp__engine_resume_wakeup(const moshpit_t *mp) {
         return UINT64_MAX;
     uint64_t w = r->done_sent ? r->done_at + wait_ms(mp)
                               : mp__group_have_wakeup(r->group);
+    if (r->ask_due != 0)
+        return 0;
     for (uint32_t i = 0; i < r->n && i < MP_GROUP_MAX; i++) {
         if (r->mark_ctr[i] == 0)
             continue;
