@@ -28,8 +28,9 @@
  * reducers) answer on them through their data ROUTERs, which see no
  * break; what they sent peer 3 before the reset is repaired only because
  * peer 3 asks (a HAVE as soon as its own data connection to them broke),
- * they answer with a MARK and send again what it lacks. The test runs the
- * clean round, the data reset and a clean round after.
+ * they answer with a MARK and send again what it lacks. The reset waits
+ * until peer 3's download flows (their results are on their way). The
+ * test runs the clean round, the data reset and a clean round after.
  * With "silent ms" (ctest test_netns_blip_silent: 1000, label slow: a
  * measurement, not run by CI) no connection is reset: the switch drops
  * every packet to and from peer 3 for ms milliseconds (no RST, no event),
@@ -196,8 +197,9 @@ static void check_exact(nn_swarm_t *s, const char *what) {
     }
 }
 
-/* What the faults of a round did to peer BLIP. */
+/* The fault a round puts on peer BLIP (by the test's mode). */
 static unsigned g_silent_ms; /* mode "silent": cut off this long, no reset */
+static int g_nat;            /* mode "nat": peers 2 and 3 behind a NAT */
 
 /* A round in which peer BLIP's connections matching filter are reset once
  * it has sent SENT_BEFORE_RESET bytes of it (or, with g_silent_ms, its
@@ -220,6 +222,18 @@ static void blip_round(nn_swarm_t *s, uint64_t seed, const char *filter,
     } while (it_now_ms() - t0 < 15000);
     IT_CHECK(tx - tx0 >= SENT_BEFORE_RESET, "peer %d sent only %llu bytes",
              BLIP, (unsigned long long)(tx - tx0));
+    /* behind NAT, what the mates send peer BLIP must be on its way when
+     * the reset hits: its download flows between parts (a reducer sends
+     * a result once every contribution arrived), so wait until it takes
+     * at least 12 KiB in 10 ms (about 10 Mbit/s of its 20) */
+    for (uint64_t prev = rx, t1 = it_now_ms(); g_nat && it_now_ms() - t1 < 3000;
+         prev = rx) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL); /* polling a counter, not waiting for it */
+        IT_CHECK(nn_bytes(BLIP, &rx, &tx) == 0, "counters");
+        if (rx - prev >= 12u * 1024u)
+            break;
+    }
     if (g_silent_ms > 0) {
         /* the bridge drops every packet between peer BLIP and the others:
          * no RST, no event; the link comes back after g_silent_ms (the
@@ -252,7 +266,7 @@ static void blip_round(nn_swarm_t *s, uint64_t seed, const char *filter,
 
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
-    int nat = strcmp(mode, "nat") == 0;
+    int nat = g_nat = strcmp(mode, "nat") == 0;
     if (strcmp(mode, "silent") == 0)
         g_silent_ms = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : 1000;
     unsigned streams =
