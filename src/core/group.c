@@ -227,6 +227,9 @@ struct mp_group {
      * and claims everything lost, again and again, gets no more) */
     uint64_t redo_total[MP_GROUP_MAX];
     uint64_t have_at[MP_GROUP_MAX]; /* last HAVE to m; 0: none */
+    /* bit m: a quiet HAVE restarted m's silence clock since the last new
+     * part from m (mp__group_quiet; a part accepted clears it) */
+    uint64_t quieted;
     uint32_t resent;
     bool closed; /* the deadline closed the round */
 };
@@ -624,6 +627,7 @@ static mp_part_status_t on_scatter(mp_group_t *g, uint64_t now, uint32_t from,
     g->pwsum[part] += wm;
     g->contribs[from]++;
     g->heard[from] = now;
+    g->quieted &= ~bit(from); /* new data: a quiet HAVE may restart it */
     g->bytes_received += mp__codec_bytes(g->codec, count);
     if (g->robust) {
         if (wm > 0)
@@ -670,6 +674,7 @@ static mp_part_status_t on_gather(mp_group_t *g, uint64_t now, uint32_t from,
     g->gathered[from]++;
     g->gather_open--;
     g->heard[from] = now;
+    g->quieted &= ~bit(from);
     g->bytes_received += mp__codec_bytes(g->codec, count);
     skip_gathered(g, from);
     return MP_PART_OK;
@@ -919,9 +924,21 @@ uint64_t mp__group_limit(const mp_group_t *g, uint32_t m) {
 }
 
 void mp__group_quiet(mp_group_t *g, uint64_t now_ms, uint32_t m) {
-    /* once a break granted its patience, a quiet HAVE adds none */
-    if (g != NULL && m < g->n && g->spare[m] == 0)
+    if (g == NULL || m >= g->n || m == g->self)
+        return;
+    /* once a break granted its patience, a quiet HAVE adds none; and only
+     * once until m sends a new part, so that a mate answering every quiet
+     * HAVE with a MARK (and nothing else) is still dropped */
+    if (g->spare[m] == 0 && !(g->quieted & bit(m)))
         mp__group_heard(g, now_ms, m);
+    g->quieted |= bit(m);
+}
+
+bool mp__group_on_mark(mp_group_t *g, uint64_t now_ms, uint32_t m) {
+    /* a MARK is no part: its only patience is the break it may grant (at
+     * most MP_GROUP_BREAKS a round); it neither restarts m's silence clock
+     * nor lets a quiet HAVE restart it again */
+    return mp__group_on_break(g, now_ms, m);
 }
 
 void mp__group_extend_deadline(mp_group_t *g, uint64_t deadline_ms) {

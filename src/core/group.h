@@ -190,8 +190,13 @@ bool mp__group_on_break(mp_group_t *g, uint64_t now_ms, uint32_t m);
 /* m's own silence limit (set_silence), 0 for self or out of range. */
 uint64_t mp__group_limit(const mp_group_t *g, uint32_t m);
 /* A quiet HAVE went to m: restarts its silence clock (the repair it asks
- * for gets m's limit) unless a break already granted m its patience. */
+ * for gets m's limit) unless a break already granted m its patience or a
+ * quiet HAVE restarted it since the last part accepted from m. */
 void mp__group_quiet(mp_group_t *g, uint64_t now_ms, uint32_t m);
+/* m's MARK arrived (its connection to this member broke): the same as
+ * mp__group_on_break and nothing more, so MARKs alone keep m at most
+ * MP_GROUP_BREAKS grants long. Returns whether it granted. */
+bool mp__group_on_mark(mp_group_t *g, uint64_t now_ms, uint32_t m);
 /* Encoded bytes of the largest part of share (0 for an empty share). */
 uint64_t mp__group_part_bytes(const mp_group_t *g, uint32_t share);
 /* Encoded bytes of share (what each other member scatters to its

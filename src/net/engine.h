@@ -225,9 +225,11 @@ typedef struct mp_round {
     uint64_t done_at;
     uint32_t dups;
     /* by member index: a MARK is due to it (a data connection to it broke,
-     * or its HAVE left parts that may still be on their way), and a HAVE
-     * restarted its silence clock since the last frame accepted from it */
-    uint64_t mark_due, have_rearmed;
+     * or its HAVE left parts that may still be on their way); a HAVE is
+     * due to it now (we are outbound-only and a data connection of ours
+     * to it broke: its frames to us travelled on it too, and its data
+     * ROUTER sees no break) */
+    uint64_t mark_due, ask_due;
     /* by member index: its latest MARK still to be answered (its counter,
      * 0: none), whether every counter below it arrived, when the last
      * frame below it arrived, and the lowest counter its frames of this

@@ -44,9 +44,6 @@ static void deliver(moshpit_t *mp, mp_peer_t *p, uint32_t from,
         r->scat_bytes[from] += len;
         r->scat_last_ms[from] = now;
     }
-    if (st == MP_PART_OK && from < MP_GROUP_MAX)
-        r->have_rearmed &= ~(1ull << from); /* new data: a quiet HAVE may
-                                               restart its clock again */
     if (st == MP_PART_DUP)
         r->dups++; /* sent again though it had arrived */
     else if (st != MP_PART_OK && st != MP_PART_LATE)

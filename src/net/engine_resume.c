@@ -109,14 +109,15 @@ void mp__engine_resume_accepted(moshpit_t *mp, const mp_peer_t *p,
  * twice its limit. Nobody else's limit changes. A granted break moves the
  * round's measured end to as far from now as the round was given at its
  * start (never past the call's own round_timeout_ms). */
-static void link_broke(moshpit_t *mp, const mp_peer_t *p) {
+static void link_broke(moshpit_t *mp, const mp_peer_t *p, bool mark) {
     mp_round_t *r = &mp->round;
     uint32_t i = member_index(r, p);
     if (r->group == NULL || i == UINT32_MAX)
         return;
     r->repaired = true;
     uint64_t now = mp__engine_now_ms();
-    if (!mp__group_on_break(r->group, now, i))
+    if (!(mark ? mp__group_on_mark(r->group, now, i)
+               : mp__group_on_break(r->group, now, i)))
         return;
     mp__engine_log(mp, MOSHPIT_LOG_INFO,
                    "round %016llx: a connection to %.8s broke %llu ms into "
@@ -129,7 +130,7 @@ static void link_broke(moshpit_t *mp, const mp_peer_t *p) {
 }
 
 void mp__engine_resume_link_broke(moshpit_t *mp, const mp_peer_t *p) {
-    link_broke(mp, p);
+    link_broke(mp, p, false);
 }
 
 void mp__engine_resume_data_down(moshpit_t *mp, mp_peer_t *p) {
@@ -147,8 +148,17 @@ void mp__engine_resume_data_down(moshpit_t *mp, mp_peer_t *p) {
      * the break) */
     r->broke_ctr[i] = p->tx_counter;
     r->mark_due |= bit(i);
-    link_broke(mp, p);
+    if (mp->outbound)
+        /* p answers on our connections: what it sent us on this one is
+         * lost too, and p never sees the break (its data ROUTER has no
+         * monitor); ask now what it handed out, so its MARK and the
+         * repair do not wait for our silence limit (half of up to twice
+         * peer_timeout_ms while only its gathers are expected), by which
+         * time p may have ended its call */
+        r->ask_due |= bit(i);
+    link_broke(mp, p, false);
     mp__engine_pump_sends(mp);
+    mp__engine_resume_send_haves(mp, mp__engine_now_ms());
 }
 
 void mp__engine_resume_on_mark(moshpit_t *mp, mp_peer_t *p, uint32_t from,
@@ -168,8 +178,8 @@ void mp__engine_resume_on_mark(moshpit_t *mp, mp_peer_t *p, uint32_t from,
     r->bytes_received += len;
     /* its connection to us broke: patience only if that grants a break
      * (at most MP_GROUP_BREAKS a round), so MARKs alone cannot keep a
-     * mate that sends nothing else in the round */
-    link_broke(mp, p);
+     * mate that sends nothing else in the round (mp__group_on_mark) */
+    link_broke(mp, p, true);
     mp__engine_resume_accepted(mp, p, from, h->counter);
     if (from >= MP_GROUP_MAX || h->counter <= r->mark_ctr[from])
         return;
@@ -223,8 +233,14 @@ void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
         bool mark = r->mark_ctr[i] != 0 &&
                     ((r->mark_full & bit(i)) ||
                      now - r->mark_fill_at[i] >= settle_ms(mp, i));
+        bool ask = false;
+        if (!mark && (r->ask_due & bit(i))) {
+            /* (behind an answer to its MARK, the next pass asks) */
+            r->ask_due &= ~bit(i);
+            ask = mp__group_member_alive(r->group, i);
+        }
         if (p == NULL || p->state != MP_PEER_LIVE ||
-            (!mark && !mp__group_have_due(r->group, now, i)))
+            (!mark && !ask && !mp__group_have_due(r->group, now, i)))
             continue;
         mp_msg_t *m = mp->msg;
         memset(m, 0, sizeof(*m));
@@ -242,14 +258,13 @@ void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
             r->mark_ctr[i] = 0;
             r->mark_full &= ~bit(i);
         }
-        if (!mark && !(r->have_rearmed & bit(i))) {
+        if (!mark && !ask)
             /* the first HAVE to a mate gone quiet gives the repair the
              * mate's whole limit (its frames may queue behind others on a
-             * slow link), unless a break gave it patience already; it is
-             * dropped if nothing more comes after that */
-            r->have_rearmed |= bit(i);
+             * slow link), unless a break gave it patience already or no
+             * new part came since the last such restart; it is dropped if
+             * nothing more comes after that */
             mp__group_quiet(r->group, now, i);
-        }
         size_t sl = 0, gl = 0;
         mp__group_holds(r->group, i, h->sc, sizeof(h->sc), &sl, h->ga,
                         sizeof(h->ga), &gl);
@@ -258,7 +273,9 @@ void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
         mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
                        "round %016llx: HAVE to %.8s (%s, up to frame %llu)",
                        (unsigned long long)r->gid, p->id_txt,
-                       h->mark ? "its mark" : "quiet for a while",
+                       h->mark ? "its mark"
+                       : ask   ? "our connection to it broke"
+                               : "quiet for a while",
                        (unsigned long long)h->rx);
         mp__engine_send_msg(mp, p, m);
     }
@@ -304,6 +321,8 @@ uint64_t mp__engine_resume_wakeup(const moshpit_t *mp) {
         return UINT64_MAX;
     uint64_t w = r->done_sent ? r->done_at + wait_ms(mp)
                               : mp__group_have_wakeup(r->group);
+    if (r->ask_due != 0)
+        return 0;
     for (uint32_t i = 0; i < r->n && i < MP_GROUP_MAX; i++) {
         if (r->mark_ctr[i] == 0)
             continue;

@@ -9,7 +9,10 @@
  * still be on the way), a lost gather too after the sender was done (it
  * is not done again until it handed the part out); nothing arrives twice;
  * the round ends with the exact weighted mean at every member; and a HAVE
- * after the deadline or from a dropped member queues nothing.
+ * after the deadline or from a dropped member queues nothing. The patience
+ * rules: breaks (a few a round, each worth the member's limit once more),
+ * and a mate that answers every quiet HAVE with a MARK and sends nothing
+ * else is dropped within 1.5 + 3 x 2 of its limits.
  */
 #include <math.h>
 #include <stdio.h>
@@ -288,6 +291,91 @@ static void case_breaks(void) {
     net_free(&t);
 }
 
+/* A MARK flood: member 1 sends no part and answers every quiet HAVE of
+ * member 0 with a MARK after reply_ms, as the engine drives the machine
+ * (engine_resume.c: mp__group_have_due then mp__group_quiet for a quiet
+ * HAVE, mp__group_on_mark for a MARK). Without the flood a silent member
+ * is dropped after 1.5 limits (the quiet HAVE's one restart); each MARK
+ * may grant a break, at most MP_GROUP_BREAKS, each worth 2 limits, so it
+ * must be dropped within 1.5 + 3 x 2 limits of its last part
+ * (docs/SECURITY.md), long before the deadline. If a MARK restarted the
+ * silence clock, or let the next quiet HAVE restart it, it never was. */
+static uint64_t mark_flood(uint64_t lim, uint64_t reply_ms) {
+    net_t t;
+    net_init(&t, 100000);
+    mp_group_t *g = t.g[0];
+    mp__group_set_silence(g, 1, lim);
+    uint64_t mark_at = UINT64_MAX, end = 0;
+    uint32_t marks = 0;
+    for (uint64_t now = 1; now < 100000; now++) {
+        if (mp__group_have_due(g, now, 1)) {
+            mp__group_quiet(g, now, 1);
+            if (mark_at == UINT64_MAX)
+                mark_at = now + reply_ms;
+        }
+        if (now >= mark_at) {
+            mp__group_on_mark(g, now, 1);
+            mark_at = UINT64_MAX;
+            marks++;
+        }
+        mp__group_on_tick(g, now);
+        if (!mp__group_member_alive(g, 1)) {
+            end = now;
+            break;
+        }
+    }
+    printf("  MARK flood, limit %llu ms, each MARK %llu ms after the HAVE: "
+           "dropped at %llu ms after %u MARKs (bound %llu)\n",
+           (unsigned long long)lim, (unsigned long long)reply_ms,
+           (unsigned long long)end, marks,
+           (unsigned long long)(lim * 3 / 2 + MP_GROUP_BREAKS * 2 * lim));
+    net_free(&t);
+    return end;
+}
+
+static void case_mark_flood(void) {
+    const uint64_t lim = 300;
+    const uint64_t bound = lim * 3 / 2 + MP_GROUP_BREAKS * 2 * lim;
+    const uint64_t replies[] = {1, 40, 149, 290};
+    for (size_t k = 0; k < sizeof(replies) / sizeof(replies[0]); k++) {
+        uint64_t end = mark_flood(lim, replies[k]);
+        CHECK(end != 0 && end <= bound,
+              "a mate answering each quiet HAVE with a MARK %llu ms later "
+              "was dropped at %llu ms (bound %llu)",
+              (unsigned long long)replies[k], (unsigned long long)end,
+              (unsigned long long)bound);
+    }
+
+    /* a new part lets a quiet HAVE restart the clock once more: a mate
+     * that is slow but sends is kept */
+    net_t t;
+    net_init(&t, 100000);
+    mp_group_t *g = t.g[0];
+    mp__group_set_silence(g, 1, lim);
+    CHECK(mp__group_have_due(g, 150, 1), "no HAVE after half the limit");
+    mp__group_quiet(g, 150, 1);
+    mp__group_on_tick(g, 439);
+    CHECK(mp__group_member_alive(g, 1), "dropped within the quiet restart");
+    mp_send_t s;
+    CHECK(mp__group_next_send(t.g[1], 0, &s), "member 1 has nothing for 0");
+    float buf[PE];
+    memcpy(buf, s.data, s.count * sizeof(float));
+    CHECK(mp__group_on_part(g, 440, 1, s.kind, s.share, s.part, buf, s.count,
+                            s.wsum) == MP_PART_OK,
+          "part refused");
+    CHECK(mp__group_have_due(g, 590, 1), "no HAVE after the part");
+    mp__group_quiet(g, 590, 1);
+    CHECK(mp__group_have_due(g, 740, 1), "no HAVE again");
+    mp__group_quiet(g, 740, 1); /* no part since: no restart */
+    mp__group_on_tick(g, 800);
+    CHECK(mp__group_member_alive(g, 1),
+          "a quiet HAVE after a new part did not restart the clock");
+    mp__group_on_tick(g, 890);
+    CHECK(!mp__group_member_alive(g, 1),
+          "a second quiet HAVE without a part restarted the clock");
+    net_free(&t);
+}
+
 /* Member 2 dropped member 1 (its connections broke for longer than its
  * patience there) while member 0 kept it: 0's values of share 2 are the
  * mean of 0 and 2 only, so 0 must not count them as averaged with nobody
@@ -314,6 +402,7 @@ static void case_uneven_drop(void) {
 
 int main(void) {
     case_breaks();
+    case_mark_flood();
     case_uneven_drop();
     case_repeat_cap();
     case_lost_scatter();
