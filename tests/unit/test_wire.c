@@ -311,6 +311,12 @@ static void test_roundtrips(void) {
     m->u.hello.not_reached = 1;
     set_str(m->u.hello.observed, MP_ADDR_MAX - 1, 'o');
     roundtrip("hello nat", m);
+    m->u.hello.dialback_req = UINT32_MAX; /* a dial-back request */
+    roundtrip("hello dial-back request", m);
+    m->u.hello.dialback_req = 0;
+    m->u.hello.dialback_ans = 1; /* its answer, reached unless nr */
+    roundtrip("hello dial-back answer", m);
+    m->u.hello.dialback_ans = 0;
     m->u.hello.drid_len = 1;
     m->u.hello.not_reached = 0;
     roundtrip("hello nat short drid", m);
