@@ -97,7 +97,7 @@ typedef struct mp_peer {
     bool nr_sent;                /* we told it we could not dial it ("nr") */
     bool unreachable;            /* dead because it never answered our dial */
     bool tcp_up;                 /* our control DEALER's TCP connection is up */
-    bool hs_failed; /* its CURVE handshake failed (another key there) */
+    bool hs_failed;  /* its CURVE handshake failed (another key there) */
     bool renew_dial; /* dialled again because membership renewed it (it may
                         be dialable now): still counted meanwhile */
     /* reachability asked again (engine_reach.c): our dial back to its

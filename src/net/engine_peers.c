@@ -495,9 +495,9 @@ void mp__engine_peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
     p->state_since_ms = mp__engine_now_ms();
     /* never answered our dial: outbound-only behind another NAT, or
      * gone (membership tells which; mp__engine_view_count) */
-    p->unreachable = s == MP_PEER_DEAD &&
-                     (strcmp(why, "no answer to HELLO") == 0 ||
-                      strcmp(why, MP_WHY_BOTH_OUTBOUND) == 0);
+    p->unreachable =
+        s == MP_PEER_DEAD && (strcmp(why, "no answer to HELLO") == 0 ||
+                              strcmp(why, MP_WHY_BOTH_OUTBOUND) == 0);
     p->renew_dial = false;
     /* a session that fails may mean that our own address changed or
      * stopped taking connections: ask again soon */
@@ -862,7 +862,8 @@ bool mp__engine_adopt_observed(moshpit_t *mp, const mp_peer_t *by,
     /* membership spreads it too (a new incarnation) */
     if (mp->swim != NULL &&
         mp__swim_set_self_addr(mp->swim, mp->ctrl_ep) != MOSHPIT_OK)
-        mp__engine_log(mp, MOSHPIT_LOG_WARN, "membership keeps the old address");
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "membership keeps the old address");
     return true;
 }
 

@@ -60,8 +60,15 @@ static bool dialback_token(moshpit_t *mp, uint64_t now) {
 static void dialback_start(moshpit_t *mp, mp_peer_t *p, uint32_t nonce,
                            uint64_t now) {
     if (mp->reach != MP_REACH_DIALABLE || p->state != MP_PEER_LIVE ||
-        p->db_sock != NULL)
-        return; /* only a dialable member judges; one dial at a time */
+        p->db_sock != NULL) {
+        /* only a dialable member judges; one dial at a time */
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                       "dial-back request of %.8s not served (%s)", p->id_txt,
+                       mp->reach != MP_REACH_DIALABLE ? "we are not dialable"
+                       : p->db_sock != NULL           ? "one runs"
+                                                      : "no session");
+        return;
+    }
     if (p->db_last_ms != 0 && now - p->db_last_ms < DIALBACK_PEER_MS) {
         mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
                        "dial-back request of %.8s dropped: asked again "
@@ -138,8 +145,7 @@ static void dialback_poll(moshpit_t *mp, uint64_t now) {
         mp__engine_send_msg(mp, p, mp->msg);
         mp__engine_log(mp, MOSHPIT_LOG_INFO,
                        "dialled %.8s back at its observed host (%s): %s",
-                       p->id_txt, p->seen_addr,
-                       up ? "reached" : "not reached");
+                       p->id_txt, p->seen_addr, up ? "reached" : "not reached");
     }
 }
 
@@ -179,9 +185,7 @@ static void ask_conclude(moshpit_t *mp, uint64_t now) {
         mp->ask_next_ms = now;
         return;
     }
-    int want = yes > no   ? MP_REACH_DIALABLE
-               : no > yes ? MP_REACH_OUTBOUND
-                          : 0;
+    int want = yes > no ? MP_REACH_DIALABLE : no > yes ? MP_REACH_OUTBOUND : 0;
     mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
                    "reachability asked again: of %u members, %u dialled us "
                    "back at %s, %u could not",
@@ -253,8 +257,8 @@ void mp__engine_reach_soon(moshpit_t *mp, const char *why) {
     if (mp->ask_next_ms != 0 && t >= mp->ask_next_ms)
         return;
     mp->ask_next_ms = t;
-    mp__engine_log(mp, MOSHPIT_LOG_DEBUG, "reachability: asking again soon (%s)",
-                   why);
+    mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                   "reachability: asking again soon (%s)", why);
 }
 
 void mp__engine_reach_on_hello(moshpit_t *mp, mp_peer_t *p,
@@ -323,8 +327,7 @@ static void go_dialable(moshpit_t *mp, uint64_t now) {
  * JOIN waits at our matchmaker (those two at most REACH_SWITCH_WAIT_MS),
  * so that no round loses a part to sockets that close or change. */
 static bool switch_now(moshpit_t *mp, uint64_t now) {
-    if (mp->round.cmd != NULL || mp->fetch_cmd != NULL ||
-        mp->close_cmd != NULL)
+    if (mp->round.cmd != NULL || mp->fetch_cmd != NULL || mp->close_cmd != NULL)
         return false;
     if (now - mp->reach_want_ms >= REACH_SWITCH_WAIT_MS)
         return true;
@@ -366,8 +369,8 @@ uint64_t mp__engine_reach_wakeup(const moshpit_t *mp) {
     }
     if (mp->reach == MP_REACH_UNKNOWN)
         return w;
-    uint64_t t = mp->ask_nonce != 0 ? mp->ask_ms + REACH_ANSWER_MS
-                                    : mp->ask_next_ms;
+    uint64_t t =
+        mp->ask_nonce != 0 ? mp->ask_ms + REACH_ANSWER_MS : mp->ask_next_ms;
     return t != 0 && t < w ? t : w;
 }
 
