@@ -138,8 +138,13 @@ static void dialback_poll(moshpit_t *mp, uint64_t now) {
         bool up = p->db_up;
         uint32_t nonce = p->db_nonce;
         mp__engine_dialback_close(p);
-        if (p->state != MP_PEER_LIVE || !mp__engine_hello_fill(mp, p, true))
+        if (p->state != MP_PEER_LIVE || !mp__engine_can_send(p) ||
+            !mp__engine_hello_fill(mp, p, true)) {
+            mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                           "dial-back answer to %.8s not sent (no session)",
+                           p->id_txt);
             continue;
+        }
         mp->msg->u.hello.dialback_ans = nonce;
         mp->msg->u.hello.not_reached = up ? 0 : 1;
         mp__engine_send_msg(mp, p, mp->msg);
@@ -273,9 +278,16 @@ void mp__engine_reach_on_hello(moshpit_t *mp, mp_peer_t *p,
             mp__engine_reach_soon(mp, "a member could not dial us");
         return;
     }
-    if (mp->ask_nonce == 0 || p->ask_nonce != h->dialback_ans)
-        return; /* late, or not asked */
+    if (mp->ask_nonce == 0 || p->ask_nonce != h->dialback_ans) {
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                       "dial-back answer of %.8s ignored (late, or not "
+                       "asked)",
+                       p->id_txt);
+        return;
+    }
     p->ask_nonce = 0;
+    mp__engine_log(mp, MOSHPIT_LOG_DEBUG, "dial-back answer of %.8s: %s",
+                   p->id_txt, h->not_reached ? "not reached" : "reached");
     if (h->not_reached)
         mp->ask_no++;
     else
