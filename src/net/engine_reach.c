@@ -85,7 +85,7 @@ static void dialback_start(moshpit_t *mp, mp_peer_t *p, uint32_t nonce,
     if (p->seen_addr[0] == '\0' ||
         mp__endpoint_split(p->ctrl_addr, host, sizeof(host), &port) != 0 ||
         strcmp(host, seen) != 0) {
-        mp__engine_log(mp, MOSHPIT_LOG_INFO,
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
                        "dial-back request of %.8s declined: it advertises "
                        "%s, its connection comes from %s",
                        p->id_txt, p->ctrl_addr,
@@ -148,7 +148,7 @@ static void dialback_poll(moshpit_t *mp, uint64_t now) {
         mp->msg->u.hello.dialback_ans = nonce;
         mp->msg->u.hello.not_reached = up ? 0 : 1;
         mp__engine_send_msg(mp, p, mp->msg);
-        mp__engine_log(mp, MOSHPIT_LOG_INFO,
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
                        "dialled %.8s back at its observed host (%s): %s",
                        p->id_txt, p->seen_addr, up ? "reached" : "not reached");
     }
