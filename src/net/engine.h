@@ -328,7 +328,7 @@ struct moshpit {
     uint32_t ask_nonce, ask_n, ask_yes, ask_no, ask_moved;
     char ask_oa[MP_ADDR_MAX];
     uint64_t ask_ms, ask_next_ms, ask_last_ms;
-    uint64_t db_tokens, db_refill_ms;
+    uint64_t db_tokens, db_refill_ms, db_logged_ms;
     /* the control message being read: its routing id on our ROUTER
      * (in_len 0: it came on one of our DEALERs), its source host */
     uint8_t in_rid[255];

@@ -93,6 +93,9 @@ static void dialback_start(moshpit_t *mp, mp_peer_t *p, uint32_t nonce,
         return;
     }
     if (!dialback_token(mp, now)) {
+        if (mp->db_logged_ms != 0 && now - mp->db_logged_ms < 1000)
+            return; /* logged once a second at most */
+        mp->db_logged_ms = now;
         mp__engine_log(mp, MOSHPIT_LOG_INFO,
                        "dial-back request of %.8s dropped: more than %u a "
                        "second",
