@@ -44,7 +44,9 @@ static inline int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
                x->drid_len <= MP_DRID_MAX &&
                memcmp(x->drid, y->drid, x->drid_len) == 0 &&
                x->not_reached == y->not_reached &&
-               strcmp(x->observed, y->observed) == 0;
+               strcmp(x->observed, y->observed) == 0 &&
+               x->dialback_req == y->dialback_req &&
+               x->dialback_ans == y->dialback_ans;
     }
     case MP_MSG_STATE_REQ:
         return a->u.state_req.seq == b->u.state_req.seq &&

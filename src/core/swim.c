@@ -206,6 +206,14 @@ moshpit_err_t mp__swim_set_self_addr(mp_swim_t *sw, const char *addr) {
     return MOSHPIT_OK;
 }
 
+moshpit_err_t mp__swim_renew_self(mp_swim_t *sw) {
+    if (sw == NULL || sw->left || sw->mem[sw->self].inc == UINT32_MAX)
+        return MOSHPIT_EINVAL;
+    sw->mem[sw->self].inc++;
+    mp__sw_enqueue(sw, sw->self, SW_Q_ALIVE);
+    return MOSHPIT_OK;
+}
+
 moshpit_err_t mp__swim_pull(mp_swim_t *sw, uint64_t now_ms,
                             const uint8_t id[MP_SWIM_ID_BYTES]) {
     if (sw == NULL || id == NULL || sw->left || sw_is_self(sw, id))

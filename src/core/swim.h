@@ -223,7 +223,10 @@ typedef enum {
     MP_SWIM_EV_REFUTED,     /* self: took a new incarnation to refute */
     MP_SWIM_EV_SYNCED,      /* join: the last page arrived */
     MP_SWIM_EV_SYNC_FAILED, /* join: bootstrap silent; try another */
-    MP_SWIM_EV_REMOVED      /* a DEAD/LEFT record was forgotten */
+    MP_SWIM_EV_REMOVED,     /* a DEAD/LEFT record was forgotten */
+    MP_SWIM_EV_RENEWED      /* an alive member took a newer incarnation
+                               at the same state (a refutation, or its
+                               reachability changed): worth a new dial */
 } mp_swim_event_type_t;
 
 typedef struct mp_swim_event {
@@ -295,6 +298,12 @@ moshpit_err_t mp__swim_join(mp_swim_t *sw, uint64_t now_ms,
  * change replaces the old record everywhere by gossip. Errors: EINVAL
  * (NULL, bad address, after leave, incarnations used up), ENOMEM. */
 moshpit_err_t mp__swim_set_self_addr(mp_swim_t *sw, const char *addr);
+/* This peer can be dialled now where it could not before (docs/DESIGN.md,
+ * "Reachability asked again"): takes a new incarnation at the same
+ * address, so that members that gave up dialling it hear of it by gossip
+ * (MP_SWIM_EV_RENEWED) and dial again. Errors: EINVAL (NULL, after leave,
+ * incarnations used up). */
+moshpit_err_t mp__swim_renew_self(mp_swim_t *sw);
 
 /* Pulls the member list of the live member `id` once more, like the
  * follow-up pull of a join (no SYNCED event). For a member whose only

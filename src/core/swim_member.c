@@ -399,6 +399,8 @@ void mp__sw_absorb_one(mp_swim_t *sw, uint64_t now, const uint8_t *from,
             take_addr(sw, s, addr, direct, prev);
             if (prev != MP_SWIM_ALIVE)
                 mp__sw_event(sw, MP_SWIM_EV_ALIVE, s);
+            else
+                mp__sw_event(sw, MP_SWIM_EV_RENEWED, s);
             if (spread)
                 mp__sw_enqueue(sw, s, SW_Q_ALIVE);
         } else if (direct) {

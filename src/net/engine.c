@@ -544,6 +544,7 @@ static void redial_one(moshpit_t *mp, uint64_t now) {
 
 static void housekeeping(moshpit_t *mp, uint64_t now) {
     mp__engine_swim_housekeeping(mp, now);
+    mp__engine_reach_tick(mp, now);
     if (now >= mp->next_reconnect_ms) {
         mp->next_reconnect_ms = now + RECONNECT_MS;
         redial_one(mp, now);
@@ -615,6 +616,8 @@ static uint64_t next_wakeup(moshpit_t *mp) {
     w = ft < w ? ft : w;
     ft = mp__engine_swim_wakeup(mp);
     w = ft < w ? ft : w;
+    ft = mp__engine_reach_wakeup(mp);
+    w = ft < w ? ft : w;
     if (mp->close_cmd != NULL)
         w = mp->close_deadline_ms < w ? mp->close_deadline_ms : w;
     return w;
@@ -675,6 +678,7 @@ void mp__engine_main(void *arg) {
         }
         mp__engine_state_pump(mp);
         bool router_wait = false;
+        bool read_dealers = mp__engine_reach_read_dealers(mp, now);
         size_t n = 0;
         items[n++] = (zmq_pollitem_t){mp->pipe_eng, 0, ZMQ_POLLIN, 0};
         items[n++] = (zmq_pollitem_t){mp->zap, 0, ZMQ_POLLIN, 0};
@@ -710,11 +714,11 @@ void mp__engine_main(void *arg) {
             /* answers on the connections we opened: while the bootstrap
              * peers have not said they can dial us, and for good when
              * they cannot (docs/DESIGN.md, "Peers behind NAT") */
-            if (mp->reach != MP_REACH_DIALABLE && p->ctrl != NULL) {
+            if (read_dealers && p->ctrl != NULL) {
                 item_peer[n] = p;
                 items[n++] = (zmq_pollitem_t){p->ctrl, 0, ZMQ_POLLIN, 0};
             }
-            if (mp->outbound && p->data != NULL) {
+            if ((mp->outbound || read_dealers) && p->data != NULL) {
                 item_peer[n] = p;
                 items[n++] = (zmq_pollitem_t){p->data, 0, ZMQ_POLLIN, 0};
             }

@@ -97,7 +97,17 @@ typedef struct mp_peer {
     bool nr_sent;                /* we told it we could not dial it ("nr") */
     bool unreachable;            /* dead because it never answered our dial */
     bool tcp_up;                 /* our control DEALER's TCP connection is up */
-    bool hs_failed; /* its CURVE handshake failed (another key there) */
+    bool hs_failed;  /* its CURVE handshake failed (another key there) */
+    bool renew_dial; /* dialled again because membership renewed it (it may
+                        be dialable now): still counted meanwhile */
+    /* reachability asked again (engine_reach.c): our dial back to its
+     * observed host for its request db_nonce, begun at db_start_ms (the
+     * last one at db_last_ms, for the rate limit), and the nonce of the
+     * request we sent it (0: none waits) */
+    void *db_sock, *db_mon;
+    bool db_up;
+    uint32_t db_nonce, ask_nonce;
+    uint64_t db_start_ms, db_last_ms;
     /* session key agreement (docs/PROTOCOL.md, "Session setup"): our
      * ephemeral X25519 key for this peer, made fresh for every session;
      * its secret stays until the session ends, so an answer to it can still
@@ -307,6 +317,20 @@ struct moshpit {
     enum { MP_REACH_UNKNOWN = 0, MP_REACH_DIALABLE, MP_REACH_OUTBOUND } reach;
     bool outbound;     /* reach == OUTBOUND: we open every session */
     bool adv_observed; /* ctrl_ep's host is what a peer observed */
+    /* reachability asked again (engine_reach.c): a verdict that differs
+     * from reach waits for a moment without a call (reach_want, since
+     * reach_want_ms; 0: none); the request in flight (ask_nonce, 0: none,
+     * sent at ask_ms to ask_n members, answers ask_yes and ask_no, of
+     * which ask_moved saw us at another host, ask_oa); the next request
+     * (ask_next_ms) and the last (ask_last_ms); the last switch
+     * (reach_switch_ms: our DEALERs are still read a while after); the
+     * dial-backs we do for others (token bucket, thousandths) */
+    int reach_want;
+    uint64_t reach_want_ms, reach_switch_ms;
+    uint32_t ask_nonce, ask_n, ask_yes, ask_no, ask_moved;
+    char ask_oa[MP_ADDR_MAX];
+    uint64_t ask_ms, ask_next_ms, ask_last_ms;
+    uint64_t db_tokens, db_refill_ms, db_logged_ms;
     /* the control message being read: its routing id on our ROUTER
      * (in_len 0: it came on one of our DEALERs), its source host */
     uint8_t in_rid[255];

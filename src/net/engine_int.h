@@ -44,6 +44,27 @@ _Static_assert(sizeof(zmq_msg_t) <= 64, "zmq_msg_t storage in mp_peer_t");
 /* A peer whose address our control DEALER could not reach (no CURVE
  * handshake) this long after it began dialling is told so ("nr"). */
 #define REACH_WAIT_MS 1500u
+/* Reachability asked again (docs/DESIGN.md, "Reachability asked again"):
+ * every REACH_ASK_MS (+-20%) a peer asks up to REACH_ASK_N dialable
+ * members to dial it back, and sooner on signs of change, but never twice
+ * within REACH_ASK_MIN_MS; answers are awaited for REACH_ANSWER_MS. A
+ * verdict that changes the mode waits for a moment without a call, at
+ * most REACH_SWITCH_WAIT_MS for the mates of the last round and pending
+ * JOINs. After a switch our DEALERs are read for REACH_GRACE_MS (messages
+ * sent before the other side heard of it). A member dials one requester
+ * back at most once per DIALBACK_PEER_MS, and DIALBACK_RATE a second in
+ * all (a burst of DIALBACK_BURST). */
+#define REACH_ASK_MS 15000u
+#define REACH_ASK_MIN_MS 5000u
+#define REACH_ASK_N 3u
+#define REACH_ANSWER_MS (REACH_WAIT_MS + 2500u)
+#define REACH_SWITCH_WAIT_MS 10000u
+#define REACH_GRACE_MS 10000u
+#define DIALBACK_PEER_MS 4000u
+#define DIALBACK_RATE 4u
+#define DIALBACK_BURST 16u
+/* why a session with a peer ends when both sides are outbound-only */
+#define MP_WHY_BOTH_OUTBOUND "outbound-only, like us"
 /* poll timeout while a data frame waits for an outbound-only peer's
  * connection on our ROUTER */
 #define ROUTER_RETRY_MS 2
@@ -149,6 +170,33 @@ int mp__engine_data_send(moshpit_t *mp, mp_peer_t *p, zmq_msg_t *zm);
 bool mp__engine_unreached(const mp_peer_t *p, uint64_t now);
 /* Reachability checks of the peers that dialled us (once a second). */
 void mp__engine_reach_check(moshpit_t *mp, uint64_t now);
+/* Fills mp->msg with a HELLO to p (an answer if reply); false if there is
+ * no ephemeral key. */
+bool mp__engine_hello_fill(moshpit_t *mp, mp_peer_t *p, bool reply);
+/* Turns this peer outbound-only (by: the peer whose verdict it is, or
+ * NULL for a verdict of several). */
+void mp__engine_go_outbound(moshpit_t *mp, const mp_peer_t *by);
+/* Without 'advertise': takes the host `observed` (an "oa" of peer by) as
+ * ours when it differs, with a new SWIM incarnation. true if it did. */
+bool mp__engine_adopt_observed(moshpit_t *mp, const mp_peer_t *by,
+                               const char *observed);
+/* engine_reach.c: reachability asked again (docs/DESIGN.md, "Reachability
+ * asked again"). The HELLO keys bq (a dial-back request) and ba (its
+ * answer) of p's HELLO h; */
+void mp__engine_reach_on_hello(moshpit_t *mp, mp_peer_t *p,
+                               const mp_hello_t *h);
+/* dial-backs in progress, requests, verdicts and switches (every turn of
+ * the loop); */
+void mp__engine_reach_tick(moshpit_t *mp, uint64_t now);
+/* when it next needs to run (UINT64_MAX: nothing waits); */
+uint64_t mp__engine_reach_wakeup(const moshpit_t *mp);
+/* a sign that reachability may have changed: ask soon; */
+void mp__engine_reach_soon(moshpit_t *mp, const char *why);
+/* whether our DEALERs carry answers to read (not dialable, or a switch a
+ * moment ago); */
+bool mp__engine_reach_read_dealers(const moshpit_t *mp, uint64_t now);
+/* p's dial-back socket goes (p's sockets close). */
+void mp__engine_dialback_close(mp_peer_t *p);
 /* Reads p's monitor events (engine.c). */
 void mp__engine_read_monitor(moshpit_t *mp, mp_peer_t *p);
 void mp__engine_send_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m);

@@ -42,7 +42,8 @@ zmq_msg_t *mp__engine_stash_of(mp_peer_t *p) {
 static bool counts_unreached(const mp_peer_t *p, uint64_t now) {
     return p->state != MP_PEER_REFUSED &&
            (p->unreachable ||
-            (p->state == MP_PEER_NEW && mp__engine_unreached(p, now)));
+            (p->state == MP_PEER_NEW &&
+             (p->renew_dial || mp__engine_unreached(p, now))));
 }
 
 size_t mp__engine_view_count(const moshpit_t *mp) {
@@ -130,6 +131,7 @@ void mp__engine_peer_close(mp_peer_t *p) {
     mp__net_close(&p->mon);
     mp__net_close(&p->ctrl);
     mp__engine_data_close(p);
+    mp__engine_dialback_close(p);
     p->reach_ok = false;
     p->tcp_up = false;
     p->hs_failed = false;
@@ -304,8 +306,7 @@ int mp__engine_data_send(moshpit_t *mp, mp_peer_t *p, zmq_msg_t *zm) {
     return zmq_msg_send(zm, mp->data, ZMQ_DONTWAIT);
 }
 
-/* Fills mp->msg with a HELLO to p; false if there is no ephemeral key. */
-static bool hello_fill(moshpit_t *mp, mp_peer_t *p, bool reply) {
+bool mp__engine_hello_fill(moshpit_t *mp, mp_peer_t *p, bool reply) {
     mp_msg_t *m = mp->msg;
     memset(m, 0, sizeof(*m));
     m->type = MP_MSG_HELLO;
@@ -351,7 +352,7 @@ static bool hello_fill(moshpit_t *mp, mp_peer_t *p, bool reply) {
 }
 
 void mp__engine_send_hello(moshpit_t *mp, mp_peer_t *p, bool reply) {
-    if (hello_fill(mp, p, reply))
+    if (mp__engine_hello_fill(mp, p, reply))
         mp__engine_send_msg(mp, p, mp->msg);
 }
 
@@ -361,7 +362,7 @@ void mp__engine_send_hello(moshpit_t *mp, mp_peer_t *p, bool reply) {
  * (docs/PROTOCOL.md, "Peers behind NAT"). */
 static void send_not_reached(moshpit_t *mp, mp_peer_t *p) {
     size_t len = 0;
-    if (mp->in_len == 0 || !hello_fill(mp, p, true))
+    if (mp->in_len == 0 || !mp__engine_hello_fill(mp, p, true))
         return;
     mp->msg->u.hello.not_reached = 1;
     if (mp__wire_msg_encode(mp->msg, mp->msgbuf, MP_CTRL_MAX, &len) !=
@@ -495,7 +496,15 @@ void mp__engine_peer_set_state(moshpit_t *mp, mp_peer_t *p, mp_peer_state_t s,
     /* never answered our dial: outbound-only behind another NAT, or
      * gone (membership tells which; mp__engine_view_count) */
     p->unreachable =
-        s == MP_PEER_DEAD && strcmp(why, "no answer to HELLO") == 0;
+        s == MP_PEER_DEAD && (strcmp(why, "no answer to HELLO") == 0 ||
+                              strcmp(why, MP_WHY_BOTH_OUTBOUND) == 0);
+    p->renew_dial = false;
+    /* a session that fails may mean that our own address changed or
+     * stopped taking connections: ask again soon */
+    if (old == MP_PEER_LIVE && s == MP_PEER_DEAD && strcmp(why, "left") != 0 &&
+        strcmp(why, "new session") != 0 &&
+        strcmp(why, MP_WHY_BOTH_OUTBOUND) != 0)
+        mp__engine_reach_soon(mp, "a session failed");
     if (s == MP_PEER_LIVE) {
         p->last_live_ms = p->state_since_ms;
         p->last_rx_ms = p->state_since_ms;
@@ -768,18 +777,39 @@ static void host_of(const char *addr, char *host, size_t cap) {
 
 /* Turns this peer outbound-only: nobody could dial it, so it opens every
  * session itself and asks the other side to answer on that connection
- * (HELLO "ob" to every peer it has a connection to). */
-static void go_outbound(moshpit_t *mp, const mp_peer_t *by) {
+ * (HELLO "ob" to every peer it has a session with or dials). A session
+ * with an outbound-only peer (it dialled us while we were dialable) ends:
+ * neither side can answer the other now (docs/DESIGN.md, "Reachability
+ * asked again"). */
+void mp__engine_go_outbound(moshpit_t *mp, const mp_peer_t *by) {
     mp->reach = MP_REACH_OUTBOUND;
     mp->outbound = true;
+    mp->reach_want = 0;
+    mp->reach_switch_ms = mp__engine_now_ms();
     mp->crowded = false; /* it dials every member */
     mp__rnd_set_noshare(mp->rnd, true);
-    mp__engine_log(mp, MOSHPIT_LOG_WARN,
-                   "peer %.8s cannot dial us at %s: outbound-only (we open "
-                   "every session, reduce no share, serve no matchmaker)",
-                   by->id_txt, mp->ctrl_ep);
+    if (by != NULL)
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "peer %.8s cannot dial us at %s: outbound-only (we "
+                       "open every session, reduce no share, serve no "
+                       "matchmaker)",
+                       by->id_txt, mp->ctrl_ep);
+    else
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "reachability: members cannot dial us at %s any "
+                       "more: outbound-only (we open every session, reduce "
+                       "no share, serve no matchmaker)",
+                       mp->ctrl_ep);
     for (size_t i = 0; i < mp->npeers; i++) {
         mp_peer_t *q = mp->peers[i];
+        if (q->outbound) {
+            if (q->state == MP_PEER_LIVE) {
+                mp__engine_send_hello(mp, q, false); /* it must know */
+                mp__engine_peer_set_state(mp, q, MP_PEER_DEAD,
+                                          MP_WHY_BOTH_OUTBOUND);
+            }
+            continue;
+        }
         if (q->data != NULL) { /* data frames come in on it from now on */
             mp__engine_stash_drop(q);
             mp__engine_data_close(q);
@@ -789,6 +819,7 @@ static void go_outbound(moshpit_t *mp, const mp_peer_t *by) {
             (q->state == MP_PEER_LIVE || q->state == MP_PEER_NEW))
             mp__engine_send_hello(mp, q, false);
     }
+    mp__engine_update_members(mp);
 }
 
 /* The bootstrap peers are the members asked whether they can dial us:
@@ -797,44 +828,54 @@ static void go_outbound(moshpit_t *mp, const mp_peer_t *by) {
  * that said it could not ("nr", on our own connection) makes us
  * outbound-only. Without 'advertise' we take the host a bootstrap peer
  * observed ("oa") as ours, and ask again. */
+bool mp__engine_adopt_observed(moshpit_t *mp, const mp_peer_t *by,
+                               const char *observed) {
+    char mine[MP_ADDR_MAX];
+    long cport = 0, dport = 0;
+    host_of(mp->ctrl_ep, mine, sizeof(mine));
+    char oa[MP_ADDR_MAX], ep[MP_ADDR_MAX];
+    /* an IPv6 address goes in brackets, as in the endpoint */
+    if (strchr(observed, ':') != NULL)
+        snprintf(oa, sizeof(oa), "[%.100s]", observed);
+    else
+        snprintf(oa, sizeof(oa), "%.100s", observed);
+    if (strcmp(mine, oa) == 0 ||
+        mp__endpoint_split(mp->ctrl_ep, mine, sizeof(mine), &cport) != 0 ||
+        mp__endpoint_split(mp->data_ep, mine, sizeof(mine), &dport) != 0)
+        return false;
+    snprintf(ep, sizeof(ep), "tcp://%.100s:%ld", oa, cport);
+    if (!mp__endpoint_addr_ok(ep))
+        return false;
+    mp->adv_observed = true;
+    snprintf(mp->ctrl_ep, sizeof(mp->ctrl_ep), "%s", ep);
+    snprintf(mp->data_ep, sizeof(mp->data_ep), "tcp://%.100s:%ld", oa, dport);
+    if (by != NULL)
+        mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                       "advertising %s: the address peer %.8s observed (no "
+                       "'advertise' set)",
+                       mp->ctrl_ep, by->id_txt);
+    else
+        mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                       "advertising %s: the address most members asked "
+                       "observed (no 'advertise' set)",
+                       mp->ctrl_ep);
+    /* membership spreads it too (a new incarnation) */
+    if (mp->swim != NULL &&
+        mp__swim_set_self_addr(mp->swim, mp->ctrl_ep) != MOSHPIT_OK)
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "membership keeps the old address");
+    return true;
+}
+
 static void reach_verdict(moshpit_t *mp, mp_peer_t *p, const mp_hello_t *h) {
     if (!p->bootstrap)
         return;
     if (h->observed[0] != '\0' && mp->cfg.advertise == NULL &&
-        !mp->adv_observed) {
-        char mine[MP_ADDR_MAX];
-        long cport = 0, dport = 0;
-        host_of(mp->ctrl_ep, mine, sizeof(mine));
-        char oa[MP_ADDR_MAX], ep[MP_ADDR_MAX];
-        /* an IPv6 address goes in brackets, as in the endpoint */
-        if (strchr(h->observed, ':') != NULL)
-            snprintf(oa, sizeof(oa), "[%.100s]", h->observed);
-        else
-            snprintf(oa, sizeof(oa), "%.100s", h->observed);
-        if (strcmp(mine, oa) != 0 &&
-            mp__endpoint_split(mp->ctrl_ep, mine, sizeof(mine), &cport) == 0 &&
-            mp__endpoint_split(mp->data_ep, mine, sizeof(mine), &dport) == 0) {
-            snprintf(ep, sizeof(ep), "tcp://%.100s:%ld", oa, cport);
-            if (mp__endpoint_addr_ok(ep)) {
-                mp->adv_observed = true;
-                snprintf(mp->ctrl_ep, sizeof(mp->ctrl_ep), "%s", ep);
-                snprintf(mp->data_ep, sizeof(mp->data_ep), "tcp://%.100s:%ld",
-                         oa, dport);
-                mp__engine_log(mp, MOSHPIT_LOG_INFO,
-                               "advertising %s: the address peer %.8s "
-                               "observed (no 'advertise' set)",
-                               mp->ctrl_ep, p->id_txt);
-                /* membership spreads it too (a new incarnation) */
-                if (mp->swim != NULL &&
-                    mp__swim_set_self_addr(mp->swim, mp->ctrl_ep) != MOSHPIT_OK)
-                    mp__engine_log(mp, MOSHPIT_LOG_WARN,
-                                   "membership keeps the old address");
-                /* the verdict was about the old address: ask again */
-                if (mp->reach == MP_REACH_UNKNOWN)
-                    mp__engine_send_hello(mp, p, false);
-                return;
-            }
-        }
+        !mp->adv_observed && mp__engine_adopt_observed(mp, p, h->observed)) {
+        /* the verdict was about the old address: ask again */
+        if (mp->reach == MP_REACH_UNKNOWN)
+            mp__engine_send_hello(mp, p, false);
+        return;
     }
     if (mp->reach != MP_REACH_UNKNOWN)
         return;
@@ -844,7 +885,7 @@ static void reach_verdict(moshpit_t *mp, mp_peer_t *p, const mp_hello_t *h) {
                        "peer %.8s dialled us at %s: dialable", p->id_txt,
                        mp->ctrl_ep);
     } else if (h->not_reached) {
-        go_outbound(mp, p);
+        mp__engine_go_outbound(mp, p);
     }
 }
 
@@ -1005,8 +1046,23 @@ void mp__engine_on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
         }
         memcpy(p->drid, h->drid, h->drid_len);
         p->drid_len = h->drid_len;
+        if (mp->outbound) {
+            /* neither of us can answer the other (docs/DESIGN.md,
+             * "Reachability asked again"): no session; membership keeps
+             * it a member */
+            if (p->state != MP_PEER_DEAD)
+                mp__engine_peer_set_state(mp, p, MP_PEER_DEAD,
+                                          MP_WHY_BOTH_OUTBOUND);
+            p->unreachable = true;
+            return;
+        }
     } else if (p->outbound) {
-        p->outbound = false; /* dialable again: a restart elsewhere */
+        /* dialable again: a restart elsewhere, or its reachability asked
+         * again; we dial it from now on */
+        mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                       "peer %.8s is dialable again: dialling it at %s",
+                       p->id_txt, h->ctrl_addr);
+        p->outbound = false;
         p->drid_len = 0;
         mp__engine_stash_drop(p);
     }
@@ -1090,6 +1146,7 @@ void mp__engine_on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
         mp__engine_round_peer_live(mp, p);
         mp__engine_sessions_trim(mp, mp__engine_now_ms());
     }
+    mp__engine_reach_on_hello(mp, p, h);
 }
 
 /* ------------------------------------------------------------------ */

@@ -185,6 +185,19 @@ static void swim_event(moshpit_t *mp, const mp_swim_event_t *ev) {
         else
             mp__engine_peer_redial(mp, p, m.addr); /* back, or moved */
         break;
+    case MP_SWIM_EV_RENEWED:
+        /* it may take connections now (its reachability asked again,
+         * docs/DESIGN.md): a member we could not dial, or that was
+         * outbound-only when we were too, is dialled once more, and
+         * still counted while that dial runs */
+        if (p != NULL && known && p->state == MP_PEER_DEAD && p->unreachable &&
+            !p->left && m.addr[0] != '\0') {
+            p->outbound = false;
+            p->drid_len = 0;
+            mp__engine_peer_redial(mp, p, m.addr);
+            p->renew_dial = p->state == MP_PEER_NEW;
+        }
+        break;
     case MP_SWIM_EV_SUSPECT:
         if (p != NULL) {
             mp__engine_log(mp, MOSHPIT_LOG_INFO, "peer %.8s: suspect",

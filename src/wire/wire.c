@@ -74,6 +74,8 @@ enum {
     K_NS,
     K_UP,
     K_LK,
+    K_BQ,
+    K_BA,
     K_COUNT
 };
 
@@ -88,7 +90,7 @@ static const char *const key_names[K_COUNT] = {
     [K_PH] = "ph",   [K_SC] = "sc",       [K_GA] = "ga",   [K_RX] = "rx",
     [K_MK] = "mk",   [K_RW] = "rw",       [K_OB] = "ob",   [K_DR] = "dr",
     [K_NR] = "nr",   [K_OA] = "oa",       [K_NS] = "ns",   [K_UP] = "up",
-    [K_LK] = "lk",
+    [K_LK] = "lk",   [K_BQ] = "bq",       [K_BA] = "ba",
 };
 
 /* ------------------------------------------------------------------ */
@@ -214,7 +216,9 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         entries = 11u + msg->u.hello.has_proof + msg->u.hello.serves_state +
                   msg->u.hello.has_cert + msg->u.hello.reorder_ok +
                   2u * msg->u.hello.outbound + msg->u.hello.not_reached +
-                  (msg->u.hello.observed[0] != '\0');
+                  (msg->u.hello.observed[0] != '\0') +
+                  (msg->u.hello.dialback_req != 0) +
+                  (msg->u.hello.dialback_ans != 0);
         break;
     case MP_MSG_STATE_REQ:
         entries = 6;
@@ -304,6 +308,10 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
             put_key(pk, K_OA);
             mp__pack_str(pk, h->observed);
         }
+        if (h->dialback_req != 0)
+            put_u64(pk, K_BQ, h->dialback_req);
+        if (h->dialback_ans != 0)
+            put_u64(pk, K_BA, h->dialback_ans);
         break;
     }
     case MP_MSG_STATE_REQ: {
@@ -673,6 +681,13 @@ static int decode_hello(const msgpack_object *const *val, mp_hello_t *h) {
         return -1;
     if (val[K_OA] &&
         (get_str(val[K_OA], h->observed) != 0 || h->observed[0] == '\0'))
+        return -1;
+    /* dial-back request and answer: a nonce, never 0 when present */
+    if (val[K_BQ] && (mp__pack_get_u32(val[K_BQ], &h->dialback_req) != 0 ||
+                      h->dialback_req == 0))
+        return -1;
+    if (val[K_BA] && (mp__pack_get_u32(val[K_BA], &h->dialback_ans) != 0 ||
+                      h->dialback_ans == 0))
         return -1;
     return 0;
 }

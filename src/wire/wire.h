@@ -74,6 +74,10 @@ typedef struct mp_hello {
                                    receiver's control address */
     char observed[MP_ADDR_MAX]; /* "oa": the receiver's host as the sender
                                    saw it; "" = not sent */
+    uint32_t dialback_req;      /* "bq": dial me back at my observed host and
+                                   report (this nonce); 0 = not sent */
+    uint32_t dialback_ans;      /* "ba": the answer to the dial-back request of
+                                   this nonce (reached unless "nr"); 0 = none */
 } mp_hello_t;
 
 typedef struct mp_refuse {

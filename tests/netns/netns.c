@@ -693,6 +693,22 @@ int nn_nat(unsigned nat, const size_t *peers, size_t k) {
     return 0;
 }
 
+int nn_peer_nft(size_t i, const char *script) {
+    char ns[NAME_MAX_LEN];
+    if (i >= g_peers)
+        return -1;
+    peer_ns(i, ns, sizeof(ns));
+    return nft(ns, script);
+}
+
+int nn_nat_nft(unsigned nat, const char *script) {
+    char r[NAME_MAX_LEN];
+    if (nat >= NN_MAX_NATS || g_nat_addr[nat][0] == '\0')
+        return -1;
+    snprintf(r, sizeof(r), "mpt%d-n%u", (int)g_owner, nat);
+    return nft(r, script);
+}
+
 /* Moves the calling thread into the named network namespace. */
 static int enter_named(const char *name) {
     char path[sizeof(NETNS_DIR) + NAME_MAX_LEN];

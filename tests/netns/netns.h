@@ -101,6 +101,12 @@ int nn_link(size_t i, const nn_link_t *link);
  * they start. Returns 0 or -1. */
 int nn_nat(unsigned nat, const size_t *peers, size_t k);
 
+/* Runs an nftables script (nft -f) in peer i's namespace, or in NAT
+ * router nat's (nn_nat_nft): e.g. a filter that drops new inbound
+ * connections, or a port forward. Returns 0 or -1 (printing the script). */
+int nn_peer_nft(size_t i, const char *script);
+int nn_nat_nft(unsigned nat, const char *script);
+
 /* Peer i's address ("10.77.0.1", or its private one behind a NAT). */
 const char *nn_addr(size_t i);
 /* The public address of NAT router nat. */

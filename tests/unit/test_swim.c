@@ -1668,6 +1668,31 @@ static void test_self_addr(void) {
     net_free(&t);
 }
 
+/* A member whose reachability changed takes a new incarnation at the same
+ * address (mp__swim_renew_self): the others hold it alive at the new one
+ * and report RENEWED, so that a peer that gave up dialling it dials
+ * again (docs/DESIGN.md, "Reachability asked again"). */
+static void test_renew_self(void) {
+    static net_t t;
+    net_swarm(&t, 3, NULL, 22);
+    uint64_t t0 = t.now;
+    uint32_t inc = mp__swim_self_inc(t.sw[2]);
+    CHECK(mp__swim_renew_self(t.sw[2]) == MOSHPIT_OK &&
+              mp__swim_self_inc(t.sw[2]) == inc + 1,
+          "renew: incarnation %u", mp__swim_self_inc(t.sw[2]));
+    CHECK(mp__swim_renew_self(NULL) == MOSHPIT_EINVAL, "NULL");
+    net_run(&t, t.now + 5000);
+    for (int i = 0; i < 2; i++) {
+        mp_swim_member_t m;
+        CHECK(state_of(&t, i, 2, &m) == MP_SWIM_ALIVE && m.inc == inc + 1 &&
+                  strcmp(m.addr, t.addr[2]) == 0,
+              "peer %d holds 2 at %u, %s", i, m.inc, m.addr);
+        CHECK(find_ev(&t, i, MP_SWIM_EV_RENEWED, 2, t0) != NULL,
+              "RENEWED at %d", i);
+    }
+    net_free(&t);
+}
+
 int main(void) {
     test_random_input();
     test_arena();
@@ -1692,5 +1717,6 @@ int main(void) {
     test_invalid_updates();
     test_star_pull();
     test_self_addr();
+    test_renew_self();
     return test_summary("test_swim");
 }

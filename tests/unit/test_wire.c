@@ -68,6 +68,14 @@ static void msg_hello(mp_msg_t *m) {
 
 /* HELLO with every optional key: serves state, and a certificate (the
  * codec only carries its 160 bytes; admission checks the content). */
+/* a HELLO with a dial-back request and an answer (docs/PROTOCOL.md,
+ * "Peers behind NAT", Asking again) */
+static void msg_hello_dialback(mp_msg_t *m) {
+    msg_hello(m);
+    m->u.hello.dialback_req = 7;
+    m->u.hello.dialback_ans = 9;
+}
+
 static void msg_hello_cert(mp_msg_t *m) {
     msg_hello(m);
     m->u.hello.serves_state = 1;
@@ -311,6 +319,12 @@ static void test_roundtrips(void) {
     m->u.hello.not_reached = 1;
     set_str(m->u.hello.observed, MP_ADDR_MAX - 1, 'o');
     roundtrip("hello nat", m);
+    m->u.hello.dialback_req = UINT32_MAX; /* a dial-back request */
+    roundtrip("hello dial-back request", m);
+    m->u.hello.dialback_req = 0;
+    m->u.hello.dialback_ans = 1; /* its answer, reached unless nr */
+    roundtrip("hello dial-back answer", m);
+    m->u.hello.dialback_ans = 0;
     m->u.hello.drid_len = 1;
     m->u.hello.not_reached = 0;
     roundtrip("hello nat short drid", m);
@@ -639,6 +653,16 @@ static void spec_for(msg_fn make, spec_t *s) {
             msgpack_pack_true(&fpk);
             add_end(s, "rw", A_BOOL, 1);
         }
+        if (m->u.hello.dialback_req != 0) {
+            add_begin();
+            msgpack_pack_uint64(&fpk, m->u.hello.dialback_req);
+            add_end(s, "bq", A_UINT, 1);
+        }
+        if (m->u.hello.dialback_ans != 0) {
+            add_begin();
+            msgpack_pack_uint64(&fpk, m->u.hello.dialback_ans);
+            add_end(s, "ba", A_UINT, 1);
+        }
         break;
     case MP_MSG_REFUSE:
         add_uint(s, "why", m->u.refuse.reason);
@@ -892,6 +916,17 @@ static void test_values(void) {
           "u32 field = 2^32");
     CHECK(dec_with(msg_hello, "bw", bw_2p32, 9) == MOSHPIT_EPROTO,
           "hello bw = 2^32");
+    /* dial-back nonces: u32, never 0 */
+    CHECK(dec_with(msg_hello_dialback, "bq", bw_u32max, 5) == MOSHPIT_OK &&
+              dm.u.hello.dialback_req == UINT32_MAX &&
+              dm.u.hello.dialback_ans == 9,
+          "hello bq = 2^32-1");
+    CHECK(dec_with(msg_hello_dialback, "bq", u0, 1) == MOSHPIT_EPROTO,
+          "hello bq = 0");
+    CHECK(dec_with(msg_hello_dialback, "ba", u0, 1) == MOSHPIT_EPROTO,
+          "hello ba = 0");
+    CHECK(dec_with(msg_hello_dialback, "ba", bw_2p32, 9) == MOSHPIT_EPROTO,
+          "hello ba = 2^32");
     CHECK(dec_with(msg_done_up, "up", bw_2p32, 9) == MOSHPIT_EPROTO,
           "done up = 2^32");
     CHECK(dec_with(msg_done_up, "up", neg5, 2) == MOSHPIT_EPROTO,
