@@ -33,6 +33,8 @@ static uint64_t bit(uint32_t i) {
     return (uint64_t)1 << i;
 }
 
+static void link_broke(moshpit_t *mp, const mp_peer_t *p, bool mark);
+
 void mp__engine_resume_on_have(moshpit_t *mp, mp_peer_t *p,
                                const mp_have_t *h) {
     mp_round_t *r = &mp->round;
@@ -46,6 +48,13 @@ void mp__engine_resume_on_have(moshpit_t *mp, mp_peer_t *p,
      * after the last break to it this round is on its way (a stalled
      * connection delivers late, never not at all), so only parts sealed
      * up to then count as lost, however far rx reaches */
+    if (!h->mark)
+        /* it heard nothing from us for half of our limit there, or lost a
+         * data connection to us: it is alive and the link between us
+         * stalled or broke (a cut without a reset stalls TCP for longer
+         * than the cut, its retransmissions backing off): patience for
+         * it, as for a break (at most MP_GROUP_BREAKS a round) */
+        link_broke(mp, p, false);
     uint64_t upto = h->rx;
     if (from < MP_GROUP_MAX && r->broke_ctr[from] < upto)
         upto = r->broke_ctr[from];
@@ -120,8 +129,8 @@ static void link_broke(moshpit_t *mp, const mp_peer_t *p, bool mark) {
                : mp__group_on_break(r->group, now, i)))
         return;
     mp__engine_log(mp, MOSHPIT_LOG_INFO,
-                   "round %016llx: a connection to %.8s broke %llu ms into "
-                   "the round, %llu ms more patience for it",
+                   "round %016llx: a connection to %.8s broke or stalled "
+                   "%llu ms into the round, %llu ms more patience for it",
                    (unsigned long long)r->gid, p->id_txt,
                    (unsigned long long)(now - r->start_ms),
                    (unsigned long long)mp__group_limit(r->group, i));
