@@ -304,6 +304,33 @@ int nn_nat_two_routers(void) {
     return it_failures ? -1 : 0;
 }
 
+int nn_nat_begin(const char *swarm, uint32_t group_size, uint32_t dims,
+                 it_peer_cfg_t *cfg) {
+    char why[200];
+    if (!nn_can_delay(why, sizeof(why))) {
+        printf("SKIP: %s\n", why);
+        return NN_SKIP;
+    }
+    if (nn_nat_two_routers() != 0)
+        return 1;
+    *cfg = nn_config(swarm, group_size, 3000, 2000, 15000);
+    cfg->grid_dims = dims;
+    cfg->grid = 1;
+    cfg->first_position = 0;
+    cfg->log_dir = getenv("NN_LOG_DIR");
+    return 0;
+}
+
+int nn_nat_start_grid(nn_swarm_t *s, const int64_t pos[8]) {
+    uint64_t t0 = it_now_ms();
+    for (size_t i = 0; i < 8; i++) {
+        s->cfg.grid_position = pos[i];
+        IT_CHECK(nn_swarm_start_one(s, i, 0, NULL, NULL, 1) == 0,
+                 "peer %zu did not start", i);
+    }
+    return nn_nat_formed(s, t0);
+}
+
 int nn_nat_formed(nn_swarm_t *s, uint64_t t0) {
     size_t seen = nn_wait_all(s, 8, 60000);
     printf("formation: %zu of %d see all %d after %llu ms\n", seen, 8, 8,

@@ -33,12 +33,22 @@ typedef struct nn_swarm {
     uint64_t rounds_alone, rounds_grouped;
 } nn_swarm_t;
 
-/* The NAT topology of test_netns_nat and test_netns_nat_grid, after
+/* The NAT topology of test_netns_nat, _nat_grid, _nat_grid3 and _reach, after
  * nn_open(8): peers 2..5 behind one masquerading router, 6 and 7 behind
  * another, so only peers 0 and 1 are dialable; every peer's link delays
  * 25 ms each way (RTT 50 ms). Failures are checked (IT_CHECK); 0 if there
  * were none. */
 int nn_nat_two_routers(void);
+/* The start of a test on that topology, after nn_open(8): prints SKIP
+ * and returns NN_SKIP without the delay line, 1 if the routers failed,
+ * else 0 with *cfg the template all of them use (nn_config(swarm,
+ * group_size, 3000, 2000, 15000), grid keys from positions, grid_dims
+ * dims, log_dir from NN_LOG_DIR). */
+int nn_nat_begin(const char *swarm, uint32_t group_size, uint32_t dims,
+                 it_peer_cfg_t *cfg);
+/* Starts the 8 peers of an initialised swarm, peer i at grid position
+ * pos[i], and waits as nn_nat_formed does; its result. */
+int nn_nat_start_grid(nn_swarm_t *s, const int64_t pos[8]);
 /* After the 8 peers of that topology were started at t0 (it_now_ms):
  * waits up to 60 s until every one sees all 8 and prints how long that
  * took; then checks that each NAT'd peer ran outbound-only. 0 if all 8 saw

@@ -63,19 +63,10 @@ static size_t wait_exact(nn_swarm_t *s, size_t n, int timeout_ms) {
 
 int main(void) {
     nn_open(N);
-    char why[200];
-    if (!nn_can_delay(why, sizeof(why))) {
-        printf("SKIP: %s\n", why);
-        return NN_SKIP;
-    }
-    if (nn_nat_two_routers() != 0)
-        return 1;
-
-    it_peer_cfg_t cfg = nn_config("nn-nat", N, 3000, 2000, 15000);
-    cfg.grid_dims = 1;
-    cfg.grid = 1;
-    cfg.first_position = 0;
-    cfg.log_dir = getenv("NN_LOG_DIR");
+    it_peer_cfg_t cfg;
+    int begun = nn_nat_begin("nn-nat", N, 1, &cfg);
+    if (begun != 0)
+        return begun;
     nn_swarm_t s;
     uint8_t pub[N][32], sec[N][32];
     if (nn_swarm_init(&s, &cfg, N, COUNT) != 0)

@@ -32,30 +32,15 @@
 
 int main(void) {
     nn_open(N);
-    char why[200];
-    if (!nn_can_delay(why, sizeof(why))) {
-        printf("SKIP: %s\n", why);
-        return NN_SKIP;
-    }
-    if (nn_nat_two_routers() != 0)
-        return 1;
-
-    it_peer_cfg_t cfg = nn_config("nn-natg3", 2, 3000, 2000, 15000);
-    cfg.grid_dims = 3;
-    cfg.grid = 1;
-    cfg.first_position = 0;
-    cfg.log_dir = getenv("NN_LOG_DIR");
+    it_peer_cfg_t cfg;
+    int begun = nn_nat_begin("nn-natg3", 2, 3, &cfg);
+    if (begun != 0)
+        return begun;
     nn_swarm_t s;
     if (nn_swarm_init(&s, &cfg, N, COUNT) != 0)
         return 1;
     const int64_t pos[N] = {0, 2, 1, 3, 4, 5, 6, 7};
-    uint64_t t0 = it_now_ms();
-    for (size_t i = 0; i < N; i++) {
-        s.cfg.grid_position = pos[i];
-        IT_CHECK(nn_swarm_start_one(&s, i, 0, NULL, NULL, 1) == 0,
-                 "peer %zu did not start", i);
-    }
-    if (nn_nat_formed(&s, t0) != 0)
+    if (nn_nat_start_grid(&s, pos) != 0)
         return nn_swarm_end(&s);
 
     double dev = 0;

@@ -100,20 +100,11 @@ static void round_check(nn_swarm_t *s, int r, size_t reducer, size_t client) {
 
 int main(void) {
     nn_open(N);
-    char why[200];
-    if (!nn_can_delay(why, sizeof(why))) {
-        printf("SKIP: %s\n", why);
-        return NN_SKIP;
-    }
-    if (nn_nat_two_routers() != 0)
-        return 1;
-
-    it_peer_cfg_t cfg = nn_config("nn-reach", N, 3000, 2000, 15000);
-    cfg.grid_dims = 1;
-    cfg.grid = 1;
-    cfg.first_position = 0;
+    it_peer_cfg_t cfg;
+    int begun = nn_nat_begin("nn-reach", N, 1, &cfg);
+    if (begun != 0)
+        return begun;
     cfg.log_info = 1;
-    cfg.log_dir = getenv("NN_LOG_DIR");
     nn_swarm_t s;
     uint8_t pub[N][32], sec[N][32];
     char txt[N][41];
