@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CALL_SLACK_MS 1000u
 
@@ -341,4 +342,20 @@ int nn_nat_formed(nn_swarm_t *s, uint64_t t0) {
         IT_CHECK(it_wait_log(&s->peer[i], "outbound-only", 10000) >= 1,
                  "NAT'd peer %zu never ran outbound-only", i);
     return 0;
+}
+
+size_t nn_wait_exact(nn_swarm_t *s, size_t n, int timeout_ms) {
+    uint64_t end = it_now_ms() + (uint64_t)timeout_ms;
+    size_t ok = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (!s->peer[i].alive)
+            continue;
+        long m = -1;
+        while ((m = it_wait_members(&s->peer[i], n, 1000)) != (long)n &&
+               it_now_ms() < end)
+            usleep(200000); /* polls: it_wait_members returns above n */
+        IT_CHECK(m == (long)n, "peer %zu sees %ld members, not %zu", i, m, n);
+        ok += m == (long)n;
+    }
+    return ok;
 }

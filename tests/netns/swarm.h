@@ -54,6 +54,11 @@ int nn_nat_start_grid(nn_swarm_t *s, const int64_t pos[8]);
  * took; then checks that each NAT'd peer ran outbound-only. 0 if all 8 saw
  * all, -1 if not (the outbound-only check is then not made). */
 int nn_nat_formed(nn_swarm_t *s, uint64_t t0);
+/* Waits until every live peer counts exactly n members (an outbound-only
+ * peer counts the members membership holds alive, and takes membership's
+ * suspicion time to count a killed one out), up to timeout_ms in all.
+ * Failures are checked; returns how many do. */
+size_t nn_wait_exact(nn_swarm_t *s, size_t n, int timeout_ms);
 
 /* A peers' template: swarm name, group size and the three timeouts; the
  * rest zero (random grid keys, d from the swarm size); ready wait 60 s. */

@@ -42,25 +42,6 @@
 #define VICTIM 1  /* dialable, killed mid-round */
 #define RESTART 3 /* behind NAT 0, restarted with its identity */
 
-/* Waits until every live peer counts exactly n members (an outbound-only
- * peer counts the members membership holds alive, and takes membership's
- * suspicion time to count a killed one out). Returns how many do. */
-static size_t wait_exact(nn_swarm_t *s, size_t n, int timeout_ms) {
-    uint64_t end = it_now_ms() + (uint64_t)timeout_ms;
-    size_t ok = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        if (!s->peer[i].alive)
-            continue;
-        long m = -1;
-        while ((m = it_wait_members(&s->peer[i], n, 1000)) != (long)n &&
-               it_now_ms() < end)
-            usleep(200000); /* polls: it_wait_members returns above n */
-        IT_CHECK(m == (long)n, "peer %zu sees %ld members, not %zu", i, m, n);
-        ok += m == (long)n;
-    }
-    return ok;
-}
-
 int main(void) {
     nn_open(N);
     it_peer_cfg_t cfg;
@@ -119,7 +100,7 @@ int main(void) {
 
     /* NAT'd peer 3 restarts with its identity; only peer 0 is dialable */
     t0 = it_now_ms();
-    size_t seen = wait_exact(&s, N - 1, 30000);
+    size_t seen = nn_wait_exact(&s, N - 1, 30000);
     printf("after the kill: %zu of %d see %d after %llu ms\n", seen, N - 1,
            N - 1, (unsigned long long)(it_now_ms() - t0));
     it_stop(&s.peer[RESTART]);
@@ -128,7 +109,7 @@ int main(void) {
         nn_swarm_start_one(&s, RESTART, 0, pub[RESTART], sec[RESTART], 1) == 0,
         "restart of peer %d", RESTART);
     t0 = it_now_ms();
-    seen = wait_exact(&s, N - 1, 60000);
+    seen = nn_wait_exact(&s, N - 1, 60000);
     printf("restarted peer %d: %zu of %d see %d after %llu ms\n", RESTART, seen,
            N - 1, N - 1, (unsigned long long)(it_now_ms() - t0));
     s.next_seed[RESTART] = 7000;

@@ -45,21 +45,6 @@
 #define FWD 2   /* behind NAT 0: the router forwards its ports to it */
 #define BLOCK 1 /* dialable at first: new inbound connections dropped */
 
-/* Waits until every live peer counts exactly n members. */
-static size_t wait_exact(nn_swarm_t *s, size_t n, int timeout_ms) {
-    uint64_t end = it_now_ms() + (uint64_t)timeout_ms;
-    size_t ok = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        long m = -1;
-        while ((m = it_wait_members(&s->peer[i], n, 1000)) != (long)n &&
-               it_now_ms() < end)
-            usleep(200000); /* polls: it_wait_members returns above n */
-        IT_CHECK(m == (long)n, "peer %zu sees %ld members, not %zu", i, m, n);
-        ok += m == (long)n;
-    }
-    return ok;
-}
-
 /* Waits until peer p has logged `a` more than `a0` times, or `b` (if not
  * NULL) at all. 1 if so. */
 static int wait_either(it_peer_t *p, const char *a, long a0, const char *b,
@@ -182,7 +167,7 @@ int main(void) {
     for (size_t i = 3; i < N; i++)
         IT_CHECK(it_wait_log(&s.peer[i], live, 30000) >= 1,
                  "peer %zu has no session with peer %d", i, FWD);
-    size_t seen = wait_exact(&s, N, 30000);
+    size_t seen = nn_wait_exact(&s, N, 30000);
     printf("after the change: %zu of %d see %d, %llu ms after it\n", seen, N, N,
            (unsigned long long)(it_now_ms() - t0));
 

@@ -287,6 +287,24 @@ static uint32_t add_peer(moshsim_t *s, const float *values, int64_t position) {
     return q;
 }
 
+/* k distinct peers drawn by a partial Fisher-Yates shuffle on a generator
+ * seeded from salt (the first k entries of the returned pool, which the
+ * caller frees). */
+static uint32_t *pick(moshsim_t *s, uint64_t salt, uint32_t k) {
+    simnet_rng_t rng;
+    simnet_rng_seed(&rng, moshsim__mix64(salt));
+    uint32_t *pool = moshsim__xmalloc(s->np * sizeof *pool);
+    for (uint32_t q = 0; q < s->np; q++)
+        pool[q] = q;
+    for (uint32_t i = 0; i < k; i++) { /* k < np: checked by the caller */
+        uint32_t j = i + (uint32_t)simnet_rng_below(&rng, s->np - i);
+        uint32_t v = pool[j];
+        pool[j] = pool[i];
+        pool[i] = v;
+    }
+    return pool;
+}
+
 moshsim_t *moshsim_new(const moshsim_cfg_t *c) {
     const char *bad = NULL;
     if (c->peers < 1)
@@ -346,37 +364,19 @@ moshsim_t *moshsim_new(const moshsim_cfg_t *c) {
     }
     for (uint32_t i = 0; i < c->peers; i++)
         add_peer(s, NULL, c->random_positions ? -1 : (int64_t)i);
-    /* Byzantine peers: a partial Fisher-Yates shuffle on a generator of
-     * their own, so runs without them draw exactly as before */
+    /* Byzantine peers, then outbound-only ones: each a draw on a
+     * generator of its own, so runs without them draw exactly as before */
     if (c->byzantine > 0) {
-        simnet_rng_t br;
-        simnet_rng_seed(&br, moshsim__mix64(c->seed ^ 0x62797a));
-        uint32_t *pool = moshsim__xmalloc(s->np * sizeof *pool);
-        for (uint32_t q = 0; q < s->np; q++)
-            pool[q] = q;
-        for (uint32_t i = 0; i < c->byzantine; i++) {
-            uint32_t j = i + (uint32_t)simnet_rng_below(&br, s->np - i);
-            uint32_t v = pool[j];
-            pool[j] = pool[i];
-            pool[i] = v;
-            s->p[v].byz = true;
-        }
+        uint32_t *pool = pick(s, c->seed ^ 0x62797a, c->byzantine);
+        for (uint32_t i = 0; i < c->byzantine; i++)
+            s->p[pool[i]].byz = true;
         free(pool);
     }
-    /* outbound-only peers: the same, on a generator of their own */
     if (c->outbound > 0) {
-        simnet_rng_t orng;
-        simnet_rng_seed(&orng, moshsim__mix64(c->seed ^ 0x6e6174));
-        uint32_t *pool = moshsim__xmalloc(s->np * sizeof *pool);
-        for (uint32_t q = 0; q < s->np; q++)
-            pool[q] = q;
+        uint32_t *pool = pick(s, c->seed ^ 0x6e6174, c->outbound);
         for (uint32_t i = 0; i < c->outbound; i++) {
-            uint32_t j = i + (uint32_t)simnet_rng_below(&orng, s->np - i);
-            uint32_t v = pool[j];
-            pool[j] = pool[i];
-            pool[i] = v;
-            s->p[v].outbound = true;
-            mp__rnd_set_noshare(s->p[v].rm, true);
+            s->p[pool[i]].outbound = true;
+            mp__rnd_set_noshare(s->p[pool[i]].rm, true);
         }
         free(pool);
     }
