@@ -230,6 +230,15 @@ uint32_t mp__rnd_next_key(const mp_rnd_t *rm, uint64_t count,
     return mp__rnd_key_of(&rm->grid, count, &rm->cfg.agg, key);
 }
 
+uint32_t mp__rnd_key_after_group(const mp_rnd_t *rm, uint64_t count,
+                                 uint8_t key[MP_KEY_MAX]) {
+    if (rm->group == NULL || rm->gid == 0)
+        return 0;
+    mp_grid_t g = rm->grid; /* as mp__rnd_end will shift it */
+    mp__grid_shift(&g, rm->self + mp__mm_coord_offset(rm->gid));
+    return mp__rnd_key_of(&g, count, &rm->cfg.agg, key);
+}
+
 uint32_t mp__rnd_phase(const mp_rnd_t *rm) {
     return rm->phase;
 }

@@ -170,6 +170,12 @@ void mp__rnd_free(mp_rnd_t *rm);
  * change (no state changes; mp__rnd_key is the call's own). */
 uint32_t mp__rnd_next_key(const mp_rnd_t *rm, uint64_t count,
                           uint8_t key[MP_KEY_MAX]);
+/* The key the next call of count floats will have once the running
+ * group's round ends well (the grid shifted by this member's slot): known
+ * as soon as the GROUP came, so the next call's matchmaker can be dialled
+ * while this round's data flows. 0 without a group. */
+uint32_t mp__rnd_key_after_group(const mp_rnd_t *rm, uint64_t count,
+                                 uint8_t key[MP_KEY_MAX]);
 uint32_t mp__rnd_key_of(const mp_grid_t *g, uint64_t count, const mp_agg_t *agg,
                         uint8_t key[MP_KEY_MAX]);
 /* The phase the next call's JOINs carry (JOIN "ph"). */

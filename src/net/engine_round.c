@@ -91,6 +91,9 @@ static void adapt_deadlines(moshpit_t *mp, uint64_t now) {
 /* The group all-reduce of this peer's call exists: map its roster to
  * sessions (members without one are dropped at once), then feed it the
  * frames that raced ahead of our GROUP message. */
+static void dial_ahead(moshpit_t *mp, const uint8_t *line, uint32_t line_len,
+                       uint64_t now);
+
 static void group_formed(moshpit_t *mp, uint64_t now) {
     mp_round_t *r = &mp->round;
     uint32_t n = 0, self = 0;
@@ -105,6 +108,14 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
     mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
                    "round %016llx: group of %u, index %u",
                    (unsigned long long)gid, n, self);
+    if (mp__engine_crowded(mp)) {
+        /* the next call's matchmakers are known now: their sessions come
+         * up while this round's data flows */
+        uint8_t line[MP_KEY_MAX];
+        uint32_t len =
+            mp__rnd_key_after_group(mp->rnd, (uint64_t)r->cmd->count, line);
+        dial_ahead(mp, line, len, now);
+    }
     for (uint32_t i = 0; i < n; i++) {
         mp_peer_t *p = i == self ? NULL : mp__engine_find_peer(mp, m[i].id);
         r->members[i] = p;
@@ -250,11 +261,25 @@ static void drain(moshpit_t *mp) {
                 p->join_ms = 0; /* its round trip includes the dial */
             }
             mp__round_msg_from_out(&o, mp->msg);
-            if (!mp__engine_send_or_dial(mp, p, mp->msg))
+            bool queued = mp__engine_send_or_dial(mp, p, mp->msg);
+            if (o.msg == MP_RND_JOIN)
+                mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                               "round: JOIN to %.8s waits for its session%s",
+                               p->id_txt, queued ? "" : ": failed");
+            if (!queued)
                 mp__rnd_send_failed(mp->rnd, now, &o);
             continue;
         }
         if (p == NULL || p->state != MP_PEER_LIVE) {
+            if (o.msg == MP_RND_JOIN)
+                mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                               "round: no session for a JOIN to %.8s (%s), "
+                               "next candidate",
+                               p != NULL ? p->id_txt : "unknown",
+                               p == NULL                  ? "unknown"
+                               : p->state == MP_PEER_NEW  ? "dialling"
+                               : p->state == MP_PEER_DEAD ? "dead"
+                                                          : "refused");
             mp__rnd_send_failed(mp->rnd, now, &o);
             continue;
         }
@@ -316,15 +341,15 @@ static uint32_t merge_key(const moshpit_t *mp, const uint8_t *key,
     return nat ? mp__rnd_merge_key(mp->rnd, key, key_len, mkey) : 0;
 }
 
-/* Sessions only where needed: the first candidates of the key the next
- * call will have get a session now, so that its JOIN does not wait for a
- * dial (docs/DESIGN.md, "Sessions"). */
-static void dial_ahead(moshpit_t *mp, uint64_t count, uint64_t now) {
-    if (!mp__engine_crowded(mp))
+/* Sessions only where needed: the first candidates of line, the key the
+ * next call will have, get a session now, so that its JOIN does not wait
+ * for a dial (docs/DESIGN.md, "Sessions"). */
+static void dial_ahead(moshpit_t *mp, const uint8_t *line, uint32_t line_len,
+                       uint64_t now) {
+    if (!mp__engine_crowded(mp) || line_len == 0)
         return;
     size_t n = mp__engine_view_count(mp);
-    uint8_t line[MP_KEY_MAX], mkey[MP_KEY_MAX];
-    uint32_t line_len = mp__rnd_next_key(mp->rnd, count, line);
+    uint8_t mkey[MP_KEY_MAX];
     uint32_t mkey_len = merge_key(mp, line, line_len, mkey);
     const uint8_t *key = mkey_len != 0 ? mkey : line;
     uint32_t key_len = mkey_len != 0 ? mkey_len : line_len;
@@ -390,7 +415,11 @@ void mp__engine_round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
         if (r->members[i] != NULL)
             mp__engine_stash_drop(r->members[i]);
     memset(r, 0, sizeof(*r));
-    dial_ahead(mp, (uint64_t)c->count, now);
+    if (mp__engine_crowded(mp)) {
+        uint8_t line[MP_KEY_MAX];
+        uint32_t len = mp__rnd_next_key(mp->rnd, (uint64_t)c->count, line);
+        dial_ahead(mp, line, len, now);
+    }
     /* frames held for that round are useless now */
     for (size_t i = 0; i < mp->nearly;)
         if (mp__engine_recent_gid(mp, mp->early[i].round_id))
@@ -498,9 +527,11 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
         for (size_t i = 0; i < k; i++) {
             memcpy(ordered[i], ids[order[i]], 32);
             mp_peer_t *p = mp__engine_find_peer(mp, ordered[i]);
-            /* the key's first candidates get a session now, before the
-             * JOIN or the fallback needs it */
-            if (i < SESSION_DIAL_AHEAD)
+            /* the key's first candidate gets a session now, before the
+             * JOIN needs it (the next ones when a fallback needs them: at
+             * a call's start every peer dials at once, and each handshake
+             * more delays the one its JOIN waits for) */
+            if (i == 0)
                 mp__engine_session_want(mp, p);
             ack[i] = p != NULL ? mp__link_ack_ms(&p->link, UINT32_MAX) : 0;
             if (ack[i] == UINT32_MAX)
@@ -538,8 +569,11 @@ bool mp__engine_round_on_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m) {
         mp__link_rtt(&p->link, now - p->join_ms);
         p->join_ms = 0;
     }
-    if (m->type == MP_MSG_JOIN) /* who may still come (round.h) */
+    if (m->type == MP_MSG_JOIN) { /* who may still come (round.h) */
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG, "round: JOIN from %.8s",
+                       p->id_txt);
         mp__rnd_set_view_now(mp->rnd, mp__engine_view_count(mp));
+    }
     mp_rnd_msg_status_t st = mp__round_msg_dispatch(mp->rnd, now, p->id, m);
     switch (st) {
     case MP_RND_MSG_OTHER:
