@@ -138,6 +138,17 @@ static void swim_send(moshpit_t *mp, const mp_swim_out_t *o) {
         }
         return;
     }
+    /* in a swarm larger than sessions_max, a probe (PING, PING_REQ) of a
+     * member we have no session with opens none: a relay for another
+     * prober, or a partner whose session just closed. A dial under load
+     * takes longer than the probe waits, and each one pushes a session
+     * over the other side's cap; the probe counts on its other helpers,
+     * and a suspicion on the suspect's partners (docs/DESIGN.md,
+     * "Sessions"). */
+    if (mp__engine_crowded(mp) && p != NULL && p->state == MP_PEER_IDLE &&
+        (o->msg.type == MP_SWIM_MSG_PING ||
+         o->msg.type == MP_SWIM_MSG_PING_REQ))
+        return;
     /* copied before dialling: the HELLO that dialling sends is encoded
      * into the same mp->msgbuf */
     uint8_t *copy = malloc(len);
