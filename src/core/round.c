@@ -473,7 +473,8 @@ moshpit_err_t mp__rnd_start(mp_rnd_t *rm, uint64_t now,
     if (call == NULL || call->key == NULL || call->key_len == 0 ||
         call->key_len > MP_KEY_MAX || (call->values == NULL && call->count))
         return MOSHPIT_EINVAL;
-    uint32_t win = rm->cfg.matchmaking_ms;
+    uint32_t win =
+        call->window_ms != 0 ? call->window_ms : rm->cfg.matchmaking_ms;
     /* a dead matchmaker is usually noticed at once (disconnect); the ack
      * timeout is for silent ones, so be patient with busy ones */
     uint32_t ack = win / 2 < 200 ? 200 : win / 2 > 5000 ? 5000 : win / 2;

@@ -141,6 +141,9 @@ typedef struct mp_rnd_call {
      * what the driver measured (0: half the window, 0.2 to 5 s, which
      * also bounds them); NULL: none */
     const uint32_t *ack_ms;
+    /* the matchmaking window of this call (JOIN "w" and the joiner's own
+     * wait); 0: config matchmaking_ms */
+    uint32_t window_ms;
 } mp_rnd_call_t;
 
 typedef struct mp_rnd_result {

@@ -41,6 +41,9 @@ _Static_assert(sizeof(zmq_msg_t) <= 64, "zmq_msg_t storage in mp_peer_t");
 /* matchmaker candidates of the next call's key dialled ahead (when a
  * group forms and when a call ends) */
 #define SESSION_DIAL_AHEAD 2u
+/* windows a call waits for its group when its matchmakers were not
+ * dialled ahead (a swarm larger than sessions_max) */
+#define SESSION_COLD_WINDOWS 3u
 #define ROUND_MARGIN_MS 100u
 /* A peer whose address our control DEALER could not reach (no CURVE
  * handshake) this long after it began dialling is told so ("nr"). */

@@ -353,6 +353,8 @@ static void dial_ahead(moshpit_t *mp, const uint8_t *line, uint32_t line_len,
     uint32_t mkey_len = merge_key(mp, line, line_len, mkey);
     const uint8_t *key = mkey_len != 0 ? mkey : line;
     uint32_t key_len = mkey_len != 0 ? mkey_len : line_len;
+    memcpy(mp->ahead_key, key, key_len);
+    mp->ahead_key_len = key_len;
     uint8_t(*ids)[32] = malloc(n * 32);
     uint32_t *order = malloc(n * sizeof(*order));
     if (ids != NULL && order != NULL) {
@@ -537,7 +539,27 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
             if (ack[i] == UINT32_MAX)
                 ack[i] = 0;
         }
-        mp_rnd_call_t call = {.key = ckey,
+        /* in a swarm larger than sessions_max, a call whose matchmakers
+         * were not dialled ahead (the first one, or one whose key changed)
+         * waits 3 windows: its JOIN and those of its key's other callers
+         * may each wait for a dial first, and on a loaded machine the
+         * last comes seconds after the first (docs/DESIGN.md,
+         * "Sessions") */
+        uint32_t window = 0;
+        if (mp__engine_crowded(mp) &&
+            (mp->ahead_key_len != ckey_len ||
+             memcmp(mp->ahead_key, ckey, ckey_len) != 0)) {
+            uint64_t w =
+                (uint64_t)mp->cfg.matchmaking_ms * SESSION_COLD_WINDOWS;
+            window = (uint32_t)(w < 60000u ? w : 60000u); /* as matchmakers
+                                                             clamp it */
+            mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                           "round: matchmakers not dialled ahead, a window of "
+                           "%u ms",
+                           window);
+        }
+        mp_rnd_call_t call = {.window_ms = window,
+                              .key = ckey,
                               .key_len = ckey_len,
                               .line = mkey_len != 0 ? key : NULL,
                               .line_len = mkey_len != 0 ? key_len : 0,
