@@ -88,12 +88,13 @@ static void adapt_deadlines(moshpit_t *mp, uint64_t now) {
     }
 }
 
-/* The group all-reduce of this peer's call exists: map its roster to
- * sessions (members without one are dropped at once), then feed it the
- * frames that raced ahead of our GROUP message. */
 static void dial_ahead(moshpit_t *mp, const uint8_t *line, uint32_t line_len,
                        uint64_t now);
 
+/* The group all-reduce of this peer's call exists: map its roster to
+ * sessions (members without one are dialled, or dropped at once), feed
+ * it the frames that raced ahead of our GROUP message, and dial the next
+ * call's matchmakers. */
 static void group_formed(moshpit_t *mp, uint64_t now) {
     mp_round_t *r = &mp->round;
     uint32_t n = 0, self = 0;
@@ -108,14 +109,6 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
     mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
                    "round %016llx: group of %u, index %u",
                    (unsigned long long)gid, n, self);
-    if (mp__engine_crowded(mp)) {
-        /* the next call's matchmakers are known now: their sessions come
-         * up while this round's data flows */
-        uint8_t line[MP_KEY_MAX];
-        uint32_t len =
-            mp__rnd_key_after_group(mp->rnd, (uint64_t)r->cmd->count, line);
-        dial_ahead(mp, line, len, now);
-    }
     for (uint32_t i = 0; i < n; i++) {
         mp_peer_t *p = i == self ? NULL : mp__engine_find_peer(mp, m[i].id);
         r->members[i] = p;
@@ -193,6 +186,14 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
         mp__engine_early_free_at(mp, i);
     }
     r->replay = false;
+    if (mp__engine_crowded(mp) && r->cmd != NULL && r->group != NULL) {
+        /* the next call's matchmakers are known now: their sessions come
+         * up while this round's data flows (after the mates' dials) */
+        uint8_t line[MP_KEY_MAX];
+        uint32_t len =
+            mp__rnd_key_after_group(mp->rnd, (uint64_t)r->cmd->count, line);
+        dial_ahead(mp, line, len, now);
+    }
 }
 
 void mp__engine_round_peer_live(moshpit_t *mp, mp_peer_t *p) {
