@@ -44,6 +44,7 @@ _Static_assert(sizeof(zmq_msg_t) <= 64, "zmq_msg_t storage in mp_peer_t");
 /* windows a call waits for its group when its matchmakers were not
  * dialled ahead (a swarm larger than sessions_max) */
 #define SESSION_COLD_WINDOWS 3u
+#define SESSION_COLD_MORE_MS 5000u /* but at most this much longer */
 #define ROUND_MARGIN_MS 100u
 /* A peer whose address our control DEALER could not reach (no CURVE
  * handshake) this long after it began dialling is told so ("nr"). */

@@ -542,16 +542,19 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
         }
         /* in a swarm larger than sessions_max, a call whose matchmakers
          * were not dialled ahead (the first one, or one whose key changed)
-         * waits 3 windows: its JOIN and those of its key's other callers
-         * may each wait for a dial first, and on a loaded machine the
-         * last comes seconds after the first (docs/DESIGN.md,
-         * "Sessions") */
+         * waits 3 windows, at most 5 s longer than one: its JOIN and those of
+         * its key's other callers may each wait for a dial first, and on a
+         * loaded machine the last comes seconds after the first
+         * (docs/DESIGN.md, "Sessions") */
         uint32_t window = 0;
         if (mp__engine_crowded(mp) &&
             (mp->ahead_key_len != ckey_len ||
              memcmp(mp->ahead_key, ckey, ckey_len) != 0)) {
+            uint64_t win = mp->cfg.matchmaking_ms;
+            uint64_t more = win * (SESSION_COLD_WINDOWS - 1);
             uint64_t w =
-                (uint64_t)mp->cfg.matchmaking_ms * SESSION_COLD_WINDOWS;
+                win +
+                (more < SESSION_COLD_MORE_MS ? more : SESSION_COLD_MORE_MS);
             window = (uint32_t)(w < 60000u ? w : 60000u); /* as matchmakers
                                                              clamp it */
             mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
