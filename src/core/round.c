@@ -230,6 +230,15 @@ uint32_t mp__rnd_next_key(const mp_rnd_t *rm, uint64_t count,
     return mp__rnd_key_of(&rm->grid, count, &rm->cfg.agg, key);
 }
 
+uint32_t mp__rnd_key_after_group(const mp_rnd_t *rm, uint64_t count,
+                                 uint8_t key[MP_KEY_MAX]) {
+    if (rm->group == NULL || rm->gid == 0)
+        return 0;
+    mp_grid_t g = rm->grid; /* as mp__rnd_end will shift it */
+    mp__grid_shift(&g, rm->self + mp__mm_coord_offset(rm->gid));
+    return mp__rnd_key_of(&g, count, &rm->cfg.agg, key);
+}
+
 uint32_t mp__rnd_phase(const mp_rnd_t *rm) {
     return rm->phase;
 }
@@ -500,7 +509,8 @@ moshpit_err_t mp__rnd_start(mp_rnd_t *rm, uint64_t now,
     if (call == NULL || call->key == NULL || call->key_len == 0 ||
         call->key_len > MP_KEY_MAX || (call->values == NULL && call->count))
         return MOSHPIT_EINVAL;
-    uint32_t win = rm->cfg.matchmaking_ms;
+    uint32_t win =
+        call->window_ms != 0 ? call->window_ms : rm->cfg.matchmaking_ms;
     /* a dead matchmaker is usually noticed at once (disconnect); the ack
      * timeout is for silent ones, so be patient with busy ones */
     uint32_t ack = win / 2 < 200 ? 200 : win / 2 > 5000 ? 5000 : win / 2;

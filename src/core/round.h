@@ -141,6 +141,9 @@ typedef struct mp_rnd_call {
      * what the driver measured (0: half the window, 0.2 to 5 s, which
      * also bounds them); NULL: none */
     const uint32_t *ack_ms;
+    /* the matchmaking window of this call (JOIN "w" and the joiner's own
+     * wait); 0: config matchmaking_ms */
+    uint32_t window_ms;
 } mp_rnd_call_t;
 
 typedef struct mp_rnd_result {
@@ -170,6 +173,12 @@ void mp__rnd_free(mp_rnd_t *rm);
  * change (no state changes; mp__rnd_key is the call's own). */
 uint32_t mp__rnd_next_key(const mp_rnd_t *rm, uint64_t count,
                           uint8_t key[MP_KEY_MAX]);
+/* The key the next call of count floats will have once the running
+ * group's round ends well (the grid shifted by this member's slot): known
+ * as soon as the GROUP came, so the next call's matchmaker can be dialled
+ * while this round's data flows. 0 without a group. */
+uint32_t mp__rnd_key_after_group(const mp_rnd_t *rm, uint64_t count,
+                                 uint8_t key[MP_KEY_MAX]);
 uint32_t mp__rnd_key_of(const mp_grid_t *g, uint64_t count, const mp_agg_t *agg,
                         uint8_t key[MP_KEY_MAX]);
 /* The phase the next call's JOINs carry (JOIN "ph"). */

@@ -205,6 +205,9 @@ const char *mp__sw_str(const mp_swim_t *sw, uint32_t off);
 uint32_t mp__sw_store(mp_swim_t *sw, const char *s);
 void mp__sw_release(mp_swim_t *sw, uint32_t off);
 void mp__sw_set_addr(mp_swim_t *sw, uint32_t slot, const char *s);
+/* Whether slot is a partner (mp__swim_set_partners; every member without
+ * a partner rule). */
+bool mp__sw_partner_ok(const mp_swim_t *sw, uint32_t s);
 /* Next member to probe (ALIVE or SUSPECT, not self) or SW_NONE. */
 uint32_t mp__sw_next_probe(mp_swim_t *sw);
 /* A random ALIVE member other than self and the excluded slot. */

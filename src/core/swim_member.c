@@ -112,7 +112,12 @@ static void urgent_probe(mp_swim_t *sw, uint32_t slot) {
 }
 
 /* Next urgent probe: the oldest one we have heard from, else the oldest;
- * SW_NONE if none is still in doubt. */
+ * SW_NONE if none is still in doubt. With a partner rule
+ * (mp__swim_set_partners) only partners get one: the suspect's partners
+ * (some peers' partner it always is) tell it, and everyone else waits for
+ * gossip. Otherwise every member that hears of one suspicion dials the
+ * suspect at once, and the suspect, busy with a hundred handshakes and
+ * closing sessions over its cap, answers the next probes late too. */
 uint32_t mp__sw_urgent_pop(mp_swim_t *sw) {
     while (sw->nurgent > 0) {
         uint32_t pick = 0;
@@ -125,7 +130,8 @@ uint32_t mp__sw_urgent_pop(mp_swim_t *sw) {
         uint32_t s = sw->urgent[pick];
         memmove(sw->urgent + pick, sw->urgent + pick + 1,
                 (--sw->nurgent - pick) * sizeof sw->urgent[0]);
-        if (sw->mem[s].state == MP_SWIM_SUSPECT && s != sw->self)
+        if (sw->mem[s].state == MP_SWIM_SUSPECT && s != sw->self &&
+            mp__sw_partner_ok(sw, s))
             return s;
     }
     return SW_NONE;

@@ -326,7 +326,7 @@ static bool probeable(const mp_swim_t *sw, uint32_t s) {
            (m->state == MP_SWIM_ALIVE || m->state == MP_SWIM_SUSPECT);
 }
 
-static bool partner_ok(const mp_swim_t *sw, uint32_t s) {
+bool mp__sw_partner_ok(const mp_swim_t *sw, uint32_t s) {
     return sw->partner == NULL || sw->partner(sw->partner_ctx, sw->mem[s].id);
 }
 
@@ -356,7 +356,7 @@ uint32_t mp__sw_next_probe(mp_swim_t *sw) {
         }
         uint32_t s = sw->order[sw->ptr++];
         seen++;
-        if (probeable(sw, s) && partner_ok(sw, s))
+        if (probeable(sw, s) && mp__sw_partner_ok(sw, s))
             return s;
     }
     return SW_NONE;
@@ -371,14 +371,14 @@ uint32_t mp__sw_random_alive(mp_swim_t *sw, uint32_t exclude) {
         return SW_NONE;
     for (int tries = 0; tries < 32; tries++) {
         uint32_t s = (uint32_t)mp__sw_rand_below(sw, sw->nslots);
-        if (other_alive(sw, s, exclude) && partner_ok(sw, s))
+        if (other_alive(sw, s, exclude) && mp__sw_partner_ok(sw, s))
             return s;
     }
     /* Sparse table: scan once from a random start (partners first). */
     uint32_t start = (uint32_t)mp__sw_rand_below(sw, sw->nslots);
     for (uint32_t k = 0; k < sw->nslots; k++) {
         uint32_t s = (start + k) % sw->nslots;
-        if (other_alive(sw, s, exclude) && partner_ok(sw, s))
+        if (other_alive(sw, s, exclude) && mp__sw_partner_ok(sw, s))
             return s;
     }
     for (uint32_t k = 0; sw->partner != NULL && k < sw->nslots; k++) {

@@ -192,7 +192,14 @@ static void ctrl_msg(moshpit_t *mp, const uint8_t id[32], mp_peer_t *p,
     moshpit_err_t e =
         mp__wire_msg_decode(zmq_msg_data(body), zmq_msg_size(body), m);
     if (e != MOSHPIT_OK) {
-        reopen_idle(mp, p);
+        /* a membership message from a member whose session we closed is
+         * taken (it is evidence the member lives) and, in a swarm larger
+         * than sessions_max, opens no session: the member dials us again
+         * if it needs one, and reopening every session whose close
+         * crossed a probe kept sessions closing and opening over the cap
+         * (docs/DESIGN.md, "Sessions") */
+        if (!mp__engine_crowded(mp))
+            reopen_idle(mp, p);
         if (!mp__engine_swim_on_ctrl(mp, p, zmq_msg_data(body),
                                      zmq_msg_size(body)))
             mp__engine_log(mp, MOSHPIT_LOG_WARN,

@@ -343,6 +343,10 @@ struct moshpit {
     uint32_t msg_rate;     /* config peer_msg_rate, resolved */
     uint32_t sessions_max; /* config sessions_max, resolved */
     bool crowded; /* more members than sessions_max (mp__engine_crowded) */
+    /* the matchmaking key whose candidates were last dialled ahead
+     * (engine_round.c dial_ahead), 0 bytes: none */
+    uint8_t ahead_key[MP_KEY_MAX];
+    uint32_t ahead_key_len;
     uint64_t full_logged_ms;  /* peer table full: last logged */
     uint64_t mm_logged_ms;    /* matchmaker limits: last logged */
     uint64_t early_logged_ms; /* early frames, total limit: last logged */

@@ -38,8 +38,13 @@ _Static_assert(sizeof(zmq_msg_t) <= 64, "zmq_msg_t storage in mp_peer_t");
  * it for this long past the matchmaking time (docs/DESIGN.md,
  * "Sessions"). */
 #define SESSION_UNUSED_MS 2000u
-/* matchmaker candidates of a round's key dialled when the round starts */
-#define SESSION_DIAL_AHEAD 3u
+/* matchmaker candidates of the next call's key dialled ahead (when a
+ * group forms and when a call ends) */
+#define SESSION_DIAL_AHEAD 2u
+/* windows a call waits for its group when its matchmakers were not
+ * dialled ahead (a swarm larger than sessions_max) */
+#define SESSION_COLD_WINDOWS 3u
+#define SESSION_COLD_MORE_MS 5000u /* but at most this much longer */
 #define ROUND_MARGIN_MS 100u
 /* A peer whose address our control DEALER could not reach (no CURVE
  * handshake) this long after it began dialling is told so ("nr"). */

@@ -88,9 +88,13 @@ static void adapt_deadlines(moshpit_t *mp, uint64_t now) {
     }
 }
 
+static void dial_ahead(moshpit_t *mp, const uint8_t *line, uint32_t line_len,
+                       uint64_t now);
+
 /* The group all-reduce of this peer's call exists: map its roster to
- * sessions (members without one are dropped at once), then feed it the
- * frames that raced ahead of our GROUP message. */
+ * sessions (members without one are dialled, or dropped at once), feed
+ * it the frames that raced ahead of our GROUP message, and dial the next
+ * call's matchmakers. */
 static void group_formed(moshpit_t *mp, uint64_t now) {
     mp_round_t *r = &mp->round;
     uint32_t n = 0, self = 0;
@@ -182,6 +186,14 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
         mp__engine_early_free_at(mp, i);
     }
     r->replay = false;
+    if (mp__engine_crowded(mp) && r->cmd != NULL && r->group != NULL) {
+        /* the next call's matchmakers are known now: their sessions come
+         * up while this round's data flows (after the mates' dials) */
+        uint8_t line[MP_KEY_MAX];
+        uint32_t len =
+            mp__rnd_key_after_group(mp->rnd, (uint64_t)r->cmd->count, line);
+        dial_ahead(mp, line, len, now);
+    }
 }
 
 void mp__engine_round_peer_live(moshpit_t *mp, mp_peer_t *p) {
@@ -250,11 +262,25 @@ static void drain(moshpit_t *mp) {
                 p->join_ms = 0; /* its round trip includes the dial */
             }
             mp__round_msg_from_out(&o, mp->msg);
-            if (!mp__engine_send_or_dial(mp, p, mp->msg))
+            bool queued = mp__engine_send_or_dial(mp, p, mp->msg);
+            if (o.msg == MP_RND_JOIN)
+                mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                               "round: JOIN to %.8s waits for its session%s",
+                               p->id_txt, queued ? "" : ": failed");
+            if (!queued)
                 mp__rnd_send_failed(mp->rnd, now, &o);
             continue;
         }
         if (p == NULL || p->state != MP_PEER_LIVE) {
+            if (o.msg == MP_RND_JOIN)
+                mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                               "round: no session for a JOIN to %.8s (%s), "
+                               "next candidate",
+                               p != NULL ? p->id_txt : "unknown",
+                               p == NULL                  ? "unknown"
+                               : p->state == MP_PEER_NEW  ? "dialling"
+                               : p->state == MP_PEER_DEAD ? "dead"
+                                                          : "refused");
             mp__rnd_send_failed(mp->rnd, now, &o);
             continue;
         }
@@ -316,18 +342,20 @@ static uint32_t merge_key(const moshpit_t *mp, const uint8_t *key,
     return nat ? mp__rnd_merge_key(mp->rnd, key, key_len, mkey) : 0;
 }
 
-/* Sessions only where needed: the first candidates of the key the next
- * call will have get a session now, so that its JOIN does not wait for a
- * dial (docs/DESIGN.md, "Sessions"). */
-static void dial_ahead(moshpit_t *mp, uint64_t count, uint64_t now) {
-    if (!mp__engine_crowded(mp))
+/* Sessions only where needed: the first candidates of line, the key the
+ * next call will have, get a session now, so that its JOIN does not wait
+ * for a dial (docs/DESIGN.md, "Sessions"). */
+static void dial_ahead(moshpit_t *mp, const uint8_t *line, uint32_t line_len,
+                       uint64_t now) {
+    if (!mp__engine_crowded(mp) || line_len == 0)
         return;
     size_t n = mp__engine_view_count(mp);
-    uint8_t line[MP_KEY_MAX], mkey[MP_KEY_MAX];
-    uint32_t line_len = mp__rnd_next_key(mp->rnd, count, line);
+    uint8_t mkey[MP_KEY_MAX];
     uint32_t mkey_len = merge_key(mp, line, line_len, mkey);
     const uint8_t *key = mkey_len != 0 ? mkey : line;
     uint32_t key_len = mkey_len != 0 ? mkey_len : line_len;
+    memcpy(mp->ahead_key, key, key_len);
+    mp->ahead_key_len = key_len;
     uint8_t(*ids)[32] = malloc(n * 32);
     uint32_t *order = malloc(n * sizeof(*order));
     if (ids != NULL && order != NULL) {
@@ -399,7 +427,11 @@ void mp__engine_round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
         if (r->members[i] != NULL)
             mp__engine_stash_drop(r->members[i]);
     memset(r, 0, sizeof(*r));
-    dial_ahead(mp, (uint64_t)c->count, now);
+    if (mp__engine_crowded(mp)) {
+        uint8_t line[MP_KEY_MAX];
+        uint32_t len = mp__rnd_next_key(mp->rnd, (uint64_t)c->count, line);
+        dial_ahead(mp, line, len, now);
+    }
     /* frames held for that round are useless now */
     for (size_t i = 0; i < mp->nearly;)
         if (mp__engine_recent_gid(mp, mp->early[i].round_id))
@@ -507,15 +539,40 @@ void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c) {
         for (size_t i = 0; i < k; i++) {
             memcpy(ordered[i], ids[order[i]], 32);
             mp_peer_t *p = mp__engine_find_peer(mp, ordered[i]);
-            /* the key's first candidates get a session now, before the
-             * JOIN or the fallback needs it */
-            if (i < SESSION_DIAL_AHEAD)
+            /* the key's first candidate gets a session now, before the
+             * JOIN needs it (the next ones when a fallback needs them: at
+             * a call's start every peer dials at once, and each handshake
+             * more delays the one its JOIN waits for) */
+            if (i == 0)
                 mp__engine_session_want(mp, p);
             ack[i] = p != NULL ? mp__link_ack_ms(&p->link, UINT32_MAX) : 0;
             if (ack[i] == UINT32_MAX)
                 ack[i] = 0;
         }
-        mp_rnd_call_t call = {.key = ckey,
+        /* in a swarm larger than sessions_max, a call whose matchmakers
+         * were not dialled ahead (the first one, or one whose key changed)
+         * waits 3 windows, at most 5 s longer than one: its JOIN and those of
+         * its key's other callers may each wait for a dial first, and on a
+         * loaded machine the last comes seconds after the first
+         * (docs/DESIGN.md, "Sessions") */
+        uint32_t window = 0;
+        if (mp__engine_crowded(mp) &&
+            (mp->ahead_key_len != ckey_len ||
+             memcmp(mp->ahead_key, ckey, ckey_len) != 0)) {
+            uint64_t win = mp->cfg.matchmaking_ms;
+            uint64_t more = win * (SESSION_COLD_WINDOWS - 1);
+            uint64_t w =
+                win +
+                (more < SESSION_COLD_MORE_MS ? more : SESSION_COLD_MORE_MS);
+            window = (uint32_t)(w < 60000u ? w : 60000u); /* as matchmakers
+                                                             clamp it */
+            mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                           "round: matchmakers not dialled ahead, a window of "
+                           "%u ms",
+                           window);
+        }
+        mp_rnd_call_t call = {.window_ms = window,
+                              .key = ckey,
                               .key_len = ckey_len,
                               .line = mkey_len != 0 ? key : NULL,
                               .line_len = mkey_len != 0 ? key_len : 0,
@@ -547,8 +604,11 @@ bool mp__engine_round_on_msg(moshpit_t *mp, mp_peer_t *p, const mp_msg_t *m) {
         mp__link_rtt(&p->link, now - p->join_ms);
         p->join_ms = 0;
     }
-    if (m->type == MP_MSG_JOIN) /* who may still come (round.h) */
+    if (m->type == MP_MSG_JOIN) { /* who may still come (round.h) */
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG, "round: JOIN from %.8s",
+                       p->id_txt);
         mp__rnd_set_view_now(mp->rnd, mp__engine_view_count(mp));
+    }
     mp_rnd_msg_status_t st = mp__round_msg_dispatch(mp->rnd, now, p->id, m);
     switch (st) {
     case MP_RND_MSG_OTHER:

@@ -20,8 +20,8 @@
 /* How often counters of refused or dropped membership input are logged. */
 #define SWIM_STATS_LOG_MS 10000u
 
-/* How often an outbound-only peer pulls the member list of a dialable
- * member (swim_pull). */
+/* How often an outbound-only peer, or one in a swarm larger than
+ * sessions_max, pulls the member list of a dialable member (swim_pull). */
 #define SWIM_PULL_MS 5000u
 
 static bool swim_partner(void *ctx, const uint8_t id[32]);
@@ -138,6 +138,17 @@ static void swim_send(moshpit_t *mp, const mp_swim_out_t *o) {
         }
         return;
     }
+    /* in a swarm larger than sessions_max, a probe (PING, PING_REQ) of a
+     * member we have no session with opens none: a relay for another
+     * prober, or a partner whose session just closed. A dial under load
+     * takes longer than the probe waits, and each one pushes a session
+     * over the other side's cap; the probe counts on its other helpers,
+     * and a suspicion on the suspect's partners (docs/DESIGN.md,
+     * "Sessions"). */
+    if (mp__engine_crowded(mp) && p != NULL && p->state == MP_PEER_IDLE &&
+        (o->msg.type == MP_SWIM_MSG_PING ||
+         o->msg.type == MP_SWIM_MSG_PING_REQ))
+        return;
     /* copied before dialling: the HELLO that dialling sends is encoded
      * into the same mp->msgbuf */
     uint8_t *copy = malloc(len);
@@ -398,9 +409,13 @@ void mp__engine_swim_peer_live(moshpit_t *mp, mp_peer_t *p) {
  * it holds that member dead (and counts one member too few) while
  * everyone else holds it alive. Anti-entropy repairs that: every
  * SWIM_PULL_MS it pulls the member list of a random dialable member with
- * a live session (docs/DESIGN.md, "Peers behind NAT"). */
+ * a live session (docs/DESIGN.md, "Peers behind NAT"). So does a peer of
+ * a swarm larger than sessions_max, which hears gossip only from its
+ * partners: a member it declared dead after the refutation had passed
+ * it by stayed dead here for good (docs/DESIGN.md, "Sessions"). */
 static void swim_pull(moshpit_t *mp, uint64_t now) {
-    if (!mp->outbound || !mp->swim_joined || now < mp->swim_pull_ms)
+    if (!(mp->outbound || mp__engine_crowded(mp)) || !mp->swim_joined ||
+        now < mp->swim_pull_ms)
         return;
     mp->swim_pull_ms = now + SWIM_PULL_MS;
     size_t n = 0;

@@ -1295,6 +1295,43 @@ static void test_urgent_probe(void) {
     mp__swim_free(sw);
 }
 
+static bool even_partner(void *ctx, const uint8_t id[MP_SWIM_ID_BYTES]) {
+    (void)ctx;
+    return id[0] % 2 == 0;
+}
+
+/* With a partner rule (a swarm larger than sessions_max), someone else's
+ * suspicion makes only a partner an urgent probe: a suspect we have no
+ * session with is left to its partners (docs/DESIGN.md, "Sessions"). */
+static void test_urgent_partners(void) {
+    mp_swim_config_t c;
+    mp__swim_config_default(&c);
+    mp_swim_t *sw = hand_new(&c, 0);
+    mp__swim_set_partners(sw, even_partner, NULL);
+    uint8_t third[MP_SWIM_ID_BYTES];
+    make_id(99, third);
+    mp_swim_update_t u[60];
+    for (int i = 0; i < 60; i++)
+        hand_upd(&u[i], 1 + i, MP_SWIM_ALIVE, 0);
+    mp__swim_absorb(sw, 0, third, u, 60);
+    hand_drain(sw);
+    hand_upd(&u[0], 1, MP_SWIM_SUSPECT, 0); /* member 1: a partner */
+    hand_upd(&u[1], 2, MP_SWIM_SUSPECT, 0); /* member 2: not one */
+    mp__swim_absorb(sw, 2, third, u, 2);
+    int pings[2] = {0, 0};
+    for (uint64_t now = 2; now < 2000; now += 10) {
+        mp__swim_tick(sw, now);
+        while (mp__swim_poll_send(sw, &out_msg)) {
+            int to = out_msg.to[0] - 1;
+            if (out_msg.msg.type == MP_SWIM_MSG_PING && (to == 1 || to == 2))
+                pings[to - 1]++;
+        }
+    }
+    CHECK(pings[0] >= 1, "no urgent probe of the suspect partner");
+    CHECK(pings[1] == 0, "%d probes of a suspect that is no partner", pings[1]);
+    mp__swim_free(sw);
+}
+
 /* The joiner pulls the list a second time, from another member, once;
  * only the first pull reports SYNCED. */
 static void test_resync(void) {
@@ -1699,6 +1736,7 @@ int main(void) {
     test_config();
     test_priorities();
     test_urgent_probe();
+    test_urgent_partners();
     test_resync();
     test_admission();
     test_probe_protocol();
