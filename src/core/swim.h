@@ -421,7 +421,8 @@ uint32_t mp__swim_self_inc(const mp_swim_t *sw);
 /* Probing partners only (docs/DESIGN.md, "Sessions"). With fn set, the
  * round-robin probe skips members for which fn(ctx, id) is false, and
  * PING_REQ helpers and the second member-list pull are partners when one
- * is alive; probes of members someone else suspects are not filtered.
+ * is alive, and an urgent probe of a member someone else suspects goes
+ * only to a partner.
  * Members that are nobody's partner here are probed by the peers whose
  * partners they are, and their state reaches this peer by gossip. fn must
  * not call back into the machine. NULL (the default) = every member. */

@@ -1240,21 +1240,34 @@ static void test_priorities(void) {
     mp__swim_free(sw);
 }
 
+/* A machine (self 0, with the partner rule given, if any) that a third
+ * party (id 99, into third) told of 60 members 1..60, all alive; u holds
+ * those updates, for the caller to reuse. */
+static mp_swim_t *
+sixty_alive(const mp_swim_config_t *c,
+            bool (*partner)(void *ctx, const uint8_t id[MP_SWIM_ID_BYTES]),
+            uint8_t third[MP_SWIM_ID_BYTES], mp_swim_update_t u[60]) {
+    mp_swim_t *sw = hand_new(c, 0);
+    if (partner != NULL)
+        mp__swim_set_partners(sw, partner, NULL);
+    make_id(99, third);
+    for (int i = 0; i < 60; i++)
+        hand_upd(&u[i], 1 + i, MP_SWIM_ALIVE, 0);
+    mp__swim_absorb(sw, 0, third, u, 60);
+    return sw;
+}
+
 /* Someone else's suspicion makes the suspect the next probe, members we
  * have heard from first; the PING carries the suspicion; a message to a
  * member in doubt carries nothing but its own record. */
 static void test_urgent_probe(void) {
     mp_swim_config_t c;
     mp__swim_config_default(&c);
-    mp_swim_t *sw = hand_new(&c, 0);
-    uint8_t third[MP_SWIM_ID_BYTES];
-    make_id(99, third);
     /* Enough members that the round robin, which goes on alongside, does
      * not reach the two suspects first. */
     mp_swim_update_t u[60];
-    for (int i = 0; i < 60; i++)
-        hand_upd(&u[i], 1 + i, MP_SWIM_ALIVE, 0);
-    mp__swim_absorb(sw, 0, third, u, 60);
+    uint8_t third[MP_SWIM_ID_BYTES];
+    mp_swim_t *sw = sixty_alive(&c, NULL, third, u);
     hand_ping_from(sw, 1, 2); /* heard from member 2 */
     hand_drain(sw);
     hand_upd(&u[0], 1, MP_SWIM_SUSPECT, 0); /* never heard from */
@@ -1306,14 +1319,9 @@ static bool even_partner(void *ctx, const uint8_t id[MP_SWIM_ID_BYTES]) {
 static void test_urgent_partners(void) {
     mp_swim_config_t c;
     mp__swim_config_default(&c);
-    mp_swim_t *sw = hand_new(&c, 0);
-    mp__swim_set_partners(sw, even_partner, NULL);
-    uint8_t third[MP_SWIM_ID_BYTES];
-    make_id(99, third);
     mp_swim_update_t u[60];
-    for (int i = 0; i < 60; i++)
-        hand_upd(&u[i], 1 + i, MP_SWIM_ALIVE, 0);
-    mp__swim_absorb(sw, 0, third, u, 60);
+    uint8_t third[MP_SWIM_ID_BYTES];
+    mp_swim_t *sw = sixty_alive(&c, even_partner, third, u);
     hand_drain(sw);
     hand_upd(&u[0], 1, MP_SWIM_SUSPECT, 0); /* member 1: a partner */
     hand_upd(&u[1], 2, MP_SWIM_SUSPECT, 0); /* member 2: not one */
