@@ -6,7 +6,7 @@
  * that at first only peers 0 and 1 can be dialled; RTT 50 ms.
  *
  * After formation (and one round that shows who reduces), two things
- * change at once while the swarm is idle:
+ * change, one after the other, while the swarm is idle:
  * - NAT router 0 forwards every TCP port of its public address to peer 2
  *   (a "DMZ host", with NAT loopback so that 3..5 behind the same router
  *   reach it too): peer 2 can be dialled now;
@@ -127,7 +127,20 @@ int main(void) {
              "}\n"
              "add rule ip mptnat gate ct status dnat accept\n",
              nn_nat_addr(0), nn_addr(FWD));
+    snprintf(live, sizeof(live), "peer %s: live", txt[FWD]);
+    long live1 = it_log_count(&s.peer[BLOCK], live, 2000);
+    /* one switch after the other: both at once can leave peer BLOCK
+     * (outbound-only first) without a session to peer FWD (still
+     * outbound-only then), docs/DESIGN.md "Not yet" */
     IT_CHECK(nn_nat_nft(0, script) == 0, "port forward");
+    t0 = it_now_ms();
+    uint64_t t_fwd = 0, t_blk = 0;
+    while (t_fwd == 0 && it_now_ms() - t0 < 60000) {
+        if (it_log_count(&s.peer[FWD], "dialable now", 2000) >= 1)
+            t_fwd = it_now_ms() - t0;
+        usleep(100000);
+    }
+    IT_CHECK(t_fwd != 0, "peer %d never turned dialable", FWD);
     IT_CHECK(nn_peer_nft(BLOCK,
                          "table inet mptblk {\n"
                          " chain in { type filter hook input priority 0;"
@@ -136,23 +149,15 @@ int main(void) {
                          " drop; }\n"
                          "}\n") == 0,
              "inbound block");
-    snprintf(live, sizeof(live), "peer %s: live", txt[FWD]);
-    long live1 = it_log_count(&s.peer[BLOCK], live, 2000);
-    /* both switches, each timed on its own */
-    t0 = it_now_ms();
-    uint64_t t_fwd = 0, t_blk = 0;
-    while ((t_fwd == 0 || t_blk == 0) && it_now_ms() - t0 < 60000) {
-        if (t_fwd == 0 && it_log_count(&s.peer[FWD], "dialable now", 2000) >= 1)
-            t_fwd = it_now_ms() - t0;
-        if (t_blk == 0 &&
-            it_log_count(&s.peer[BLOCK], "any more: outbound-only", 2000) >= 1)
-            t_blk = it_now_ms() - t0;
+    uint64_t t1 = it_now_ms();
+    while (t_blk == 0 && it_now_ms() - t1 < 60000) {
+        if (it_log_count(&s.peer[BLOCK], "any more: outbound-only", 2000) >= 1)
+            t_blk = it_now_ms() - t1;
         usleep(100000);
     }
-    IT_CHECK(t_fwd != 0, "peer %d never turned dialable", FWD);
     IT_CHECK(t_blk != 0, "peer %d never turned outbound-only", BLOCK);
-    printf("peer %d dialable after %llu ms, peer %d outbound-only after %llu "
-           "ms\n",
+    printf("peer %d dialable after %llu ms, then peer %d outbound-only after "
+           "%llu ms\n",
            FWD, (unsigned long long)t_fwd, BLOCK, (unsigned long long)t_blk);
     char again[96], outb[96];
     snprintf(again, sizeof(again), "peer %s is dialable again", txt[FWD]);
