@@ -61,7 +61,10 @@ typedef struct it_peer_cfg {
     /* with notify_group: nonzero k makes the peer stop itself (SIGSTOP)
      * right after it reported its k-th group, on the engine thread, before
      * any part of that round is sent: a member that dies silently at the
-     * start of a round (the test then cuts its link and kills it) */
+     * start of a round (the test then cuts its link and kills it). If the
+     * peer is the round's matchmaker, the GROUPs it sent may still wait in
+     * ZeroMQ's I/O thread then, and some or all of its mates never get
+     * theirs: stop a peer that is not the matchmaker (rendezvous order) */
     uint32_t stop_at_group;
 } it_peer_cfg_t;
 
