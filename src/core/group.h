@@ -39,7 +39,10 @@
 #include "core/agg.h"
 #include "moshpit.h"
 
-#define MP_PART_ELEMS_DEFAULT 65536u /* 256 KiB of float32 */
+/* Part sizes in elements (mp__share_part_elems picks one per group) */
+#define MP_PART_ELEMS_DEFAULT 65536u /* 256 KiB of float32, the largest */
+#define MP_PART_ELEMS_MIN 16384u     /* 64 KiB of float32 */
+#define MP_PARTS_PER_SHARE 8u        /* parts an even share is cut into */
 
 typedef enum {
     MP_PART_SCATTER = 1,
