@@ -74,7 +74,8 @@ static inline int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
         return x->seq == y->seq && same_double(x->weight, y->weight) &&
                x->bandwidth == y->bandwidth && x->window_ms == y->window_ms &&
                x->phase == y->phase && x->noshare == y->noshare &&
-               x->key_len == y->key_len && x->key_len <= MP_KEY_MAX &&
+               x->parts == y->parts && x->key_len == y->key_len &&
+               x->key_len <= MP_KEY_MAX &&
                memcmp(x->key, y->key, x->key_len) == 0;
     }
     case MP_MSG_JOIN_ACK:
@@ -93,7 +94,8 @@ static inline int msg_equal(const mp_msg_t *a, const mp_msg_t *b) {
                 !same_double(x->members[i].weight, y->members[i].weight) ||
                 x->members[i].bandwidth != y->members[i].bandwidth ||
                 x->members[i].seq != y->members[i].seq ||
-                x->members[i].noshare != y->members[i].noshare)
+                x->members[i].noshare != y->members[i].noshare ||
+                x->members[i].parts != y->members[i].parts)
                 return 0;
         return 1;
     }

@@ -214,6 +214,7 @@ struct mp_group {
 
     size_t averaged;
     uint64_t bytes_sent, bytes_received;
+    mp_group_times_t times; /* when the first part came, and so on */
 
     /* parts to hand out again (mp__group_on_have): for each other member d
      * a bitmap of its nparts[d] scatter parts followed by one of the
@@ -722,6 +723,17 @@ mp_part_status_t mp__group_on_part_checked(mp_group_t *g, uint64_t now_ms,
             ? on_scatter(g, now_ms, from, part, data, count, finite)
             : on_gather(g, now_ms, from, part, data, count, wsum, finite);
     check_done(g);
+    if (st == MP_PART_OK) {
+        mp_group_times_t *t = &g->times;
+        uint64_t *at = kind == MP_PART_SCATTER ? &t->first_scatter_ms
+                                               : &t->first_gather_ms;
+        if (*at == 0)
+            *at = now_ms;
+        if (t->own_final_ms == 0 && g->nfinal == g->nparts[g->self])
+            t->own_final_ms = now_ms;
+        if (t->gathered_ms == 0 && g->gather_open == 0)
+            t->gathered_ms = now_ms;
+    }
     return st;
 }
 
@@ -1126,6 +1138,12 @@ uint64_t mp__group_have_wakeup(const mp_group_t *g) {
         t = at < t ? at : t;
     }
     return t;
+}
+
+void mp__group_times(const mp_group_t *g, mp_group_times_t *out) {
+    memset(out, 0, sizeof(*out));
+    if (g != NULL)
+        *out = g->times;
 }
 
 uint32_t mp__group_resent(const mp_group_t *g) {

@@ -39,7 +39,10 @@
 #include "core/agg.h"
 #include "moshpit.h"
 
-#define MP_PART_ELEMS_DEFAULT 65536u /* 256 KiB of float32 */
+/* Part sizes in elements (mp__share_part_elems picks one per group) */
+#define MP_PART_ELEMS_DEFAULT 65536u /* 256 KiB of float32, the largest */
+#define MP_PART_ELEMS_MIN 16384u     /* 64 KiB of float32 */
+#define MP_PARTS_PER_SHARE 8u        /* parts an even share is cut into */
 
 typedef enum {
     MP_PART_SCATTER = 1,
@@ -269,5 +272,15 @@ uint64_t mp__group_have_wakeup(const mp_group_t *g);
 
 /* Parts handed out again after a HAVE, in total. */
 uint32_t mp__group_resent(const mp_group_t *g);
+
+/* When things happened in the round (the now_ms of the call that saw
+ * them; 0: not yet or never), for the engine's timeline log. */
+typedef struct mp_group_times {
+    uint64_t first_scatter_ms; /* the first scatter part accepted */
+    uint64_t first_gather_ms;  /* the first gather part accepted */
+    uint64_t own_final_ms;     /* every part of the own share final */
+    uint64_t gathered_ms;      /* no gather part expected any more */
+} mp_group_times_t;
+void mp__group_times(const mp_group_t *g, mp_group_times_t *out);
 
 #endif

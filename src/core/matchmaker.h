@@ -64,6 +64,10 @@ typedef struct mp_member {
                         up with its groups (core/round.c) */
     uint8_t noshare; /* 1: an outbound-only member, it reduces no share
                         (JOIN "ns", GROUP "ns") */
+    uint8_t parts;   /* 1: the member cuts parts by the group's size
+                        (mp__share_part_elems; JOIN "pp", GROUP "pp"); a
+                        group where every member does uses that size,
+                        others MP_PART_ELEMS_DEFAULT */
 } mp_member_t;
 
 /* The low 6 bits of a group id are the group's coordinate offset: member i

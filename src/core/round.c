@@ -5,6 +5,7 @@
  * and seed passed in and messages to send queued as outputs.
  */
 #include "core/round.h"
+#include "core/share.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -487,6 +488,7 @@ mp_rnd_join_status_t mp__rnd_on_join(mp_rnd_t *rm, uint64_t now,
     m.seq = j->seq;
     m.phase = j->phase;
     m.noshare = j->noshare ? 1 : 0;
+    m.parts = j->parts ? 1 : 0;
     if (mm == NULL ||
         !mp__mm_on_join_line(mm, now, &m, j->window_ms, merge ? j->line : NULL,
                              merge ? j->line_len : 0)) {
@@ -606,6 +608,7 @@ static void local_join(mp_rnd_t *rm, uint64_t now, const mp_join_send_t *s) {
     me.seq = s->seq;
     me.phase = rm->phase;
     me.noshare = rm->cfg.noshare ? 1 : 0;
+    me.parts = 1;
     if (mm == NULL || !mp__mm_on_join_line(mm, now, &me, s->window_ms,
                                            rm->line_len != 0 ? rm->line : NULL,
                                            rm->line_len)) {
@@ -627,11 +630,13 @@ static void start_group(mp_rnd_t *rm, uint64_t now) {
     rm->gid = gid;
     memcpy(rm->roster, m, n * sizeof(*m));
     uint64_t noshare = 0;
+    bool parts = true; /* every member cuts parts by the group's size */
     for (uint32_t i = 0; i < n; i++) {
         rm->weights[i] = m[i].weight;
         rm->bws[i] = m[i].bandwidth;
         if (m[i].noshare)
             noshare |= (uint64_t)1 << i;
+        parts = parts && m[i].parts;
     }
     mp_group_cfg_t gc = {
         .round_id = gid,
@@ -642,7 +647,8 @@ static void start_group(mp_rnd_t *rm, uint64_t now) {
         .noshare = noshare,
         .values = rm->values,
         .count = rm->count,
-        .part_elems = MP_PART_ELEMS_DEFAULT,
+        .part_elems =
+            parts ? mp__share_part_elems(rm->count, n) : MP_PART_ELEMS_DEFAULT,
         .now_ms = now,
         .deadline_ms = rm->deadline_ms,
         .peer_timeout_ms = rm->cfg.peer_timeout_ms,

@@ -122,6 +122,7 @@ typedef struct mp_rnd_join {
     uint32_t bandwidth, window_ms, key_len;
     uint32_t phase; /* the joiner's calls ended before (0 if not sent) */
     bool noshare;   /* the joiner is outbound-only (JOIN "ns") */
+    bool parts;     /* the joiner cuts parts by the group (JOIN "pp") */
     const uint8_t *key;
     uint32_t line_len;   /* JOIN "lk": the joiner's line key, required */
     const uint8_t *line; /* when key is a merge key, else 0 / NULL */

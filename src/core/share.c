@@ -126,6 +126,14 @@ uint32_t mp__share_parts(size_t len, uint32_t part_elems) {
     return p > UINT32_MAX ? UINT32_MAX : (uint32_t)p;
 }
 
+uint32_t mp__share_part_elems(size_t count, uint32_t n) {
+    uint64_t even = (uint64_t)count / (n ? n : 1) / MP_PARTS_PER_SHARE;
+    uint32_t pe = MP_PART_ELEMS_DEFAULT;
+    while (pe > MP_PART_ELEMS_MIN && pe > even)
+        pe /= 2;
+    return pe;
+}
+
 uint32_t mp__share_median(uint32_t n, const uint32_t *in) {
     uint32_t sorted[MP_GROUP_MAX];
     if (n == 0 || n > MP_GROUP_MAX)

@@ -38,4 +38,14 @@ uint32_t mp__share_median(uint32_t n, const uint32_t *v);
  * part_elems 0 means MP_PART_ELEMS_DEFAULT; saturates at UINT32_MAX. */
 uint32_t mp__share_parts(size_t len, uint32_t part_elems);
 
+/* The part size of a group of n members averaging count values: the
+ * largest power of two from MP_PART_ELEMS_MIN to MP_PART_ELEMS_DEFAULT
+ * that still cuts an even share (count / n) into MP_PARTS_PER_SHARE parts,
+ * so that a pair of members exchanges several parts each way (they can be
+ * spread over several data connections, and a reducer's first results go
+ * back while the last parts still arrive). Depends only on what every
+ * member of the group knows (count is in the group key, n in the roster):
+ * all members get the same size. n 0 is taken as 1. */
+uint32_t mp__share_part_elems(size_t count, uint32_t n);
+
 #endif

@@ -395,9 +395,28 @@ void mp__engine_round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
                            "round %016llx: %u duplicate parts ignored",
                            (unsigned long long)r->gid, r->dups);
     }
+    mp_group_times_t gt;
+    mp__group_times(r->group, &gt);
     mp_rnd_result_t res;
     mp__rnd_end(mp->rnd, now, e, alone, &res);
     drain(mp); /* LEAVE or DONEs */
+    if (res.grouped) {
+        /* where the round's time went, in ms after the group formed */
+        uint64_t t0 = now - res.allreduce_ms;
+        uint64_t at[5] = {gt.first_scatter_ms, gt.first_gather_ms,
+                          gt.own_final_ms, gt.gathered_ms,
+                          r->done_sent ? r->done_at : 0};
+        long long ms[5];
+        for (int i = 0; i < 5; i++)
+            ms[i] = at[i] >= t0 ? (long long)(at[i] - t0) : -1;
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                       "round %016llx timeline (ms after the group formed, "
+                       "-1: never): first scatter part %lld, first gather "
+                       "part %lld, own share final %lld, all gathers %lld, "
+                       "DONE sent %lld, end %llu",
+                       (unsigned long long)res.group_id, ms[0], ms[1], ms[2],
+                       ms[3], ms[4], (unsigned long long)res.allreduce_ms);
+    }
     memset(&c->info, 0, sizeof(c->info));
     c->info.group_size = 1;
     c->info.group_weight = c->weight;

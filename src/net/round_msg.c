@@ -20,6 +20,7 @@ mp_rnd_msg_status_t mp__round_msg_dispatch(mp_rnd_t *rm, uint64_t now,
                             .key_len = j->key_len,
                             .phase = j->phase,
                             .noshare = j->noshare != 0,
+                            .parts = j->parts != 0,
                             .key = j->key,
                             .line_len = j->line_len,
                             .line = j->line};
@@ -68,6 +69,7 @@ void mp__round_msg_from_out(const mp_rnd_out_t *o, mp_msg_t *m) {
         m->u.join.key_len = o->key_len;
         m->u.join.phase = o->phase;
         m->u.join.noshare = o->noshare ? 1 : 0;
+        m->u.join.parts = 1; /* this version cuts parts by the group */
         memcpy(m->u.join.key, o->key, o->key_len);
         m->u.join.line_len = o->line_len;
         if (o->line_len != 0)

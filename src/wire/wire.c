@@ -76,6 +76,7 @@ enum {
     K_LK,
     K_BQ,
     K_BA,
+    K_PP,
     K_COUNT
 };
 
@@ -90,7 +91,7 @@ static const char *const key_names[K_COUNT] = {
     [K_PH] = "ph",   [K_SC] = "sc",       [K_GA] = "ga",   [K_RX] = "rx",
     [K_MK] = "mk",   [K_RW] = "rw",       [K_OB] = "ob",   [K_DR] = "dr",
     [K_NR] = "nr",   [K_OA] = "oa",       [K_NS] = "ns",   [K_UP] = "up",
-    [K_LK] = "lk",   [K_BQ] = "bq",       [K_BA] = "ba",
+    [K_LK] = "lk",   [K_BQ] = "bq",       [K_BA] = "ba",   [K_PP] = "pp",
 };
 
 /* ------------------------------------------------------------------ */
@@ -191,7 +192,7 @@ static moshpit_err_t check_msg(const mp_msg_t *msg) {
     case MP_MSG_JOIN:
         if (!weight_ok(msg->u.join.weight) ||
             msg->u.join.key_len > MP_KEY_MAX || msg->u.join.noshare > 1 ||
-            msg->u.join.line_len > MP_KEY_MAX)
+            msg->u.join.parts > 1 || msg->u.join.line_len > MP_KEY_MAX)
             return MOSHPIT_EINVAL;
         return MOSHPIT_OK;
     case MP_MSG_GROUP: {
@@ -199,7 +200,8 @@ static moshpit_err_t check_msg(const mp_msg_t *msg) {
         if (g->group_id == 0 || g->n < 2 || g->n > MP_GROUP_MAX)
             return MOSHPIT_EINVAL;
         for (uint32_t i = 0; i < g->n; i++)
-            if (!weight_ok(g->members[i].weight) || g->members[i].noshare > 1)
+            if (!weight_ok(g->members[i].weight) || g->members[i].noshare > 1 ||
+                g->members[i].parts > 1)
                 return MOSHPIT_EINVAL;
         if (!members_distinct(g->members, g->n))
             return MOSHPIT_EINVAL;
@@ -228,13 +230,15 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
         break;
     case MP_MSG_JOIN:
         entries = 7u + (msg->u.join.phase != 0) + (msg->u.join.noshare != 0) +
-                  (msg->u.join.line_len != 0);
+                  (msg->u.join.parts != 0) + (msg->u.join.line_len != 0);
         break;
     case MP_MSG_GROUP: {
-        bool ns = false;
-        for (uint32_t i = 0; i < msg->u.group.n && i < MP_GROUP_MAX; i++)
+        bool ns = false, pp = false;
+        for (uint32_t i = 0; i < msg->u.group.n && i < MP_GROUP_MAX; i++) {
             ns = ns || msg->u.group.members[i].noshare;
-        entries = 5u + (msg->u.group.phase != 0) + ns;
+            pp = pp || msg->u.group.members[i].parts;
+        }
+        entries = 5u + (msg->u.group.phase != 0) + ns + pp;
         break;
     }
     case MP_MSG_BYE:
@@ -361,6 +365,10 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
             put_key(pk, K_NS);
             msgpack_pack_true(pk);
         }
+        if (j->parts) { /* optional: cuts parts by the group's size */
+            put_key(pk, K_PP);
+            msgpack_pack_true(pk);
+        }
         if (j->line_len != 0) { /* optional: a merge key's line key */
             put_key(pk, K_LK);
             mp__pack_bin(pk, j->line, j->line_len);
@@ -413,6 +421,12 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
                 ns |= (uint64_t)1 << i;
         if (ns != 0) /* optional: members that reduce no share */
             put_u64(pk, K_NS, ns);
+        uint64_t pp = 0;
+        for (uint32_t i = 0; i < g->n; i++)
+            if (g->members[i].parts)
+                pp |= (uint64_t)1 << i;
+        if (pp != 0) /* optional: members that cut parts by the group */
+            put_u64(pk, K_PP, pp);
         break;
     }
     case MP_MSG_BYE:
@@ -770,6 +784,9 @@ static int decode_join(const msgpack_object *const *val, mp_join_t *j) {
     j->noshare = 0;
     if (val[K_NS] != NULL && get_bool(val[K_NS], &j->noshare) != 0)
         return -1;
+    j->parts = 0;
+    if (val[K_PP] != NULL && get_bool(val[K_PP], &j->parts) != 0)
+        return -1;
     const msgpack_object *k = val[K_KEY];
     if (k->type != MSGPACK_OBJECT_BIN || k->via.bin.size > MP_KEY_MAX)
         return -1;
@@ -810,6 +827,7 @@ static int decode_group(const msgpack_object *const *val, mp_group_msg_t *g) {
         mb->seq = 0;
         mb->phase = 0;
         mb->noshare = 0;
+        mb->parts = 0;
     }
     g->n = m->via.array.size;
     g->phase = 0;
@@ -822,6 +840,14 @@ static int decode_group(const msgpack_object *const *val, mp_group_msg_t *g) {
             return -1;
         for (uint32_t i = 0; i < g->n; i++)
             g->members[i].noshare = (uint8_t)(ns >> i & 1u);
+    }
+    if (val[K_PP] != NULL) {
+        uint64_t pp;
+        if (mp__pack_get_u64(val[K_PP], &pp) != 0 || pp == 0 ||
+            (g->n < 64 && pp >> g->n != 0))
+            return -1;
+        for (uint32_t i = 0; i < g->n; i++)
+            g->members[i].parts = (uint8_t)(pp >> i & 1u);
     }
     return members_distinct(g->members, g->n) ? 0 : -1;
 }

@@ -103,6 +103,8 @@ typedef struct mp_join {
                          not sent */
     uint8_t noshare;  /* "ns", optional: the joiner is outbound-only and
                          reduces no share */
+    uint8_t parts;    /* "pp", optional: the joiner cuts parts by the
+                         group's size (mp_member_t.parts) */
     uint32_t key_len; /* <= MP_KEY_MAX */
     uint8_t key[MP_KEY_MAX];
     uint32_t line_len; /* "lk", optional (0: not sent): the joiner's grid

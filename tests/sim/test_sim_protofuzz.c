@@ -480,11 +480,15 @@ static void gen_part(fz_t *f) {
         h.share = self;
         h.wsum = chance(&f->r, 0.8) ? simnet_rng01(&f->r.r) * 4 : 0;
     }
-    uint32_t np = mp__share_parts(len[h.share], MP_PART_ELEMS_DEFAULT);
+    bool cut = true; /* every member cuts parts by the group (GROUP "pp") */
+    for (uint32_t i = 0; i < g->n; i++)
+        cut = cut && g->members[i].parts;
+    uint32_t pe =
+        cut ? mp__share_part_elems(f->count, g->n) : MP_PART_ELEMS_DEFAULT;
+    uint32_t np = mp__share_parts(len[h.share], pe);
     h.part = np ? (uint32_t)rnd(&f->r, np) : 0;
-    size_t rest = len[h.share] - (size_t)h.part * MP_PART_ELEMS_DEFAULT;
-    h.count =
-        (uint32_t)(rest < MP_PART_ELEMS_DEFAULT ? rest : MP_PART_ELEMS_DEFAULT);
+    size_t rest = len[h.share] - (size_t)h.part * pe;
+    h.count = (uint32_t)(rest < pe ? rest : pe);
     if (chance(&f->r, 0.35)) { /* field-level mutation */
         switch (rnd(&f->r, 8)) {
         case 0:

@@ -35,6 +35,7 @@ typedef struct world {
     uint8_t id[NP][MP_ID_BYTES];
     bool dead[NP]; /* sends to it fail */
     bool mute[NP]; /* messages to it are lost */
+    bool old[NP];  /* of an earlier version: neither sends nor reads "pp" */
     uint32_t formed[NP];
     uint64_t now;
     mp_msg_t msg, dec;
@@ -81,6 +82,16 @@ static void world_init(uint32_t group_size, uint32_t min_group) {
     }
 }
 
+/* What a peer of an earlier version sends and reads of a JOIN or GROUP:
+ * no "pp" (JOIN and GROUP key, mp_member_t.parts). */
+static void strip_parts(mp_msg_t *m) {
+    if (m->type == MP_MSG_JOIN)
+        m->u.join.parts = 0;
+    if (m->type == MP_MSG_GROUP)
+        for (uint32_t i = 0; i < m->u.group.n; i++)
+            m->u.group.members[i].parts = 0;
+}
+
 /* Delivers every output of every machine until all are quiet. */
 static void drain_all(void) {
     bool any = true;
@@ -120,7 +131,9 @@ static void drain_all(void) {
                 CHECK(mp__wire_msg_decode(W.buf, len, &W.dec) == MOSHPIT_OK,
                       "decode type %d", (int)W.msg.type);
                 if (W.dec.type == MP_MSG_DONE)
-                    continue; /* the engine's business */
+                    continue;              /* the engine's business */
+                if (W.old[q] || W.old[to]) /* "pp" not sent, or ignored */
+                    strip_parts(&W.dec);
                 W.last_status =
                     mp__round_msg_dispatch(W.rm[to], W.now, W.id[q], &W.dec);
             }
@@ -207,6 +220,67 @@ static void start(uint32_t q, const uint32_t *view, size_t n, uint8_t *key_out,
         memcpy(key_out, key, len);
         *len_out = len;
     }
+}
+
+/* A vector of 3 x 65536 floats among 3: parts of 16384 floats (8 to an
+ * even share, mp__share_part_elems) when every member sends "pp", 65536
+ * when one of them is of an earlier version (it may be the matchmaker);
+ * either way every member cuts the same parts and the mean is exact. */
+#define BIG (3u * 65536u)
+static float big[3][BIG];
+
+static void part_size_round(int old) {
+    world_init(3, 2);
+    if (old >= 0)
+        W.old[old] = true;
+    const uint32_t view[3] = {0, 1, 2};
+    for (uint32_t q = 0; q < 3; q++) {
+        for (uint32_t e = 0; e < BIG; e++)
+            big[q][e] = (float)(q * 10 + e % 100);
+        uint8_t key[MP_KEY_MAX];
+        uint32_t len = mp__rnd_key(W.rm[q], 3, BIG, key);
+        uint8_t c[NP][MP_ID_BYTES];
+        size_t k = candidates(key, len, view, 3, c);
+        mp_rnd_call_t call = {.key = key,
+                              .key_len = len,
+                              .cands = (const uint8_t(*)[MP_ID_BYTES])c,
+                              .ncands = k,
+                              .weight = 1.0,
+                              .values = big[q],
+                              .count = BIG};
+        CHECK(mp__rnd_start(W.rm[q], W.now, &call) == MOSHPIT_OK, "start %u",
+              q);
+    }
+    drain_all();
+    settle();
+    uint64_t want = (old >= 0 ? 65536u : 16384u) * sizeof(float);
+    for (uint32_t q = 0; q < 3; q++) {
+        mp_group_t *g = mp__rnd_group(W.rm[q]);
+        CHECK(g != NULL, "old %d: peer %u has no group", old, q);
+        for (uint32_t s = 0; g != NULL && s < 3; s++)
+            CHECK(mp__group_part_bytes(g, s) == want,
+                  "old %d: peer %u share %u: parts of %llu bytes, want %llu",
+                  old, q, s, (unsigned long long)mp__group_part_bytes(g, s),
+                  (unsigned long long)want);
+    }
+    move_parts();
+    for (uint32_t q = 0; q < 3; q++) {
+        CHECK(mp__rnd_group_finished(W.rm[q]), "old %d: peer %u not finished",
+              old, q);
+        uint32_t bad = 0;
+        for (uint32_t e = 0; e < BIG; e++)
+            bad += fabsf(big[q][e] - (float)(10 + e % 100)) > 1e-4f;
+        CHECK(bad == 0, "old %d: peer %u: %u values off the mean", old, q, bad);
+        mp_rnd_result_t res;
+        mp__rnd_end(W.rm[q], W.now + 5, MOSHPIT_OK, false, &res);
+    }
+    memset(W.old, 0, sizeof W.old);
+}
+
+static void test_part_size(void) {
+    part_size_round(-1);
+    for (int old = 0; old < 3; old++) /* each in turn, the matchmaker too */
+        part_size_round(old);
 }
 
 static void test_group_of_three(void) {
@@ -718,6 +792,7 @@ static void test_merge_keys(void) {
 
 int main(void) {
     test_group_of_three();
+    test_part_size();
     test_merge_keys();
     test_everyone_here();
     test_join_refusals();

@@ -265,6 +265,40 @@ static void test_parts(void) {
 
 /* Bandwidth bound: 0 -> 1, nothing above MP_BW_SPREAD x the lower median;
  * checked against a direct definition on random rosters. */
+/* The part size: 64 KiB to 256 KiB of float32, a power of two, and an
+ * even share of the group cut into 8 parts where the vector allows. */
+static void test_part_elems(void) {
+    /* 4 MiB of float32 in a group of 8: even shares of 128 Ki values */
+    CHECK(mp__share_part_elems((size_t)1 << 20, 8) == 16384, "4 MiB / 8");
+    /* 16 MiB and 64 MiB: 256 KiB parts as before */
+    CHECK(mp__share_part_elems((size_t)4 << 20, 8) == 65536, "16 MiB / 8");
+    CHECK(mp__share_part_elems((size_t)16 << 20, 8) == 65536, "64 MiB / 8");
+    CHECK(mp__share_part_elems((size_t)2 << 20, 8) == 32768, "8 MiB / 8");
+    /* never below the minimum, whatever the size */
+    CHECK(mp__share_part_elems(0, 8) == MP_PART_ELEMS_MIN, "empty");
+    CHECK(mp__share_part_elems(256, 64) == MP_PART_ELEMS_MIN, "1 KiB / 64");
+    CHECK(mp__share_part_elems(SIZE_MAX, 1) == MP_PART_ELEMS_DEFAULT,
+          "huge, alone");
+    CHECK(mp__share_part_elems((size_t)1 << 20, 0) == 65536, "n 0 as 1");
+    /* every size is a power of two in range, and an even share has at
+     * least MP_PARTS_PER_SHARE parts unless the minimum stops it */
+    for (uint32_t n = 1; n <= 64; n++) {
+        for (size_t count = 1; count < ((size_t)1 << 26);
+             count = count * 3 + 1) {
+            uint32_t pe = mp__share_part_elems(count, n);
+            CHECK(pe >= MP_PART_ELEMS_MIN && pe <= MP_PART_ELEMS_DEFAULT &&
+                      (pe & (pe - 1)) == 0,
+                  "power of two in range");
+            CHECK(pe == MP_PART_ELEMS_MIN ||
+                      mp__share_parts(count / n, pe) >= MP_PARTS_PER_SHARE,
+                  "enough parts per share");
+            CHECK(pe == MP_PART_ELEMS_DEFAULT ||
+                      (uint64_t)pe * 2 * MP_PARTS_PER_SHARE > count / n,
+                  "largest size of which 8 whole parts fit");
+        }
+    }
+}
+
 static void test_bandwidth_bound(void) {
     uint32_t in[MP_GROUP_MAX], out[MP_GROUP_MAX];
     uint32_t one[3] = {1000, 1000, UINT32_MAX};
@@ -305,6 +339,7 @@ int main(void) {
     test_bandwidth_bound();
     test_fixed();
     test_parts();
+    test_part_elems();
     test_equal();
     test_zero_is_one();
     test_random();

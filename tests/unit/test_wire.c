@@ -365,7 +365,11 @@ static void test_roundtrips(void) {
     roundtrip("join max", m);
     m->u.join.noshare = 1;
     roundtrip("join noshare", m);
+    m->u.join.parts = 1;
+    roundtrip("join noshare parts", m);
     m->u.join.noshare = 0;
+    roundtrip("join parts", m);
+    m->u.join.parts = 0;
     m->u.join.weight = 4.9e-324; /* smallest subnormal */
     roundtrip("join subnormal weight", m);
 
@@ -426,7 +430,14 @@ static void test_roundtrips(void) {
     m->u.group.members[MP_GROUP_MAX - 1].noshare = 1;
     roundtrip("group noshare", m);
     for (uint32_t i = 0; i < MP_GROUP_MAX; i++)
+        m->u.group.members[i].parts = 1;
+    roundtrip("group noshare parts", m);
+    for (uint32_t i = 0; i < MP_GROUP_MAX; i++)
         m->u.group.members[i].noshare = 0;
+    m->u.group.members[1].parts = 0;
+    roundtrip("group parts, one without", m);
+    for (uint32_t i = 0; i < MP_GROUP_MAX; i++)
+        m->u.group.members[i].parts = 0;
 
     /* Decoding never reports a member seq, even if the struct had one. */
     msg_group(m);
