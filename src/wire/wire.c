@@ -805,6 +805,18 @@ static int decode_join(const msgpack_object *const *val, mp_join_t *j) {
     return 0;
 }
 
+/* An optional GROUP bit set over the roster ("ns", "pp"): absent is 0;
+ * present, it must be nonzero with no bit at or above n. */
+static int get_roster_bits(const msgpack_object *o, uint32_t n, uint64_t *out) {
+    *out = 0;
+    if (o == NULL)
+        return 0;
+    if (mp__pack_get_u64(o, out) != 0 || *out == 0 ||
+        (n < 64 && *out >> n != 0))
+        return -1;
+    return 0;
+}
+
 static int decode_group(const msgpack_object *const *val, mp_group_msg_t *g) {
     if (!val[K_SEQ] || !val[K_GID] || !val[K_M])
         return -1;
@@ -833,21 +845,13 @@ static int decode_group(const msgpack_object *const *val, mp_group_msg_t *g) {
     g->phase = 0;
     if (val[K_PH] != NULL && mp__pack_get_u32(val[K_PH], &g->phase) != 0)
         return -1;
-    if (val[K_NS] != NULL) {
-        uint64_t ns;
-        if (mp__pack_get_u64(val[K_NS], &ns) != 0 || ns == 0 ||
-            (g->n < 64 && ns >> g->n != 0))
-            return -1;
-        for (uint32_t i = 0; i < g->n; i++)
-            g->members[i].noshare = (uint8_t)(ns >> i & 1u);
-    }
-    if (val[K_PP] != NULL) {
-        uint64_t pp;
-        if (mp__pack_get_u64(val[K_PP], &pp) != 0 || pp == 0 ||
-            (g->n < 64 && pp >> g->n != 0))
-            return -1;
-        for (uint32_t i = 0; i < g->n; i++)
-            g->members[i].parts = (uint8_t)(pp >> i & 1u);
+    uint64_t ns = 0, pp = 0;
+    if (get_roster_bits(val[K_NS], g->n, &ns) != 0 ||
+        get_roster_bits(val[K_PP], g->n, &pp) != 0)
+        return -1;
+    for (uint32_t i = 0; i < g->n; i++) {
+        g->members[i].noshare = (uint8_t)(ns >> i & 1u);
+        g->members[i].parts = (uint8_t)(pp >> i & 1u);
     }
     return members_distinct(g->members, g->n) ? 0 : -1;
 }

@@ -117,6 +117,14 @@ static void msg_join_phase(mp_msg_t *m) {
     m->u.join.phase = 3;
 }
 
+/* a JOIN of an outbound-only joiner that cuts parts by the group ("ns",
+ * "pp") */
+static void msg_join_parts(mp_msg_t *m) {
+    msg_join(m);
+    m->u.join.noshare = 1;
+    m->u.join.parts = 1;
+}
+
 static void msg_join_ack(mp_msg_t *m) {
     memset(m, 0, sizeof *m);
     m->type = MP_MSG_JOIN_ACK;
@@ -140,6 +148,15 @@ static void msg_group(mp_msg_t *m) {
 static void msg_group_phase(mp_msg_t *m) {
     msg_group(m);
     m->u.group.phase = 5;
+}
+
+/* a GROUP with members that reduce no share and that cut parts by the
+ * group ("ns", "pp") */
+static void msg_group_parts(mp_msg_t *m) {
+    msg_group(m);
+    m->u.group.members[1].noshare = 1;
+    m->u.group.members[0].parts = 1;
+    m->u.group.members[2].parts = 1;
 }
 
 static void msg_alone(mp_msg_t *m) {
@@ -227,9 +244,11 @@ static const struct {
     {"peers", msg_peers},
     {"join", msg_join},
     {"join_phase", msg_join_phase},
+    {"join_parts", msg_join_parts},
     {"join_ack", msg_join_ack},
     {"group", msg_group},
     {"group_phase", msg_group_phase},
+    {"group_parts", msg_group_parts},
     {"alone", msg_alone},
     {"bye", msg_bye},
     {"bye_idle", msg_bye_idle},
@@ -706,6 +725,16 @@ static void spec_for(msg_fn make, spec_t *s) {
             msgpack_pack_uint64(&fpk, m->u.join.phase);
             add_end(s, "ph", A_UINT, 1);
         }
+        if (m->u.join.noshare) {
+            add_begin();
+            msgpack_pack_true(&fpk);
+            add_end(s, "ns", A_BOOL, 1);
+        }
+        if (m->u.join.parts) {
+            add_begin();
+            msgpack_pack_true(&fpk);
+            add_end(s, "pp", A_BOOL, 1);
+        }
         break;
     case MP_MSG_JOIN_ACK:
         add_uint(s, "seq", m->u.ack.seq);
@@ -753,6 +782,21 @@ static void spec_for(msg_fn make, spec_t *s) {
             add_begin();
             msgpack_pack_uint64(&fpk, m->u.group.phase);
             add_end(s, "ph", A_UINT, 1);
+        }
+        uint64_t ns = 0, pp = 0;
+        for (uint32_t i = 0; i < m->u.group.n; i++) {
+            ns |= (uint64_t)m->u.group.members[i].noshare << i;
+            pp |= (uint64_t)m->u.group.members[i].parts << i;
+        }
+        if (ns != 0) {
+            add_begin();
+            msgpack_pack_uint64(&fpk, ns);
+            add_end(s, "ns", A_UINT, 1);
+        }
+        if (pp != 0) {
+            add_begin();
+            msgpack_pack_uint64(&fpk, pp);
+            add_end(s, "pp", A_UINT, 1);
         }
         break;
     case MP_MSG_BYE:
@@ -940,6 +984,18 @@ static void test_values(void) {
           "hello ba = 2^32");
     CHECK(dec_with(msg_done_up, "up", bw_2p32, 9) == MOSHPIT_EPROTO,
           "done up = 2^32");
+    /* GROUP bit sets over the roster of 3: nonzero, no bit at 3 or above */
+    static const uint8_t bits_7[] = {0x07}, bits_8[] = {0x08};
+    CHECK(dec_with(msg_group_parts, "pp", bits_7, 1) == MOSHPIT_OK &&
+              dm.u.group.members[0].parts && dm.u.group.members[1].parts &&
+              dm.u.group.members[2].parts,
+          "group pp = 7");
+    CHECK(dec_with(msg_group_parts, "pp", u0, 1) == MOSHPIT_EPROTO,
+          "group pp = 0");
+    CHECK(dec_with(msg_group_parts, "pp", bits_8, 1) == MOSHPIT_EPROTO,
+          "group pp: a bit past the roster");
+    CHECK(dec_with(msg_group_parts, "ns", bits_8, 1) == MOSHPIT_EPROTO,
+          "group ns: a bit past the roster");
     CHECK(dec_with(msg_done_up, "up", neg5, 2) == MOSHPIT_EPROTO,
           "done up = -5");
     CHECK(dec_with(msg_hello, "ci", bw_2p32, 9) == MOSHPIT_EPROTO,
