@@ -561,6 +561,7 @@ static void housekeeping(moshpit_t *mp, uint64_t now) {
         mp__engine_expire_certs(mp);
         mp__engine_swim_check_sessions(mp, now);
         mp__engine_sessions_revive(mp, now);
+        mp__engine_swim_renewed(mp);
         mp__engine_sessions_trim(mp, now);
         mp__engine_reach_check(mp, now);
         if (mp->outbound) /* dials that failed by now count (view) */

@@ -97,9 +97,14 @@ typedef struct mp_peer {
     bool nr_sent;                /* we told it we could not dial it ("nr") */
     bool unreachable;            /* dead because it never answered our dial */
     bool tcp_up;                 /* our control DEALER's TCP connection is up */
-    bool hs_failed;  /* its CURVE handshake failed (another key there) */
-    bool renew_dial; /* dialled again because membership renewed it (it may
-                        be dialable now): still counted meanwhile */
+    bool hs_failed;     /* its CURVE handshake failed (another key there) */
+    bool renew_dial;    /* dialled again because membership renewed it (it may
+                           be dialable now): still counted meanwhile */
+    uint32_t reach_inc; /* its membership incarnation when we last began
+                           to dial it or learned that it is outbound-only
+                           (its HELLO "ob"; the end of our session with it
+                           when we turned outbound-only): only a newer
+                           record is dialled again (mp__engine_renew_due) */
     /* reachability asked again (engine_reach.c): our dial back to its
      * observed host for its request db_nonce, begun at db_start_ms (the
      * last one at db_last_ms, for the rate limit), and the nonce of the
@@ -400,6 +405,16 @@ struct moshpit_op {
     mp_cmd_t cmd;
     bool waiting; /* under mp->lock: a moshpit_op_wait is inside */
 };
+
+/* Whether p, a member we gave up dialling (it never answered our dial, or
+ * it was outbound-only while we were too: `outbound`), is due a dial once
+ * more: its table entry is dead and it did not leave, and membership holds
+ * it alive or suspect at an incarnation newer than p->reach_inc, with an
+ * address. A newer record may be its reachability asked again (dialable
+ * now); whatever event brought it, and whatever we held before (alive,
+ * suspect or dead), only the incarnation counts (engine_swim.c). */
+bool mp__engine_renew_due(const mp_peer_t *p, bool outbound,
+                          const mp_swim_member_t *m);
 
 /* Logging through the configured callback (mp->log, base/log.h). */
 void mp__engine_log(moshpit_t *mp, int level, const char *fmt, ...)

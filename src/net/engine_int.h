@@ -264,6 +264,11 @@ void mp__engine_swim_close(moshpit_t *mp);
 void mp__engine_swim_check_sessions(moshpit_t *mp, uint64_t now);
 /* Dials a known peer again at once (membership says it is back). */
 void mp__engine_peer_redial(moshpit_t *mp, mp_peer_t *p, const char *addr);
+/* The incarnation membership holds for id (0: none known). */
+uint32_t mp__engine_swim_inc(const moshpit_t *mp, const uint8_t id[32]);
+/* Once a second: dials the members we gave up dialling whose record
+ * renewed since (mp__engine_renew_due), whatever event brought it. */
+void mp__engine_swim_renewed(moshpit_t *mp);
 
 /* engine_resume.c: a round survives a connection reset (docs/DESIGN.md,
  * "On a lossy network"). mp__engine_resume_on_have takes a mate's HAVE

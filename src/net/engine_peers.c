@@ -439,6 +439,9 @@ static moshpit_err_t peer_connect(moshpit_t *mp, mp_peer_t *p) {
     }
     p->dial_ms = mp__engine_now_ms();
     p->nr_sent = false;
+    /* if this dial gets no answer, only a record newer than the one it
+     * began at is dialled again (mp__engine_renew_due) */
+    p->reach_inc = mp__engine_swim_inc(mp, p->id);
     return MOSHPIT_OK;
 }
 
@@ -804,6 +807,10 @@ void mp__engine_go_outbound(moshpit_t *mp, const mp_peer_t *by) {
         mp_peer_t *q = mp->peers[i];
         if (q->outbound) {
             if (q->state == MP_PEER_LIVE) {
+                /* outbound-only at its record of now: it said so on this
+                 * session, and would have told us had it changed; only a
+                 * newer record is dialled (mp__engine_renew_due) */
+                q->reach_inc = mp__engine_swim_inc(mp, q->id);
                 mp__engine_send_hello(mp, q, false); /* it must know */
                 mp__engine_peer_set_state(mp, q, MP_PEER_DEAD,
                                           MP_WHY_BOTH_OUTBOUND);
@@ -1046,6 +1053,9 @@ void mp__engine_on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
         }
         memcpy(p->drid, h->drid, h->drid_len);
         p->drid_len = h->drid_len;
+        /* outbound-only at this record of its: only a newer one may
+         * change that (mp__engine_renew_due) */
+        p->reach_inc = mp__engine_swim_inc(mp, p->id);
         if (mp->outbound) {
             /* neither of us can answer the other (docs/DESIGN.md,
              * "Reachability asked again"): no session; membership keeps

@@ -176,6 +176,54 @@ static void swim_send(moshpit_t *mp, const mp_swim_out_t *o) {
 
 static void check_session(moshpit_t *mp, mp_peer_t *p, uint64_t now);
 
+uint32_t mp__engine_swim_inc(const moshpit_t *mp, const uint8_t id[32]) {
+    mp_swim_member_t m;
+    return mp->swim != NULL && mp__swim_lookup(mp->swim, id, &m) ? m.inc : 0;
+}
+
+bool mp__engine_renew_due(const mp_peer_t *p, bool outbound,
+                          const mp_swim_member_t *m) {
+    return p->state == MP_PEER_DEAD && !p->left &&
+           (p->unreachable || (outbound && p->outbound)) && !m->is_self &&
+           (m->state == MP_SWIM_ALIVE || m->state == MP_SWIM_SUSPECT) &&
+           m->inc > p->reach_inc && m->addr != NULL && m->addr[0] != '\0';
+}
+
+/* A member we gave up dialling whose membership record renewed since
+ * (mp__engine_renew_due) may take connections now (its reachability
+ * asked again, docs/DESIGN.md): it is dialled once more, once per
+ * incarnation, and still counted while that dial runs. The news may come
+ * as a renewal of a record held alive, as a record held suspect or dead
+ * that turns alive (a renewal that crossed a suspicion), or in a pulled
+ * member list; so every such event asks, and once a second every peer
+ * table entry. True if it dialled. */
+static bool renew_dial(moshpit_t *mp, mp_peer_t *p, const mp_swim_member_t *m,
+                       const char *how) {
+    if (!mp__engine_renew_due(p, mp->outbound, m))
+        return false;
+    p->reach_inc = m->inc; /* once per incarnation, dialled or not */
+    p->outbound = false;   /* what its last HELLO said: old news now */
+    p->drid_len = 0;
+    mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                   "peer %.8s: membership renewed it (%s, incarnation %u): "
+                   "dialling it again at %s",
+                   p->id_txt, how, m->inc, m->addr);
+    mp__engine_peer_redial(mp, p, m->addr);
+    p->renew_dial = p->state == MP_PEER_NEW;
+    return true;
+}
+
+void mp__engine_swim_renewed(moshpit_t *mp) {
+    if (mp->swim == NULL)
+        return;
+    for (size_t i = 0; i < mp->npeers; i++) {
+        mp_peer_t *p = mp->peers[i];
+        mp_swim_member_t m;
+        if (p->state == MP_PEER_DEAD && mp__swim_lookup(mp->swim, p->id, &m))
+            (void)renew_dial(mp, p, &m, "seen in the member table");
+    }
+}
+
 static void swim_event(moshpit_t *mp, const mp_swim_event_t *ev) {
     mp_peer_t *p = mp__engine_find_peer(mp, ev->id);
     mp_swim_member_t m;
@@ -187,6 +235,12 @@ static void swim_event(moshpit_t *mp, const mp_swim_event_t *ev) {
         if (!known || m.is_self || m.state == MP_SWIM_DEAD ||
             m.state == MP_SWIM_LEFT || m.addr[0] == '\0')
             break;
+        if (p != NULL &&
+            renew_dial(mp, p, &m,
+                       ev->type == MP_SWIM_EV_ALIVE  ? "alive again"
+                       : ev->type == MP_SWIM_EV_ADDR ? "a new address"
+                                                     : "joined"))
+            break;
         if (p == NULL || p->state == MP_PEER_IDLE ||
             (p->state == MP_PEER_DEAD && mp__engine_crowded(mp)))
             mp__engine_peer_know(mp, ev->id, m.addr); /* a session if the
@@ -197,17 +251,9 @@ static void swim_event(moshpit_t *mp, const mp_swim_event_t *ev) {
             mp__engine_peer_redial(mp, p, m.addr); /* back, or moved */
         break;
     case MP_SWIM_EV_RENEWED:
-        /* it may take connections now (its reachability asked again,
-         * docs/DESIGN.md): a member we could not dial, or that was
-         * outbound-only when we were too, is dialled once more, and
-         * still counted while that dial runs */
-        if (p != NULL && known && p->state == MP_PEER_DEAD && p->unreachable &&
-            !p->left && m.addr[0] != '\0') {
-            p->outbound = false;
-            p->drid_len = 0;
-            mp__engine_peer_redial(mp, p, m.addr);
-            p->renew_dial = p->state == MP_PEER_NEW;
-        }
+        /* it may take connections now (its reachability asked again) */
+        if (p != NULL && known)
+            (void)renew_dial(mp, p, &m, "renewed");
         break;
     case MP_SWIM_EV_SUSPECT:
         if (p != NULL) {
