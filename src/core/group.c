@@ -963,6 +963,10 @@ void mp__group_set_deadline(mp_group_t *g, uint64_t deadline_ms) {
         g->deadline = deadline_ms;
 }
 
+uint32_t mp__group_part_elems(const mp_group_t *g) {
+    return g != NULL ? g->pe : 0;
+}
+
 uint64_t mp__group_part_bytes(const mp_group_t *g, uint32_t share) {
     if (g == NULL || share >= g->n || g->len[share] == 0)
         return 0;

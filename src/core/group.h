@@ -202,6 +202,9 @@ void mp__group_quiet(mp_group_t *g, uint64_t now_ms, uint32_t m);
 bool mp__group_on_mark(mp_group_t *g, uint64_t now_ms, uint32_t m);
 /* Encoded bytes of the largest part of share (0 for an empty share). */
 uint64_t mp__group_part_bytes(const mp_group_t *g, uint32_t share);
+
+/* The group's part size in elements (0 for NULL). */
+uint32_t mp__group_part_elems(const mp_group_t *g);
 /* Encoded bytes of share (what each other member scatters to its
  * reducer). */
 uint64_t mp__group_share_bytes(const mp_group_t *g, uint32_t share);

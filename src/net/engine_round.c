@@ -107,8 +107,9 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
     r->self = self;
     r->gid = gid;
     mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
-                   "round %016llx: group of %u, index %u",
-                   (unsigned long long)gid, n, self);
+                   "round %016llx: group of %u, index %u, parts of %u values",
+                   (unsigned long long)gid, n, self,
+                   mp__group_part_elems(r->group));
     for (uint32_t i = 0; i < n; i++) {
         mp_peer_t *p = i == self ? NULL : mp__engine_find_peer(mp, m[i].id);
         r->members[i] = p;
