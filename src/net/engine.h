@@ -227,9 +227,12 @@ typedef struct mp_round {
     bool seq;
     uint32_t seq_dest, seq_kbps;
     uint64_t seq_next_ms;
-    bool replay;      /* handing the group the frames held before it formed */
-    bool repaired;    /* a connection of the round broke: its part times and
-                         rates say nothing of the links (engine_resume.c) */
+    bool replay;        /* handing the group the frames held before it formed */
+    uint64_t replay_at; /* when the frame handed over arrived here */
+    /* bit i: a connection to member i broke or stalled this round: its part
+     * times and rate say nothing of its link (engine_resume.c); the other
+     * members' still do */
+    uint64_t repaired;
     uint64_t gone;    /* members whose drop was logged */
     uint64_t span_ms; /* the measured end's distance from the group's
                          start (0: none); a break gives it again */

@@ -34,13 +34,19 @@ static void deliver(moshpit_t *mp, mp_peer_t *p, uint32_t from,
         r->group, now, from, (mp_part_kind_t)h->kind, h->share, h->part,
         mp->scratch, h->count, h->wsum, finite ? 1 : 0);
     if (st == MP_PART_OK && h->kind == MP_PART_SCATTER) {
-        /* the time since its previous part (or since the group started
-         * here) measures its link (linkstat.h), unless the part waited for
-         * our GROUP; the bytes and the last arrival go into our DONE */
+        /* the time since its previous part arrived (or since the group
+         * started here) measures its link (linkstat.h), unless a
+         * connection to it broke or stalled this round (the times are the
+         * repair's); a part that waited for our GROUP counts from when it
+         * arrived, and only from a part before it (it came before our
+         * start), so that a member whose parts always beat our GROUP is
+         * measured too. The bytes and the last arrival go into our DONE */
+        uint64_t at = r->replay ? r->replay_at : now;
         uint64_t since = p->part_ms != 0 ? p->part_ms : r->start_ms;
-        if (!r->replay && !r->repaired)
-            mp__link_part(&p->link, len, now > since ? now - since : 0);
-        p->part_ms = now;
+        if ((p->part_ms != 0 || !r->replay) && from < MP_GROUP_MAX &&
+            !((r->repaired >> from) & 1u))
+            mp__link_part(&p->link, len, at > since ? at - since : 0);
+        p->part_ms = at != 0 ? at : 1;
         r->scat_bytes[from] += len;
         r->scat_last_ms[from] = now;
     }

@@ -123,7 +123,7 @@ static void link_broke(moshpit_t *mp, const mp_peer_t *p, bool mark) {
     uint32_t i = member_index(r, p);
     if (r->group == NULL || i == UINT32_MAX)
         return;
-    r->repaired = true;
+    r->repaired |= bit(i);
     uint64_t now = mp__engine_now_ms();
     if (!(mark ? mp__group_on_mark(r->group, now, i)
                : mp__group_on_break(r->group, now, i)))

@@ -164,7 +164,9 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
     mp->up_n = n;
     for (uint32_t i = 0; i < n; i++)
         memcpy(mp->up_ids[i], m[i].id, 32);
-    /* frames that came before our GROUP say nothing of their link */
+    /* frames that came before our GROUP: the first from a member gives no
+     * sample (it came before our start), the gaps between its next ones do
+     * (engine_data.c) */
     r->replay = true;
     for (size_t i = 0; i < mp->nearly;) {
         if (mp->early[i].round_id != gid) {
@@ -176,6 +178,7 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
             continue;
         }
         zmq_msg_t *zm = mp->early[i].msg;
+        r->replay_at = mp->early[i].arrived_ms;
         const uint8_t *buf = zmq_msg_data(zm);
         size_t len = zmq_msg_size(zm);
         mp_data_hdr_t h;
@@ -209,6 +212,7 @@ void mp__engine_round_peer_live(moshpit_t *mp, mp_peer_t *p) {
             continue;
         }
         zmq_msg_t *zm = mp->early[i].msg;
+        r->replay_at = mp->early[i].arrived_ms;
         const uint8_t *buf = zmq_msg_data(zm);
         size_t len = zmq_msg_size(zm);
         mp_data_hdr_t h;
@@ -226,10 +230,12 @@ void mp__engine_round_peer_live(moshpit_t *mp, mp_peer_t *p) {
 uint32_t mp__engine_round_done_report(const moshpit_t *mp, const mp_peer_t *p,
                                       uint64_t gid) {
     const mp_round_t *r = &mp->round;
-    if (r->group == NULL || r->gid != gid || r->repaired)
-        return 0; /* a repaired round's times are not the link's */
+    if (r->group == NULL || r->gid != gid)
+        return 0;
     for (uint32_t i = 0; i < r->n; i++)
-        if (r->members[i] == p && r->scat_bytes[i] > 0)
+        /* not after a break of its link: the times are the repair's */
+        if (r->members[i] == p && r->scat_bytes[i] > 0 &&
+            !((r->repaired >> i) & 1u))
             return mp__link_rate_kbps(r->scat_bytes[i],
                                       r->scat_last_ms[i] - r->start_ms);
     return 0;

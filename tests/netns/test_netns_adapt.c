@@ -14,7 +14,12 @@
  *    relative of the weighted mean of the 8 fresh vectors.
  * B. A death on a fast link: a fresh swarm on plain veths (no delay, no
  *    rate limit), peer_timeout_ms 8000 (the others as above), 4 rounds of
- *    2^18 floats (1 MiB) to measure, then in the fifth peer 7 stops itself
+ *    2^18 floats (1 MiB) to measure (64 KiB parts, two per share: every
+ *    round gives each peer two samples of each mate, one even when the
+ *    mate's parts beat its GROUP; with one part per share such early
+ *    parts gave none, and with three busy loops some runs had survivors
+ *    that still ran on peer_timeout_ms for the victim after the 4 rounds
+ *    and waited 12 s), then in the fifth peer 7 stops itself
  *    right after its group formed, before it sends any part
  *    (it_peer_cfg_t.stop_at_group), then it is cut off (the bridge drops
  *    its packets both ways, as a pulled cable or a power loss: no FIN, no
