@@ -134,6 +134,16 @@ uint32_t mp__share_part_elems(size_t count, uint32_t n) {
     return pe;
 }
 
+uint8_t mp__share_part_layout(uint32_t part_elems) {
+    uint8_t l = 0;
+    while (part_elems >= MP_PART_ELEMS_MIN &&
+           part_elems < MP_PART_ELEMS_DEFAULT) {
+        part_elems *= 2;
+        l++;
+    }
+    return part_elems == MP_PART_ELEMS_DEFAULT ? l : 0;
+}
+
 uint32_t mp__share_median(uint32_t n, const uint32_t *in) {
     uint32_t sorted[MP_GROUP_MAX];
     if (n == 0 || n > MP_GROUP_MAX)

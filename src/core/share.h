@@ -48,4 +48,9 @@ uint32_t mp__share_parts(size_t len, uint32_t part_elems);
  * all members get the same size. n 0 is taken as 1. */
 uint32_t mp__share_part_elems(size_t count, uint32_t n);
 
+/* The data header's layout byte for parts of part_elems elements:
+ * log2(MP_PART_ELEMS_DEFAULT / part_elems), 0 for the default (and for
+ * sizes the rule does not make). */
+uint8_t mp__share_part_layout(uint32_t part_elems);
+
 #endif

@@ -16,6 +16,7 @@
 #include <zmq.h>
 
 #include "core/codec.h"
+#include "core/share.h"
 #include "core/vec.h"
 
 static uint32_t member_index(const mp_round_t *r, const mp_peer_t *p) {
@@ -84,6 +85,17 @@ void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
             "data frame from %.8s with compression %u (this group uses "
             "%u) dropped",
             p->id_txt, (unsigned)h->codec, (unsigned)mp->cfg.compression);
+        return;
+    }
+    uint8_t layout = mp__share_part_layout(mp__group_part_elems(r->group));
+    if (h->layout != layout) {
+        /* members agree on the part size through the roster (GROUP "pp");
+         * parts cut otherwise would land at other offsets */
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "data frame from %.8s cut in parts of %u values (this "
+                       "group uses %u) dropped",
+                       p->id_txt, MP_PART_ELEMS_DEFAULT >> h->layout,
+                       MP_PART_ELEMS_DEFAULT >> layout);
         return;
     }
     if (h->codec != MOSHPIT_COMPRESS_NONE) {
@@ -224,15 +236,17 @@ static bool seal_part(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s) {
     if (zmq_msg_init_size(zm, total) != 0)
         return false;
     uint8_t *buf = zmq_msg_data(zm);
-    mp_data_hdr_t h = {.kind = (uint8_t)s->kind,
-                       .codec = (uint8_t)mp->cfg.compression,
-                       .count = s->count,
-                       .tag = p->their_tag,
-                       .counter = ++p->tx_counter,
-                       .round_id = mp->round.gid,
-                       .share = s->share,
-                       .part = s->part,
-                       .wsum = s->wsum};
+    mp_data_hdr_t h = {
+        .kind = (uint8_t)s->kind,
+        .codec = (uint8_t)mp->cfg.compression,
+        .layout = mp__share_part_layout(mp__group_part_elems(mp->round.group)),
+        .count = s->count,
+        .tag = p->their_tag,
+        .counter = ++p->tx_counter,
+        .round_id = mp->round.gid,
+        .share = s->share,
+        .part = s->part,
+        .wsum = s->wsum};
     mp__wire_data_hdr_encode(&h, buf);
     if (mp__session_seal(p->keys, h.counter, buf, MP_DATA_HDR_BYTES, s->bytes,
                          plen, buf + MP_DATA_HDR_BYTES,
@@ -281,8 +295,9 @@ static bool take_part(moshpit_t *mp, uint32_t i, uint64_t now, mp_send_t *s) {
          * MP_LINK_PACE_MAX_MS, so reports that make the rate too low
          * cannot hold the parts back for long */
         uint64_t ms = (uint64_t)s->nbytes * 7u / r->seq_kbps;
-        r->seq_next_ms =
-            now + (ms < MP_LINK_PACE_MAX_MS ? ms : MP_LINK_PACE_MAX_MS);
+        uint64_t cap = (uint64_t)MP_LINK_PACE_MAX_MS * s->count /
+                       MP_PART_ELEMS_DEFAULT; /* per 65536 values */
+        r->seq_next_ms = now + (ms < cap ? ms : cap);
     }
     return true;
 }

@@ -969,7 +969,7 @@ void mp__wire_data_hdr_encode(const mp_data_hdr_t *h,
     mp__store_le(out + 0, DATA_HDR_VERSION, 1);
     mp__store_le(out + 1, h->kind, 1);
     mp__store_le(out + 2, h->codec, 1);
-    mp__store_le(out + 3, 0, 1);
+    mp__store_le(out + 3, h->layout, 1);
     mp__store_le(out + 4, h->count, 4);
     mp__store_le(out + 8, h->tag, 8);
     mp__store_le(out + 16, h->counter, 8);
@@ -992,7 +992,9 @@ moshpit_err_t mp__wire_data_hdr_decode(const uint8_t *buf, size_t len,
         buf[1] != MP_PART_STATE && buf[1] != MP_PART_MARK)
         return MOSHPIT_EPROTO;
     uint8_t codec = buf[2];
-    if (buf[3] != 0 || !mp__codec_valid(codec) ||
+    bool round_part = buf[1] == MP_PART_SCATTER || buf[1] == MP_PART_GATHER;
+    if (buf[3] > (round_part ? MP_DATA_LAYOUT_MAX : 0) ||
+        !mp__codec_valid(codec) ||
         (buf[1] == MP_PART_STATE && codec != MOSHPIT_COMPRESS_NONE))
         return MOSHPIT_EPROTO;
     uint32_t count = (uint32_t)mp__load_le(buf + 4, 4);
@@ -1014,6 +1016,7 @@ moshpit_err_t mp__wire_data_hdr_decode(const uint8_t *buf, size_t len,
         return MOSHPIT_EPROTO; /* a mark carries no values, share or part */
     h->kind = buf[1];
     h->codec = codec;
+    h->layout = buf[3];
     h->count = count;
     h->tag = mp__load_le(buf + 8, 8);
     h->counter = mp__load_le(buf + 16, 8);

@@ -228,7 +228,7 @@ int mp__wire_buf_write(void *data, const char *p, size_t n);
  * tag. Layout, little-endian:
  *   0  u8  version (1)      1  u8  kind (1 scatter, 2 gather, 3 state)
  *   2  u8 codec (MOSHPIT_COMPRESS_*; 0 for state chunks)
- *   3  u8 reserved (0)      4  u32 count (values)
+ *   3  u8 layout (0..2)     4  u32 count (values)
  *   8  u64 tag (receiver's session tag)
  *   16 u64 counter (nonce; strictly increasing per session direction)
  *   24 u64 round id         32 u32 share   36 u32 part
@@ -237,10 +237,14 @@ int mp__wire_buf_write(void *data, const char *p, size_t n);
 #define MP_DATA_HDR_BYTES 48u
 #define MP_DATA_TAG_BYTES 16u
 #define MP_DATA_MAX_COUNT (1u << 20) /* floats per frame */
+#define MP_DATA_LAYOUT_MAX 2u        /* parts of 16384 elements */
 
 typedef struct mp_data_hdr {
     uint8_t kind;
-    uint8_t codec; /* MOSHPIT_COMPRESS_*: how the count values are encoded */
+    uint8_t codec;  /* MOSHPIT_COMPRESS_*: how the count values are encoded */
+    uint8_t layout; /* scatter and gather parts: the round's part size,
+                       log2(65536 / elements), 0..MP_DATA_LAYOUT_MAX
+                       (mp__share_part_layout); state chunks and marks 0 */
     uint32_t count;
     uint64_t tag;
     uint64_t counter;
@@ -252,7 +256,8 @@ typedef struct mp_data_hdr {
 
 void mp__wire_data_hdr_encode(const mp_data_hdr_t *h,
                               uint8_t out[MP_DATA_HDR_BYTES]);
-/* Checks version, kind, codec (known, 0 for a state chunk), reserved,
+/* Checks version, kind, codec (known, 0 for a state chunk), layout (at
+ * most MP_DATA_LAYOUT_MAX, 0 for a state chunk or mark),
  * count <= MP_DATA_MAX_COUNT, that len == header + mp__codec_bytes(codec,
  * count) + tag, and that wsum is finite and >= 0.
  * Errors: EPROTO. */

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/group.h"
+#include "wire/wire.h"
 
 #define TEST_MAX_PRINTED 50
 #include "test_util.h"
@@ -299,6 +300,24 @@ static void test_part_elems(void) {
     }
 }
 
+/* The data header's layout byte for each part size the rule makes. */
+static void test_part_layout(void) {
+    CHECK(mp__share_part_layout(65536) == 0, "65536: 0");
+    CHECK(mp__share_part_layout(32768) == 1, "32768: 1");
+    CHECK(mp__share_part_layout(16384) == 2, "16384: 2");
+    CHECK(mp__share_part_layout(16384) == MP_DATA_LAYOUT_MAX, "max");
+    CHECK(mp__share_part_layout(0) == 0 && mp__share_part_layout(1000) == 0 &&
+              mp__share_part_layout(8192) == 0 &&
+              mp__share_part_layout(131072) == 0,
+          "sizes the rule does not make: 0");
+    for (size_t count = 1; count < ((size_t)1 << 26); count = count * 3 + 1)
+        for (uint32_t n = 1; n <= 64; n++) {
+            uint32_t pe = mp__share_part_elems(count, n);
+            CHECK((MP_PART_ELEMS_DEFAULT >> mp__share_part_layout(pe)) == pe,
+                  "layout of %u", pe);
+        }
+}
+
 static void test_bandwidth_bound(void) {
     uint32_t in[MP_GROUP_MAX], out[MP_GROUP_MAX];
     uint32_t one[3] = {1000, 1000, UINT32_MAX};
@@ -340,6 +359,7 @@ int main(void) {
     test_fixed();
     test_parts();
     test_part_elems();
+    test_part_layout();
     test_equal();
     test_zero_is_one();
     test_random();

@@ -1552,8 +1552,8 @@ static void test_data_hdr(void) {
         {2, 1, "codec 1, float32 length"},
         {2, 5, "codec 5"},
         {2, 0xff, "codec 255"},
-        {3, 1, "reserved 1"},
-        {3, 0x80, "reserved 0x80"},
+        {3, MP_DATA_LAYOUT_MAX + 1, "layout past the smallest parts"},
+        {3, 0x80, "layout 0x80"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         uint8_t save = f[bad[i].off];
@@ -1562,6 +1562,23 @@ static void test_data_hdr(void) {
               bad[i].what);
         f[bad[i].off] = save;
     }
+
+    /* The layout byte: 0..2 for scatter and gather parts, read back; 0
+     * only for state chunks and marks. */
+    for (uint8_t kind = MP_PART_SCATTER; kind <= MP_PART_MARK; kind++)
+        for (uint8_t l = 0; l <= MP_DATA_LAYOUT_MAX + 1; l++) {
+            memset(&h, 0, sizeof h);
+            h.kind = kind;
+            h.layout = l;
+            mp__wire_data_hdr_encode(&h, f);
+            size_t len = MP_DATA_HDR_BYTES + MP_DATA_TAG_BYTES;
+            bool ok =
+                l == 0 || (l <= MP_DATA_LAYOUT_MAX &&
+                           (kind == MP_PART_SCATTER || kind == MP_PART_GATHER));
+            moshpit_err_t e = mp__wire_data_hdr_decode(f, len, &d);
+            CHECK(ok ? e == MOSHPIT_OK && d.layout == l : e == MOSHPIT_EPROTO,
+                  "kind %u layout %u -> %d", kind, l, (int)e);
+        }
 
     /* Compressed parts: the length follows the codec, exactly; state
      * chunks are never compressed. */
