@@ -336,6 +336,8 @@ static void gen_join(fz_t *f) {
     j->window_ms = chance(&f->r, 0.5) ? 2000 : odd_u32(&f->r);
     /* the phase: an honest peer's count of ended calls, or anything */
     j->phase = chance(&f->r, 0.5) ? (uint32_t)rnd(&f->r, 4) : odd_u32(&f->r);
+    /* cuts parts by the group like this version's peers, or not */
+    j->parts = chance(&f->r, 0.7) ? 1 : 0;
     if (chance(&f->r, 0.3)) { /* a broken or foreign key */
         switch (rnd(&f->r, 5)) {
         case 0:
