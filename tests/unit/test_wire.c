@@ -990,12 +990,14 @@ static void test_values(void) {
               dm.u.group.members[0].parts && dm.u.group.members[1].parts &&
               dm.u.group.members[2].parts,
           "group pp = 7");
-    CHECK(dec_with(msg_group_parts, "pp", u0, 1) == MOSHPIT_EPROTO,
-          "group pp = 0");
-    CHECK(dec_with(msg_group_parts, "pp", bits_8, 1) == MOSHPIT_EPROTO,
-          "group pp: a bit past the roster");
-    CHECK(dec_with(msg_group_parts, "ns", bits_8, 1) == MOSHPIT_EPROTO,
-          "group ns: a bit past the roster");
+    static const struct {
+        const char *key;
+        const uint8_t *v;
+    } bad_bits[] = {{"pp", u0}, {"pp", bits_8}, {"ns", u0}, {"ns", bits_8}};
+    for (size_t i = 0; i < sizeof bad_bits / sizeof bad_bits[0]; i++)
+        CHECK(dec_with(msg_group_parts, bad_bits[i].key, bad_bits[i].v, 1) ==
+                  MOSHPIT_EPROTO,
+              "group %s = %u", bad_bits[i].key, bad_bits[i].v[0]);
     CHECK(dec_with(msg_done_up, "up", neg5, 2) == MOSHPIT_EPROTO,
           "done up = -5");
     CHECK(dec_with(msg_hello, "ci", bw_2p32, 9) == MOSHPIT_EPROTO,
