@@ -132,8 +132,8 @@ int main(void) {
                "connections\n",
                i, rounds, most);
         IT_CHECK(rounds >= ROUNDS - 1 && rounds <= ROUNDS,
-                 "peer %d read BBR's model in %d of %d rounds", i,
-                 rounds, ROUNDS);
+                 "peer %d read BBR's model in %d of %d rounds", i, rounds,
+                 ROUNDS);
         IT_CHECK(most <= (N - 1) * STREAMS && zero == 0,
                  "peer %d: at most %u connections named, %d lines with none "
                  "or more restarted than read",

@@ -156,8 +156,7 @@ static void test_restart_plain(void) {
     if (e != 0) {
         /* no congestion control per socket here (ENOTSUP), or the
          * option is not passed on (qemu-user): the restart fails too */
-        printf("SKIP: the algorithm cannot be read here (%s)\n",
-               strerror(e));
+        printf("SKIP: the algorithm cannot be read here (%s)\n", strerror(e));
         CHECK(mp_plat_tcp_cc_restart(a) != 0, "restart fails as well");
         close(a);
         close(b);
