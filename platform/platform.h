@@ -71,5 +71,17 @@ int mp_plat_tcp_cc_probe(const char *name);
 /* What new TCP sockets get when nobody sets it (the namespace's
  * net.ipv4.tcp_congestion_control), read from a new socket. */
 int mp_plat_tcp_cc_default(char out[MP_PLAT_CC_NAME_MAX]);
+/* Starts the algorithm of TCP socket fd afresh, as on a new connection but
+ * from the socket's current window: whatever model it built of the path
+ * (BBR's bandwidth and round-trip filters) is dropped. Linux ignores a
+ * switch to the algorithm a socket already has, so this switches to reno
+ * (always allowed; cubic when the socket has reno) and back. 0, or the
+ * error of the switch that failed: if the first failed nothing changed; if
+ * the second failed the socket is left on the other algorithm. */
+int mp_plat_tcp_cc_restart(int fd);
+/* BBR's estimate of the bandwidth of TCP socket fd's path, in bytes per
+ * second (Linux: TCP_CC_INFO); ENOTSUP where the socket does not use
+ * bbr or the system does not say. */
+int mp_plat_tcp_bbr_bw(int fd, uint64_t *bytes_per_s);
 
 #endif

@@ -15,6 +15,9 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <linux/inet_diag.h>
+#endif
 
 int mp_plat_mutex_init(mp_plat_mutex_t *m) {
     return pthread_mutex_init(&m->m, NULL);
@@ -158,6 +161,37 @@ int mp_plat_tcp_cc_default(char out[MP_PLAT_CC_NAME_MAX]) {
     close(fd);
     return e;
 }
+
+int mp_plat_tcp_bbr_bw(int fd, uint64_t *bytes_per_s) {
+#if defined(__linux__) && defined(TCP_CC_INFO)
+    union tcp_cc_info ci;
+    socklen_t len = sizeof(ci);
+    memset(&ci, 0, sizeof(ci));
+    if (getsockopt(fd, IPPROTO_TCP, TCP_CC_INFO, &ci, &len) != 0)
+        return errno != 0 ? errno : EIO;
+    char name[MP_PLAT_CC_NAME_MAX];
+    if (len < sizeof(ci.bbr) || mp_plat_tcp_cc_get(fd, name) != 0 ||
+        strncmp(name, "bbr", 3) != 0)
+        return ENOTSUP;
+    *bytes_per_s = (uint64_t)ci.bbr.bbr_bw_hi << 32 | ci.bbr.bbr_bw_lo;
+    return 0;
+#else
+    (void)fd;
+    (void)bytes_per_s;
+    return ENOTSUP;
+#endif
+}
+
+int mp_plat_tcp_cc_restart(int fd) {
+    char now[MP_PLAT_CC_NAME_MAX];
+    int e = mp_plat_tcp_cc_get(fd, now);
+    if (e != 0)
+        return e;
+    e = mp_plat_tcp_cc_set(fd, strcmp(now, "reno") == 0 ? "cubic" : "reno");
+    if (e != 0)
+        return e;
+    return mp_plat_tcp_cc_set(fd, now);
+}
 #else
 int mp_plat_tcp_cc_set(int fd, const char *name) {
     (void)fd;
@@ -168,6 +202,17 @@ int mp_plat_tcp_cc_set(int fd, const char *name) {
 int mp_plat_tcp_cc_get(int fd, char out[MP_PLAT_CC_NAME_MAX]) {
     (void)fd;
     out[0] = '\0';
+    return ENOTSUP;
+}
+
+int mp_plat_tcp_cc_restart(int fd) {
+    (void)fd;
+    return ENOTSUP;
+}
+
+int mp_plat_tcp_bbr_bw(int fd, uint64_t *bytes_per_s) {
+    (void)fd;
+    (void)bytes_per_s;
     return ENOTSUP;
 }
 

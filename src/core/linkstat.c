@@ -177,3 +177,12 @@ uint32_t mp__link_up_mbps(const mp_uplink_t *u) {
     uint32_t k = mp__link_median(v, n);
     return k / 1000u + (k % 1000u != 0);
 }
+
+bool mp__link_model_stale(uint64_t *best, uint64_t bw) {
+    *best -= *best / 8;
+    if (bw < *best / 2)
+        return true;
+    if (bw > *best)
+        *best = bw;
+    return false;
+}

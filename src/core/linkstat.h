@@ -121,4 +121,11 @@ void mp__link_up_close(mp_uplink_t *u);
  * none. */
 uint32_t mp__link_up_mbps(const mp_uplink_t *u);
 
+/* Whether a congestion control's bandwidth estimate bw of one connection,
+ * read at a round's start, is stale: below half of *best, the best read
+ * at earlier starts, which fades by an eighth at every call (so a path
+ * that became slower for good is taken as it is after a round or two).
+ * A fresh estimate raises *best; a stale one leaves it. */
+bool mp__link_model_stale(uint64_t *best, uint64_t bw);
+
 #endif

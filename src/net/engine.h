@@ -80,6 +80,14 @@ typedef struct mp_peer {
     void *data; /* DEALER to their data ROUTER */
     void *mon;  /* PAIR reading ctrl's monitor events */
     void *dmon; /* PAIR reading data's CONNECTED and DISCONNECTED events */
+    /* descriptors of data's connections, as dmon's CONNECTED events named
+     * them (ZeroMQ's I/O thread owns them: used only while getpeername
+     * shows them connected to data_addr), and the best bandwidth BBR
+     * estimated for each at a round's start (bytes/s,
+     * mp__link_model_stale; mp__engine_data_cc_restart) */
+    int dfd[MP_DATA_STREAMS_MAX];
+    uint64_t dbw[MP_DATA_STREAMS_MAX];
+    uint8_t ndfd;
     bool hello_recv;
     /* reachability (docs/DESIGN.md, "Peers behind NAT") */
     bool outbound; /* it said HELLO "ob": nobody can dial it, so we answer

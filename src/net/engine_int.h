@@ -224,6 +224,13 @@ moshpit_err_t mp__engine_streams_setup(moshpit_t *mp, const char *bind_ep);
 bool mp__engine_data_dial(moshpit_t *mp, mp_peer_t *p, bool reorder_ok);
 void mp__engine_data_close(mp_peer_t *p);
 void mp__engine_data_on_monitor(moshpit_t *mp, mp_peer_t *p);
+/* At a round's start: starts BBR afresh on those of p's data connections
+ * whose bandwidth estimate fell below half of their best, so that a model
+ * left by the last round's lossy tail does not pace this one
+ * (docs/DESIGN.md, "Data connections"). Adds the connections whose
+ * estimate it read to *seen; returns how many it restarted. */
+uint32_t mp__engine_data_cc_restart(moshpit_t *mp, mp_peer_t *p,
+                                    uint32_t *seen);
 
 /* engine_swim.c: membership */
 moshpit_err_t mp__engine_swim_setup(moshpit_t *mp);

@@ -102,6 +102,15 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
     const mp_member_t *m = mp__rnd_roster(mp->rnd, &n, &self, &gid);
     if (m == NULL || r->cmd == NULL)
         return;
+    /* the members' data monitors first (their descriptors do not always
+     * signal at once, engine.c): a connection that broke before this
+     * round lost nothing of it (no group yet: mp__engine_resume_data_down
+     * ignores it), and the new ones are known for the restart below */
+    for (uint32_t i = 0; i < n; i++) {
+        mp_peer_t *p = i == self ? NULL : mp__engine_find_peer(mp, m[i].id);
+        if (p != NULL && p->dmon != NULL)
+            mp__engine_data_on_monitor(mp, p);
+    }
     r->group = mp__rnd_group(mp->rnd);
     r->n = n;
     r->self = self;
@@ -144,6 +153,15 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
             r->members[i]->part_ms = 0;
     }
     r->start_ms = now;
+    uint32_t fresh = 0, seen = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (r->members[i] != NULL && r->members[i]->state == MP_PEER_LIVE)
+            fresh += mp__engine_data_cc_restart(mp, r->members[i], &seen);
+    if (seen > 0)
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                       "round %016llx: BBR's model read on %u data "
+                       "connections, %u started afresh",
+                       (unsigned long long)gid, seen, fresh);
     adapt_deadlines(mp, now);
     uint64_t owed[MP_GROUP_MAX];
     for (uint32_t i = 0; i < n; i++)

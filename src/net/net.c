@@ -251,6 +251,10 @@ static bool fd_matches(int fd, const char *ep) {
     return false;
 }
 
+bool mp__net_fd_connected_to(int fd, const char *ep) {
+    return fd >= 0 && fd_matches(fd, ep);
+}
+
 int mp__net_read_connected(void *mon, int *fd, bool *down) {
     uint16_t id;
     uint32_t v;

@@ -41,6 +41,9 @@ void *mp__net_data_dealer(void *zctx, const char *addr, uint32_t streams,
  * if it is connected to the event's address (port, and host when
  * numeric), else -1. */
 int mp__net_read_connected(void *mon, int *fd, bool *down);
+/* Whether TCP socket fd is connected to ep ("tcp://host:port": the port,
+ * and the host when it is a numeric address). */
+bool mp__net_fd_connected_to(int fd, const char *ep);
 /* zmq_bind(sock, ep); with cc (not NULL or ""), TCP congestion control cc
  * is set on the listening socket, so every connection accepted from it
  * uses it: *cc_err is 0, or the errno value why not (EAGAIN: its

@@ -275,7 +275,44 @@ static void test_round_bw(void) {
     mp__rnd_free(rm);
 }
 
+/* The rule that restarts BBR on a data connection whose model collapsed
+ * (engine_streams.c): below half of the fading best is stale. */
+static void test_model_stale(void) {
+    uint64_t best = 0;
+    CHECK(!mp__link_model_stale(&best, 1750000), "the first estimate");
+    CHECK(best == 1750000, "is the best: %llu", (unsigned long long)best);
+    /* shares of a busy link move up and down: not stale */
+    CHECK(!mp__link_model_stale(&best, 1200000) &&
+              !mp__link_model_stale(&best, 2000000) &&
+              !mp__link_model_stale(&best, 1100000),
+          "estimates within half of the best");
+    CHECK(best == 1750000, "faded and raised: %llu", (unsigned long long)best);
+    /* the tail of a lossy round left 0.6 Mbit/s of 14: stale, and the best
+     * stays for the rounds after */
+    CHECK(mp__link_model_stale(&best, 75000), "a collapsed estimate");
+    CHECK(best == 1531250, "the best only faded: %llu",
+          (unsigned long long)best);
+    CHECK(!mp__link_model_stale(&best, 1500000), "back after the restart");
+    /* a path that became slower for good: stale once or twice, then taken
+     * as it is */
+    best = 1000000;
+    int restarts = 0;
+    for (int r = 0; r < 8; r++)
+        restarts += mp__link_model_stale(&best, 400000);
+    CHECK(restarts >= 1 && restarts <= 2, "%d restarts for a slower path",
+          restarts);
+    CHECK(best >= 400000 && best < 800000, "the best follows it: %llu",
+          (unsigned long long)best);
+    /* no estimate yet (0) and no best: never stale */
+    best = 0;
+    CHECK(!mp__link_model_stale(&best, 0) && best == 0, "zeros");
+    best = UINT64_MAX;
+    CHECK(mp__link_model_stale(&best, 0), "0 against a huge best");
+    CHECK(!mp__link_model_stale(&best, UINT64_MAX), "and no overflow");
+}
+
 int main(void) {
+    test_model_stale();
     test_median();
     test_limits();
     test_uplink();
