@@ -75,13 +75,18 @@ int mp_plat_tcp_cc_default(char out[MP_PLAT_CC_NAME_MAX]);
  * from the socket's current window: whatever model it built of the path
  * (BBR's bandwidth and round-trip filters) is dropped. Linux ignores a
  * switch to the algorithm a socket already has, so this switches to reno
- * (always allowed; cubic when the socket has reno) and back. 0, or the
- * error of the switch that failed: if the first failed nothing changed; if
- * the second failed the socket is left on the other algorithm. */
+ * (allowed by default; cubic where reno is not, or when the socket has
+ * reno) and back. 0, or the error of the switch that failed: if no first
+ * switch was taken nothing changed; if the switch back failed the socket
+ * is left on the other algorithm. */
 int mp_plat_tcp_cc_restart(int fd);
 /* BBR's estimate of the bandwidth of TCP socket fd's path, in bytes per
  * second (Linux: TCP_CC_INFO); ENOTSUP where the socket does not use
  * bbr or the system does not say. */
 int mp_plat_tcp_bbr_bw(int fd, uint64_t *bytes_per_s);
+/* A number that names socket fd's connection and no other while the
+ * system runs (Linux: SO_COOKIE), to tell it from a later socket that got
+ * the same descriptor number; ENOTSUP where the system has none. */
+int mp_plat_sock_cookie(int fd, uint64_t *cookie);
 
 #endif

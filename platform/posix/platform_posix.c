@@ -187,12 +187,33 @@ int mp_plat_tcp_cc_restart(int fd) {
     int e = mp_plat_tcp_cc_get(fd, now);
     if (e != 0)
         return e;
-    e = mp_plat_tcp_cc_set(fd, strcmp(now, "reno") == 0 ? "cubic" : "reno");
+    e = strcmp(now, "reno") == 0 ? EPERM : mp_plat_tcp_cc_set(fd, "reno");
+    if (e != 0 && strcmp(now, "cubic") != 0)
+        e = mp_plat_tcp_cc_set(fd, "cubic");
     if (e != 0)
         return e;
     return mp_plat_tcp_cc_set(fd, now);
 }
+#endif
+
+int mp_plat_sock_cookie(int fd, uint64_t *cookie) {
+#if defined(SO_COOKIE)
+    uint64_t c = 0;
+    socklen_t len = sizeof(c);
+    if (getsockopt(fd, SOL_SOCKET, SO_COOKIE, &c, &len) != 0)
+        return errno != 0 ? errno : EIO;
+    if (len != sizeof(c))
+        return ENOTSUP;
+    *cookie = c;
+    return 0;
 #else
+    (void)fd;
+    (void)cookie;
+    return ENOTSUP;
+#endif
+}
+
+#if !defined(TCP_CONGESTION)
 int mp_plat_tcp_cc_set(int fd, const char *name) {
     (void)fd;
     (void)name;

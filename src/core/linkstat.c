@@ -179,9 +179,13 @@ uint32_t mp__link_up_mbps(const mp_uplink_t *u) {
 }
 
 bool mp__link_model_stale(uint64_t *best, uint64_t bw) {
+    if (bw == 0)
+        return false; /* no estimate yet */
     *best -= *best / 8;
-    if (bw < *best / 2)
+    if (bw < *best / 2) {
+        *best /= 2;
         return true;
+    }
     if (bw > *best)
         *best = bw;
     return false;

@@ -123,9 +123,11 @@ uint32_t mp__link_up_mbps(const mp_uplink_t *u);
 
 /* Whether a congestion control's bandwidth estimate bw of one connection,
  * read at a round's start, is stale: below half of *best, the best read
- * at earlier starts, which fades by an eighth at every call (so a path
- * that became slower for good is taken as it is after a round or two).
- * A fresh estimate raises *best; a stale one leaves it. */
+ * at earlier starts, which fades by an eighth at every call and halves
+ * when stale (so a path that became slower for good is taken as it is
+ * after one restart for a quarter of its speed, two for a tenth). A
+ * fresh estimate raises *best; 0 (no estimate yet) is never stale and
+ * changes nothing. */
 bool mp__link_model_stale(uint64_t *best, uint64_t bw);
 
 #endif

@@ -81,11 +81,13 @@ typedef struct mp_peer {
     void *mon;  /* PAIR reading ctrl's monitor events */
     void *dmon; /* PAIR reading data's CONNECTED and DISCONNECTED events */
     /* descriptors of data's connections, as dmon's CONNECTED events named
-     * them (ZeroMQ's I/O thread owns them: used only while getpeername
-     * shows them connected to data_addr), and the best bandwidth BBR
-     * estimated for each at a round's start (bytes/s,
-     * mp__link_model_stale; mp__engine_data_cc_restart) */
+     * them (ZeroMQ's I/O thread owns them: used only while their cookie,
+     * 0 where the system has none, is the same and getpeername shows them
+     * connected to data_addr), and the best bandwidth BBR estimated for
+     * each at a round's start (bytes/s, mp__link_model_stale;
+     * mp__engine_data_cc_restart) */
     int dfd[MP_DATA_STREAMS_MAX];
+    uint64_t dck[MP_DATA_STREAMS_MAX];
     uint64_t dbw[MP_DATA_STREAMS_MAX];
     uint8_t ndfd;
     bool hello_recv;

@@ -224,6 +224,11 @@ moshpit_err_t mp__engine_streams_setup(moshpit_t *mp, const char *bind_ep);
 bool mp__engine_data_dial(moshpit_t *mp, mp_peer_t *p, bool reorder_ok);
 void mp__engine_data_close(mp_peer_t *p);
 void mp__engine_data_on_monitor(moshpit_t *mp, mp_peer_t *p);
+/* The same without acting on breaks: adds how many connections broke to
+ * *breaks (the caller passes them to mp__engine_resume_data_down once a
+ * round's group is set up: group_formed). */
+void mp__engine_data_read_monitor(moshpit_t *mp, mp_peer_t *p,
+                                  uint32_t *breaks);
 /* At a round's start: starts BBR afresh on those of p's data connections
  * whose bandwidth estimate fell below half of their best, so that a model
  * left by the last round's lossy tail does not pace this one

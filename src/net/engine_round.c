@@ -103,13 +103,14 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
     if (m == NULL || r->cmd == NULL)
         return;
     /* the members' data monitors first (their descriptors do not always
-     * signal at once, engine.c): a connection that broke before this
-     * round lost nothing of it (no group yet: mp__engine_resume_data_down
-     * ignores it), and the new ones are known for the restart below */
-    for (uint32_t i = 0; i < n; i++) {
+     * signal at once, engine.c), so that the connections made since are
+     * known for the restart below; the breaks read now are handled once
+     * the group is set up, as they were when read after this */
+    uint32_t breaks[MP_GROUP_MAX] = {0};
+    for (uint32_t i = 0; i < n && i < MP_GROUP_MAX; i++) {
         mp_peer_t *p = i == self ? NULL : mp__engine_find_peer(mp, m[i].id);
         if (p != NULL && p->dmon != NULL)
-            mp__engine_data_on_monitor(mp, p);
+            mp__engine_data_read_monitor(mp, p, &breaks[i]);
     }
     r->group = mp__rnd_group(mp->rnd);
     r->n = n;
@@ -208,6 +209,12 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
         mp__engine_early_free_at(mp, i);
     }
     r->replay = false;
+    /* connections that broke before the round: nothing of ours was on
+     * them, but an outbound-only peer's mates may have sent on its own
+     * connections already (mp__engine_resume_data_down asks them) */
+    for (uint32_t i = 0; i < n && i < MP_GROUP_MAX; i++)
+        for (uint32_t k = 0; k < breaks[i] && r->members[i] != NULL; k++)
+            mp__engine_resume_data_down(mp, r->members[i]);
     if (mp__engine_crowded(mp) && r->cmd != NULL && r->group != NULL) {
         /* the next call's matchmakers are known now: their sessions come
          * up while this round's data flows (after the mates' dials) */

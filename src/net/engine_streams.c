@@ -120,19 +120,42 @@ void mp__engine_data_close(mp_peer_t *p) {
 
 /* Keeps fd among p's data connections (the newest MP_DATA_STREAMS_MAX:
  * entries of connections that broke are dropped once they fail the
- * address check, or pushed out here). */
+ * check, or pushed out here), with the connection's cookie where the
+ * system has one. A new connection that got an old one's number starts
+ * with no best estimate. */
 static void remember_fd(mp_peer_t *p, int fd) {
-    for (uint32_t k = 0; k < p->ndfd; k++)
-        if (p->dfd[k] == fd)
-            return;
-    if (p->ndfd == MP_DATA_STREAMS_MAX) {
-        memmove(p->dfd, p->dfd + 1, (MP_DATA_STREAMS_MAX - 1) * sizeof(int));
-        memmove(p->dbw, p->dbw + 1,
-                (MP_DATA_STREAMS_MAX - 1) * sizeof(uint64_t));
-        p->ndfd--;
+    uint64_t cookie = 0;
+    (void)mp_plat_sock_cookie(fd, &cookie); /* 0: none */
+    uint32_t k = 0;
+    while (k < p->ndfd && p->dfd[k] != fd)
+        k++;
+    if (k == p->ndfd) {
+        if (p->ndfd == MP_DATA_STREAMS_MAX) {
+            memmove(p->dfd, p->dfd + 1,
+                    (MP_DATA_STREAMS_MAX - 1) * sizeof(int));
+            memmove(p->dck, p->dck + 1,
+                    (MP_DATA_STREAMS_MAX - 1) * sizeof(uint64_t));
+            memmove(p->dbw, p->dbw + 1,
+                    (MP_DATA_STREAMS_MAX - 1) * sizeof(uint64_t));
+            p->ndfd--;
+        }
+        k = p->ndfd++;
+    } else if (p->dck[k] == cookie && cookie != 0) {
+        return; /* the same connection, named twice */
     }
-    p->dfd[p->ndfd] = fd;
-    p->dbw[p->ndfd++] = 0;
+    p->dfd[k] = fd;
+    p->dck[k] = cookie;
+    p->dbw[k] = 0;
+}
+
+/* Whether entry k still names the connection it was taken for: the same
+ * cookie where the system has them, and connected to p's data address. */
+static bool fd_still_ours(const mp_peer_t *p, uint32_t k) {
+    uint64_t cookie = 0;
+    if (p->dck[k] != 0 &&
+        (mp_plat_sock_cookie(p->dfd[k], &cookie) != 0 || cookie != p->dck[k]))
+        return false;
+    return mp__net_fd_connected_to(p->dfd[k], p->data_addr);
 }
 
 /* BBR keeps its model of a path (the most bandwidth delivered over its
@@ -140,13 +163,16 @@ static void remember_fd(mp_peer_t *p, int fd) {
  * round's burst that ends in loss recovery can leave only samples of its
  * slow tail in it: on the lossy test link a connection began a round
  * paced at 0.6 Mbit/s of its 14, and BBR's probing (a quarter more every
- * eight round trips) needed 4 s to get back (docs/RESULTS.md, "BBR's model
- * started afresh"). A connection whose estimate at a round's start is
- * below half of the best seen at earlier starts gets the algorithm
- * started afresh (mp_plat_tcp_cc_restart): BBR's startup then doubles
- * from the connection's current window each round trip. Healthy
- * connections keep their model: restarting every connection every round
- * made a lossless round of 16 MiB 13% slower (startup's overshoot). */
+ * eight round trips) took 4.4 s to reach 3.7 Mbit/s (docs/RESULTS.md,
+ * "BBR's model started afresh"). A connection whose estimate at a round's
+ * start is below half of the best seen at earlier starts
+ * (mp__link_model_stale) gets the algorithm started afresh
+ * (mp_plat_tcp_cc_restart): BBR's startup then doubles from the
+ * connection's current window each round trip. Healthy connections keep
+ * their model: restarting every connection every round made a lossless
+ * round of 16 MiB 13% slower (startup's overshoot). A connection that a
+ * restart left on the other algorithm (the switch back refused) is given
+ * its own again first. */
 uint32_t mp__engine_data_cc_restart(moshpit_t *mp, mp_peer_t *p,
                                     uint32_t *seen) {
     const char *used = mp->cc[0] != '\0' ? mp->cc : mp->cc_system;
@@ -155,13 +181,18 @@ uint32_t mp__engine_data_cc_restart(moshpit_t *mp, mp_peer_t *p,
     uint32_t done = 0, k = 0;
     while (k < p->ndfd) {
         int fd = p->dfd[k];
-        if (!mp__net_fd_connected_to(fd, p->data_addr)) {
+        if (!fd_still_ours(p, k)) {
             /* closed, or no longer ours */
             p->ndfd--;
             p->dfd[k] = p->dfd[p->ndfd];
+            p->dck[k] = p->dck[p->ndfd];
             p->dbw[k] = p->dbw[p->ndfd];
             continue;
         }
+        char now[MP_PLAT_CC_NAME_MAX];
+        if (mp_plat_tcp_cc_get(fd, now) == 0 && strcmp(now, used) != 0 &&
+            mp_plat_tcp_cc_set(fd, used) == 0)
+            p->dbw[k] = 0; /* back on its own, with a new model */
         uint64_t bw = 0;
         if (mp_plat_tcp_bbr_bw(fd, &bw) != 0) {
             k++;
@@ -176,12 +207,10 @@ uint32_t mp__engine_data_cc_restart(moshpit_t *mp, mp_peer_t *p,
         if (e == 0) {
             mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
                            "data connection to %.8s: BBR's estimate %llu "
-                           "kbit/s, below half of %llu: started afresh",
-                           p->id_txt, (unsigned long long)(bw * 8 / 1000),
-                           (unsigned long long)(p->dbw[k] * 8 / 1000));
+                           "kbit/s, below half of its best: started afresh",
+                           p->id_txt, (unsigned long long)(bw / 125));
             done++;
         } else {
-            char now[MP_PLAT_CC_NAME_MAX];
             if (mp_plat_tcp_cc_get(fd, now) != 0)
                 snprintf(now, sizeof(now), "unknown");
             mp__engine_log(mp, MOSHPIT_LOG_WARN,
@@ -201,13 +230,14 @@ uint32_t mp__engine_data_cc_restart(moshpit_t *mp, mp_peer_t *p,
  * new connection to the same address between the check and the call)
  * would give that connection the data plane's algorithm. The descriptor
  * is kept for the restart at a round's start, which checks it again. */
-void mp__engine_data_on_monitor(moshpit_t *mp, mp_peer_t *p) {
+void mp__engine_data_read_monitor(moshpit_t *mp, mp_peer_t *p,
+                                  uint32_t *breaks) {
     int fd;
     bool down;
     while (p->dmon != NULL &&
            mp__net_read_connected(p->dmon, &fd, &down) == 0) {
         if (down)
-            mp__engine_resume_data_down(mp, p);
+            (*breaks)++;
         if (fd >= 0)
             remember_fd(p, fd);
         if (fd < 0 || mp->cc[0] == '\0')
@@ -223,4 +253,11 @@ void mp__engine_data_on_monitor(moshpit_t *mp, mp_peer_t *p) {
                            "data connection to %.8s: congestion control %s",
                            p->id_txt, mp->cc);
     }
+}
+
+void mp__engine_data_on_monitor(moshpit_t *mp, mp_peer_t *p) {
+    uint32_t breaks = 0;
+    mp__engine_data_read_monitor(mp, p, &breaks);
+    for (uint32_t k = 0; k < breaks; k++)
+        mp__engine_resume_data_down(mp, p);
 }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -760,6 +761,24 @@ long it_members(it_peer_t *p, int timeout_ms) {
     if (recv_all(p->fd, &r, sizeof(r), timeout_ms) != 0 || r.type != EV_MEMBERS)
         return -1;
     return (long)r.a;
+}
+
+int it_log_dir_make(char *dir, size_t cap, const char *name) {
+    snprintf(dir, cap, "/tmp/moshpit-%s-%d", name, (int)getpid());
+    if (mkdir(dir, 0700) != 0) {
+        fprintf(stderr, "mkdir %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+void it_log_dir_done(const char *dir) {
+    char rm[320];
+    snprintf(rm, sizeof(rm), "rm -rf '%s'", dir);
+    if (it_failures > 0)
+        fprintf(stderr, "the peers' logs are in %s\n", dir);
+    else if (system(rm) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
 }
 
 long it_log_count(it_peer_t *p, const char *text, int timeout_ms) {

@@ -168,6 +168,13 @@ long it_wait_members(it_peer_t *p, size_t n, int timeout_ms);
  * contain text (at most 199 characters); -1 on error. The peer keeps its first
  * 4 MiB of log. */
 long it_log_count(it_peer_t *p, const char *text, int timeout_ms);
+/* A fresh directory for the peers' log files (cfg log_dir):
+ * /tmp/moshpit-<name>-<pid>, mode 0700, written to dir. 0, or -1 (with
+ * the reason printed). */
+int it_log_dir_make(char *dir, size_t cap, const char *name);
+/* The end of a test with a log directory: removed when every check
+ * passed, else kept and named on stderr. */
+void it_log_dir_done(const char *dir);
 /* Polls it_log_count every 50 ms until it is at least 1 or timeout_ms
  * passes; returns the last count (or -1). */
 long it_wait_log(it_peer_t *p, const char *text, int timeout_ms);

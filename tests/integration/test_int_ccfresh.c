@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -78,11 +77,8 @@ int main(void) {
                strerror(errno));
         return 77;
     }
-    snprintf(g_dir, sizeof(g_dir), "/tmp/moshpit-ccfresh-%d", (int)getpid());
-    if (mkdir(g_dir, 0700) != 0) {
-        perror("mkdir");
+    if (it_log_dir_make(g_dir, sizeof(g_dir), "ccfresh") != 0)
         return 1;
-    }
     it_peer_t peers[N];
     uint64_t seeds[N];
     double weights[N];
@@ -140,12 +136,7 @@ int main(void) {
                  i, most, zero);
         IT_CHECK(failed == 0, "peer %d: %d restarts failed", i, failed);
     }
-    char rm[320];
-    snprintf(rm, sizeof(rm), "rm -rf '%s'", g_dir);
-    if (it_failures > 0)
-        fprintf(stderr, "the peers' logs are in %s\n", g_dir);
-    else if (system(rm) != 0)
-        fprintf(stderr, "could not remove %s\n", g_dir);
+    it_log_dir_done(g_dir);
     printf("%s\n", it_failures ? "FAILED" : "ok");
     return it_failures ? 1 : 0;
 }

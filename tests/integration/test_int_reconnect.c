@@ -275,11 +275,8 @@ int main(void) {
         printf("test_int_reconnect: needs root and ss (iproute2): skipped\n");
         return 77;
     }
-    snprintf(g_dir, sizeof(g_dir), "/tmp/moshpit-reconnect-%d", (int)getpid());
-    if (mkdir(g_dir, 0700) != 0) {
-        perror("mkdir");
+    if (it_log_dir_make(g_dir, sizeof(g_dir), "reconnect") != 0)
         return 1;
-    }
     it_peer_t peers[N];
     it_peer_cfg_t cfg;
     memset(&cfg, 0, sizeof(cfg));
@@ -427,12 +424,7 @@ int main(void) {
 out:
     for (int i = 0; i < (int)up; i++)
         it_stop(&peers[i]);
-    char rm[320];
-    snprintf(rm, sizeof(rm), "rm -rf '%s'", g_dir);
-    if (it_failures > 0)
-        fprintf(stderr, "the peers' logs are in %s\n", g_dir);
-    else if (system(rm) != 0)
-        fprintf(stderr, "could not remove %s\n", g_dir);
+    it_log_dir_done(g_dir);
     free(g_uses);
     if (it_failures > 0) {
         fprintf(stderr, "test_int_reconnect: %d checks failed\n", it_failures);

@@ -290,24 +290,31 @@ static void test_model_stale(void) {
     /* the tail of a lossy round left 0.6 Mbit/s of 14: stale, and the best
      * stays for the rounds after */
     CHECK(mp__link_model_stale(&best, 75000), "a collapsed estimate");
-    CHECK(best == 1531250, "the best only faded: %llu",
+    CHECK(best == 765625, "the best faded and halved: %llu",
           (unsigned long long)best);
     CHECK(!mp__link_model_stale(&best, 1500000), "back after the restart");
-    /* a path that became slower for good: stale once or twice, then taken
-     * as it is */
-    best = 1000000;
-    int restarts = 0;
-    for (int r = 0; r < 8; r++)
-        restarts += mp__link_model_stale(&best, 400000);
-    CHECK(restarts >= 1 && restarts <= 2, "%d restarts for a slower path",
-          restarts);
-    CHECK(best >= 400000 && best < 800000, "the best follows it: %llu",
+    CHECK(best == 1500000, "and the best with it: %llu",
           (unsigned long long)best);
-    /* no estimate yet (0) and no best: never stale */
+    /* a path that became slower for good: stale once for a quarter of
+     * its speed, twice for a tenth, then taken as it is */
+    int quarter = 0, tenth = 0;
+    best = 1000000;
+    for (int r = 0; r < 12; r++)
+        quarter += mp__link_model_stale(&best, 250000);
+    CHECK(quarter == 1, "%d restarts for a quarter", quarter);
+    CHECK(best >= 250000 && best < 500000, "the best follows it: %llu",
+          (unsigned long long)best);
+    best = 1000000;
+    for (int r = 0; r < 12; r++)
+        tenth += mp__link_model_stale(&best, 100000);
+    CHECK(tenth >= 2 && tenth <= 3, "%d restarts for a tenth", tenth);
+    /* no estimate (0) is never stale and leaves the best */
     best = 0;
     CHECK(!mp__link_model_stale(&best, 0) && best == 0, "zeros");
     best = UINT64_MAX;
-    CHECK(mp__link_model_stale(&best, 0), "0 against a huge best");
+    CHECK(!mp__link_model_stale(&best, 0) && best == UINT64_MAX,
+          "0 against a huge best");
+    CHECK(mp__link_model_stale(&best, 1), "1 against a huge best");
     CHECK(!mp__link_model_stale(&best, UINT64_MAX), "and no overflow");
 }
 

@@ -7,6 +7,7 @@
  * kernel or this process cannot pick bbr (or does not report BBR's model)
  * the BBR checks are skipped with a reason; the rest still runs.
  */
+#define _DEFAULT_SOURCE 1 /* struct tcp_info */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -92,6 +93,22 @@ static long long bbr_bw(int fd) {
 }
 #endif
 
+/* Waits (polling, at most 5 s) until nothing a sent is unacknowledged. */
+static int all_acked(int a) {
+    for (int i = 0; i < 5000; i++) {
+        struct tcp_info ti;
+        socklen_t len = sizeof(ti);
+        memset(&ti, 0, sizeof(ti));
+        if (getsockopt(a, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0)
+            return 0;
+        if (ti.tcpi_unacked == 0)
+            return 1;
+        struct pollfd none = {-1, 0, 0};
+        (void)poll(&none, 0, 1);
+    }
+    return 0;
+}
+
 static void test_bbr_restart(void) {
     int e = mp_plat_tcp_cc_probe("bbr");
     if (e != 0) {
@@ -129,6 +146,9 @@ static void test_bbr_restart(void) {
         printf("bbr set again: estimate %lld before, %lld after\n", before,
                bbr_bw(a));
     }
+    /* every byte acknowledged first: a late ACK would give the new model
+     * a sample */
+    CHECK(all_acked(a), "everything sent was acknowledged within 5 s");
     CHECK(mp_plat_tcp_cc_restart(a) == 0, "restart");
     CHECK(mp_plat_tcp_cc_get(a, name) == 0 && strcmp(name, "bbr") == 0,
           "still bbr after the restart: %s", name);
