@@ -426,6 +426,12 @@ void mp__engine_round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
             mp__engine_log(mp, MOSHPIT_LOG_INFO,
                            "round %016llx: %u duplicate parts ignored",
                            (unsigned long long)r->gid, r->dups);
+        if (r->shm_sent > 0 || r->shm_recv > 0)
+            mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                           "round %016llx: %u parts sent and %u received "
+                           "through shared memory",
+                           (unsigned long long)r->gid, r->shm_sent,
+                           r->shm_recv);
     }
     mp_group_times_t gt;
     mp__group_times(r->group, &gt);
