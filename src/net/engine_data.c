@@ -45,10 +45,14 @@ void mp__engine_shm_drop(mp_peer_t *p) {
 }
 
 /* The region for p's parts to us: taken (opened, checked, acknowledged)
- * once it is there; tried again at most every MP_SHM_RETRY_MS. */
-static void shm_take(moshpit_t *mp, mp_peer_t *p) {
+ * once it is there; tried again at most every MP_SHM_RETRY_MS. A part
+ * that came over TCP although we hold its region may be the first of a
+ * new one (p closed the old one when we were in different groups and we
+ * did not see it: docs/DESIGN.md, "Mates on this host"): then a region
+ * there replaces ours. */
+static void shm_take(moshpit_t *mp, mp_peer_t *p, bool tcp_part) {
     uint64_t now = mp__engine_now_ms();
-    if (!p->same_host || p->shm_rx != NULL || p->keys == NULL ||
+    if (!p->same_host || (p->shm_rx != NULL && !tcp_part) || p->keys == NULL ||
         (p->shm_try_ms != 0 && now - p->shm_try_ms < MP_SHM_RETRY_MS))
         return;
     p->shm_try_ms = now;
@@ -58,11 +62,13 @@ static void shm_take(moshpit_t *mp, mp_peer_t *p) {
     mp__shm_name(sec, name);
     mp__crypto_wipe(sec, sizeof(sec));
     int err = 0;
-    p->shm_rx = mp__shm_attach(name, &err);
-    if (p->shm_rx != NULL)
+    mp_shm_t *rx = mp__shm_attach(name, &err);
+    if (rx != NULL) {
+        mp__shm_free(p->shm_rx);
+        p->shm_rx = rx;
         mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
                        "parts from %.8s come through shared memory", p->id_txt);
-    else if (err != ENOENT)
+    } else if (err != ENOENT)
         mp__engine_log(mp, MOSHPIT_LOG_INFO,
                        "shared memory of %.8s not taken (%s): its parts come "
                        "over TCP",
@@ -330,7 +336,9 @@ void mp__engine_on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {
     }
     p->used_ms = mp__engine_now_ms();
     if (!setup)
-        shm_take(mp, p);
+        shm_take(mp, p,
+                 !h.shm &&
+                     (h.kind == MP_PART_SCATTER || h.kind == MP_PART_GATHER));
     if (h.kind == MP_PART_STATE) {
         mp__engine_state_on_frame(mp, p, buf, len, &h);
         return;

@@ -184,8 +184,11 @@ mp_shm_t *mp__shm_create(const char *name, uint32_t nslots, uint32_t slot_bytes,
     put_le(hdr + 8, nslots, 4);
     put_le(hdr + 12, slot_bytes, 4);
     put_le(hdr + 20, (uint32_t)getpid(), 4);
-    if (ftruncate(s->fd, (off_t)region_bytes(nslots, slot_bytes)) != 0 ||
-        !pwrite_all(s->fd, hdr, sizeof(hdr), 0)) {
+    /* the header first, so that a region of a sender killed at once
+     * still names its process for mp__shm_sweep */
+    errno = 0;
+    if (!pwrite_all(s->fd, hdr, sizeof(hdr), 0) ||
+        ftruncate(s->fd, (off_t)region_bytes(nslots, slot_bytes)) != 0) {
         e = errno != 0 ? errno : EIO;
         mp__shm_free(s);
         if (err != NULL)

@@ -1582,6 +1582,50 @@ static void test_data_hdr(void) {
                   "kind %u layout %u -> %d", kind, l, (int)e);
         }
 
+    /* A part in shared memory (layout bit 7): scatter and gather only,
+     * any codec and count, the frame exactly header + reference + tag;
+     * the part size stays in the low bits. */
+    for (uint8_t kind = MP_PART_SCATTER; kind <= MP_PART_MARK; kind++)
+        for (uint8_t cd = 0; cd <= MOSHPIT_COMPRESS_INT4; cd++)
+            for (uint8_t l = 0; l <= MP_DATA_LAYOUT_MAX; l++) {
+                memset(&h, 0, sizeof h);
+                h.kind = kind;
+                h.codec = kind == MP_PART_STATE ? 0 : cd;
+                h.layout = l;
+                h.count = kind == MP_PART_MARK ? 0 : 1000;
+                h.shm = true;
+                mp__wire_data_hdr_encode(&h, f);
+                CHECK((f[3] & MP_DATA_LAYOUT_SHM) != 0 && (f[3] & 0x7f) == l,
+                      "kind %u layout %u: byte 3 is %02x", kind, l, f[3]);
+                size_t ref = MP_DATA_HDR_BYTES + MP_DATA_SHM_REF_BYTES +
+                             MP_DATA_TAG_BYTES;
+                size_t full = MP_DATA_HDR_BYTES +
+                              mp__codec_bytes(h.codec, h.count) +
+                              MP_DATA_TAG_BYTES;
+                bool part = kind == MP_PART_SCATTER || kind == MP_PART_GATHER;
+                moshpit_err_t e = mp__wire_data_hdr_decode(f, ref, &d);
+                CHECK(part ? e == MOSHPIT_OK && d.shm && d.layout == l &&
+                                 d.codec == cd && d.count == 1000
+                           : e == MOSHPIT_EPROTO,
+                      "shm kind %u codec %u layout %u -> %d", kind, cd, l,
+                      (int)e);
+                CHECK(mp__wire_data_hdr_decode(f, full, &d) == MOSHPIT_EPROTO,
+                      "shm kind %u codec %u with the values' length", kind, cd);
+                CHECK(mp__wire_data_hdr_decode(f, ref + 1, &d) ==
+                              MOSHPIT_EPROTO &&
+                          mp__wire_data_hdr_decode(f, ref - 1, &d) ==
+                              MOSHPIT_EPROTO,
+                      "shm kind %u: reference length off by one", kind);
+                if (part) {
+                    h.shm = false; /* and without the bit, no reference */
+                    mp__wire_data_hdr_encode(&h, f);
+                    CHECK(mp__wire_data_hdr_decode(f, ref, &d) ==
+                                  MOSHPIT_EPROTO ||
+                              ref == full,
+                          "kind %u without shm, reference length", kind);
+                }
+            }
+
     /* Compressed parts: the length follows the codec, exactly; state
      * chunks are never compressed. */
     static const uint32_t counts[] = {0, 1, 2, 63, 64, 65, 1000, 65536};
