@@ -195,7 +195,7 @@ typedef struct mp_peer {
     /* parts through shared memory (shm.h; docs/DESIGN.md, "Mates on this
      * host"): its HELLO's host id equals ours; our region for its parts
      * (made at the session's first part: shm_made; dropped after
-     * MP_SHM_UNTAKEN_MAX parts it did not take, counted in shm_untaken),
+     * MP_SHM_UNTAKEN_MAX parts in a row it did not take: shm_untaken),
      * and its region for ours (taken when its parts come; last tried at
      * shm_try_ms) */
     bool same_host;
@@ -204,7 +204,10 @@ typedef struct mp_peer {
     struct mp_shm *shm_tx, *shm_rx;
     uint64_t shm_try_ms;
     uint64_t shm_round;   /* the round whose parts go into shm_tx */
-    uint64_t shm_wait_ms; /* its next part waits for a slot since (0: not) */
+    uint64_t shm_wait_ms; /* no slot free for it since (0: one was) */
+    bool shm_held;        /* shm_part, taken from the group, waits for a
+                             slot (at most MP_SHM_WAIT_MS) */
+    mp_send_t shm_part;
 } mp_peer_t;
 
 /* Serving state (config serve_state): `serve` is what downloads read;

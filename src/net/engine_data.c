@@ -82,6 +82,16 @@ static bool shm_put(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s,
     if (!p->same_host || p->keys == NULL ||
         (s->kind != MP_PART_SCATTER && s->kind != MP_PART_GATHER))
         return false;
+    int st = p->shm_tx != NULL ? mp__shm_state(p->shm_tx) : MP_SHM_MADE;
+    if (st == MP_SHM_CLOSED) {
+        /* p closed it (a group without us formed there): made anew now,
+         * so that it is there when this part, over TCP, reaches p */
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                       "%.8s closed our shared memory: made anew", p->id_txt);
+        mp__shm_free(p->shm_tx);
+        p->shm_tx = NULL;
+        p->shm_made = false;
+    }
     if (!p->shm_made) {
         p->shm_made = true;
         uint8_t sec[16];
@@ -100,7 +110,7 @@ static bool shm_put(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s,
     }
     if (p->shm_tx == NULL)
         return false;
-    if (!mp__shm_acked(p->shm_tx)) {
+    if (st != MP_SHM_TAKEN) {
         if (++p->shm_untaken >= MP_SHM_UNTAKEN_MAX) {
             mp__engine_log(mp, MOSHPIT_LOG_INFO,
                            "%.8s did not take our shared memory: parts to it "
@@ -111,14 +121,19 @@ static bool shm_put(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s,
         }
         return false;
     }
-    return mp__shm_put(p->shm_tx, p->shm_round, s->bytes, s->nbytes, ref);
+    if (!mp__shm_put(p->shm_tx, p->shm_round, s->bytes, s->nbytes, ref))
+        return false;
+    p->shm_untaken = 0;
+    return true;
 }
 
-/* Whether p's next part waits for a slot of our region (p reads our
- * parts more slowly than we write them): for at most MP_SHM_WAIT_MS, then
- * parts go over TCP until a slot is free again. */
-static bool shm_wait(mp_peer_t *p, uint64_t now) {
-    if (p->shm_tx == NULL || !mp__shm_acked(p->shm_tx) ||
+/* Whether p's next part (a scatter or gather part in hand) waits for a
+ * slot of our region (p reads our parts more slowly than we write them):
+ * for at most MP_SHM_WAIT_MS, then parts go over TCP until a slot is
+ * free again. */
+static bool shm_hold(mp_peer_t *p, const mp_send_t *s, uint64_t now) {
+    if ((s->kind != MP_PART_SCATTER && s->kind != MP_PART_GATHER) ||
+        p->shm_tx == NULL || mp__shm_state(p->shm_tx) != MP_SHM_TAKEN ||
         mp__shm_room(p->shm_tx, p->shm_round)) {
         p->shm_wait_ms = 0;
         return false;
@@ -248,16 +263,17 @@ void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
         /* counted as the frame the part would have been over TCP */
         size_t wire = MP_DATA_HDR_BYTES + mp__codec_bytes(h->codec, h->count) +
                       MP_DATA_TAG_BYTES;
-        r->bytes_received += wire;
         if (!shm_fetch(mp, p, h, ref, &fin)) {
-            /* rewritten meanwhile (its round ended there): lost like a
-             * frame of a broken connection; HAVE asks for it again */
+            /* rewritten meanwhile: its round ended at the sender, which
+             * will not send it again; the round goes on without it, as
+             * when a member leaves */
             mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
                            "part from %.8s in shared memory no longer there, "
                            "dropped",
                            p->id_txt);
             return;
         }
+        r->bytes_received += wire;
         r->shm_recv++;
         deliver(mp, p, from, h, wire, fin);
         return;
@@ -482,7 +498,7 @@ uint64_t mp__engine_pump_wakeup(const moshpit_t *mp) {
     if (r->group == NULL)
         return UINT64_MAX;
     for (uint32_t i = 0; i < r->n; i++)
-        if (r->members[i] != NULL && r->members[i]->shm_wait_ms != 0)
+        if (r->members[i] != NULL && r->members[i]->shm_held)
             return mp__engine_now_ms() + 2; /* look at its slots again */
     if (!r->seq)
         return UINT64_MAX;
@@ -509,14 +525,20 @@ void mp__engine_pump_sends(moshpit_t *mp) {
                 continue;
             if (!mp__group_member_alive(r->group, i)) {
                 mp__engine_stash_drop(p);
-                p->shm_wait_ms = 0;
                 continue;
             }
             p->shm_round = r->gid;
             if (!p->stash_full && !mp__engine_resume_mark(mp, p, i)) {
                 mp_send_t s;
-                if (shm_wait(p, now) || !take_part(mp, i, now, &s))
+                if (p->shm_held)
+                    s = p->shm_part; /* taken before, waiting for a slot */
+                else if (!take_part(mp, i, now, &s))
                     continue;
+                p->shm_held = shm_hold(p, &s, now);
+                if (p->shm_held) {
+                    p->shm_part = s;
+                    continue;
+                }
                 if (!seal_part(mp, p, &s)) {
                     mp__engine_log(mp, MOSHPIT_LOG_ERROR,
                                    "sealing a part failed");

@@ -7,7 +7,8 @@
  *   0    u64 magic "mpshm001"
  *   8    u32 slots, 1..MP_SHM_SLOTS_MAX
  *   12   u32 bytes of a slot, 1..MP_SHM_SLOT_BYTES
- *   16   u32 ack: 1 once the receiver took the region
+ *   16   u32 state: 0 made, 1 taken by the receiver, 2 closed by either
+ *        end (the other end then closes it too; mp__shm_state)
  *   20   u32 the sender's process id (mp__shm_sweep)
  *   64   per slot i, 8 bytes: u32 generation (sender), u32 freed (receiver)
  *   4096 the slots' bytes, slot i at 4096 + i * bytes of a slot
@@ -15,7 +16,9 @@
  * Both ends reach the region only with pread and pwrite on its descriptor,
  * never through a mapping: the other process can shrink the file at any
  * time, and a read through a mapping past the new end would raise SIGBUS
- * in this one; pread returns short instead. The system call around each
+ * in this one; pread returns short instead (and a write into a full
+ * /dev/shm fails with ENOSPC where a mapping would raise SIGBUS too). The
+ * system call around each
  * access orders it against the other process's. A slot's generation is
  * even once its bytes are written and odd while they are being written;
  * the receiver reads the generation, the bytes, and the generation again,
@@ -48,7 +51,6 @@
 struct mp_shm {
     int fd;
     bool sender;
-    bool acked;
     bool linked; /* sender: the name is still there (the receiver never
                     took it) */
     char name[MP_SHM_NAME_MAX];
@@ -178,7 +180,12 @@ mp_shm_t *mp__shm_create(const char *name, uint32_t nslots, uint32_t slot_bytes,
     snprintf(s->name, sizeof(s->name), "%s", name);
     s->nslots = nslots;
     s->slot_bytes = slot_bytes;
-    s->next_gen = 2;
+    /* an even generation to start from that no earlier region of the
+     * pair used: a late reference to a region this one replaced never
+     * matches a slot of this one */
+    s->next_gen = (uint32_t)(mp__crypto_random_u64() & ~(uint64_t)1);
+    if (s->next_gen == 0)
+        s->next_gen = 2;
     uint8_t hdr[SHM_TABLE_OFF] = {0};
     put_le(hdr, SHM_MAGIC, 8);
     put_le(hdr + 8, nslots, 4);
@@ -203,7 +210,8 @@ mp_shm_t *mp__shm_attach(const char *name, int *err) {
     mp_shm_t *s = name != NULL ? calloc(1, sizeof(*s)) : NULL;
     if (s == NULL)
         goto fail;
-    s->fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+    /* never blocks: a FIFO of that name would not be a region anyway */
+    s->fd = shm_open(name, O_RDWR | O_NONBLOCK | O_CLOEXEC, 0);
     if (s->fd < 0) {
         e = errno;
         free(s);
@@ -216,13 +224,14 @@ mp_shm_t *mp__shm_attach(const char *name, int *err) {
     struct stat sb;
     uint8_t hdr[SHM_TABLE_OFF];
     e = EPROTO;
-    if (fstat(s->fd, &sb) != 0 || sb.st_uid != geteuid() ||
-        (sb.st_mode & 077) != 0 || !pread_all(s->fd, hdr, sizeof(hdr), 0) ||
-        get_le(hdr, 8) != SHM_MAGIC)
+    if (fstat(s->fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+        sb.st_uid != geteuid() || (sb.st_mode & 077) != 0 ||
+        !pread_all(s->fd, hdr, sizeof(hdr), 0) || get_le(hdr, 8) != SHM_MAGIC)
         goto fail;
     s->nslots = (uint32_t)get_le(hdr + 8, 4);
     s->slot_bytes = (uint32_t)get_le(hdr + 12, 4);
-    if (s->nslots == 0 || s->nslots > MP_SHM_SLOTS_MAX || s->slot_bytes == 0 ||
+    if (get_le(hdr + 16, 4) != 0 || s->nslots == 0 ||
+        s->nslots > MP_SHM_SLOTS_MAX || s->slot_bytes == 0 ||
         s->slot_bytes > MP_SHM_SLOT_BYTES ||
         (uint64_t)sb.st_size != region_bytes(s->nslots, s->slot_bytes))
         goto fail;
@@ -242,18 +251,13 @@ fail:
     return NULL;
 }
 
-bool mp__shm_acked(const mp_shm_t *s) {
-    if (s == NULL || !s->sender)
-        return false;
-    if (s->acked)
-        return true;
-    uint32_t ack = 0;
-    if (!read_u32(s->fd, 16, &ack) || ack != 1)
-        return false;
-    mp_shm_t *w = (mp_shm_t *)s; /* the answer is cached */
-    w->acked = true;
-    w->linked = false; /* the receiver removed the name */
-    return true;
+int mp__shm_state(mp_shm_t *s) {
+    uint32_t st = 0;
+    if (s == NULL || !read_u32(s->fd, 16, &st) || st > MP_SHM_CLOSED)
+        return MP_SHM_CLOSED;
+    if (st != MP_SHM_MADE && s->sender)
+        s->linked = false; /* the receiver removed the name */
+    return (int)st;
 }
 
 /* A free slot, or nslots: never used, taken by the receiver, or of
@@ -325,6 +329,7 @@ void mp__shm_sweep(void) {
     DIR *d = opendir("/dev/shm");
     if (d == NULL)
         return;
+    time_t now = time(NULL);
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         char name[MP_SHM_NAME_MAX];
@@ -333,23 +338,32 @@ void mp__shm_sweep(void) {
             continue;
         name[0] = '/';
         memcpy(name + 1, e->d_name, n + 1);
-        int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+        /* only regular files of this user, made more than a minute ago
+         * (a region is taken within moments of its making; a younger one
+         * may be of a live maker in another process id namespace), and
+         * never an open that could block (another user's FIFO) */
+        struct stat sb;
+        if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
+            now - sb.st_mtime < 60)
+            continue;
+        int fd = openat(dirfd(d), e->d_name,
+                        O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
             continue;
-        struct stat sb;
         uint8_t hdr[24];
         bool gone = false;
-        if (fstat(fd, &sb) == 0 && sb.st_uid == geteuid()) {
+        if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+            sb.st_uid == geteuid()) {
             if (pread_all(fd, hdr, sizeof(hdr), 0) &&
                 get_le(hdr, 8) == SHM_MAGIC) {
                 /* never taken, and its maker is gone */
                 pid_t pid = (pid_t)get_le(hdr + 20, 4);
-                gone = get_le(hdr + 16, 4) == 0 && pid > 0 &&
+                gone = get_le(hdr + 16, 4) == MP_SHM_MADE && pid > 0 &&
                        kill(pid, 0) != 0 && errno == ESRCH;
             } else {
                 /* its maker ended before writing the header */
-                gone = sb.st_size < (off_t)sizeof(hdr) &&
-                       time(NULL) - sb.st_mtime > 60;
+                gone = sb.st_size < (off_t)sizeof(hdr);
             }
         }
         close(fd);
@@ -362,7 +376,11 @@ void mp__shm_sweep(void) {
 void mp__shm_free(mp_shm_t *s) {
     if (s == NULL)
         return;
-    if (s->sender && s->linked && !mp__shm_acked(s))
+    /* the other end learns it (a region it took goes with it) */
+    int st = mp__shm_state(s);
+    if (st != MP_SHM_CLOSED)
+        write_u32(s->fd, 16, MP_SHM_CLOSED);
+    if (s->sender && st == MP_SHM_MADE && s->linked)
         shm_unlink(s->name);
     if (s->fd >= 0)
         close(s->fd);
@@ -391,9 +409,9 @@ mp_shm_t *mp__shm_attach(const char *name, int *err) {
     return NULL;
 }
 
-bool mp__shm_acked(const mp_shm_t *s) {
+int mp__shm_state(mp_shm_t *s) {
     (void)s;
-    return false;
+    return MP_SHM_CLOSED;
 }
 
 bool mp__shm_room(mp_shm_t *s, uint64_t round) {

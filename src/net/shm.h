@@ -43,14 +43,18 @@ void mp__shm_name(const uint8_t secret[16], char name[MP_SHM_NAME_MAX]);
 mp_shm_t *mp__shm_create(const char *name, uint32_t nslots, uint32_t slot_bytes,
                          int *err);
 
-/* The receiver's side: opens the sender's region, checks its size and
- * header, maps it, says so in the header and removes the name (the
- * region lives while mapped). NULL on failure, *err then an errno
- * (ENOENT: not made yet; EPROTO: a region that is not one). */
+/* The receiver's side: opens the sender's region (a regular file of this
+ * user that no one else may open), checks its size and header, marks it
+ * taken and removes the name (the region lives while both descriptors
+ * do). NULL on failure, *err then an errno (ENOENT: not made yet; EPROTO:
+ * not a region, or one taken or closed already). */
 mp_shm_t *mp__shm_attach(const char *name, int *err);
 
-/* Sender: the receiver has mapped the region. */
-bool mp__shm_acked(const mp_shm_t *s);
+/* A region's state as its header says: made (not taken yet), taken by
+ * the receiver, or closed by either end (or unreadable). A sender uses
+ * a region only while it is taken; a closed one it closes too. */
+enum { MP_SHM_MADE = 0, MP_SHM_TAKEN = 1, MP_SHM_CLOSED = 2 };
+int mp__shm_state(mp_shm_t *s);
 
 /* Sender: a slot is free for a part of round `round`. */
 bool mp__shm_room(mp_shm_t *s, uint64_t round);
@@ -67,13 +71,15 @@ bool mp__shm_put(mp_shm_t *s, uint64_t round, const void *src, size_t len,
 bool mp__shm_get(mp_shm_t *s, const uint8_t ref[MP_SHM_REF_BYTES], void *dst,
                  size_t len);
 
-/* Removes the regions of this user whose sender ended before its
- * receiver took them (a process killed mid-round leaves its untaken
- * regions behind; their names are gone once taken). */
+/* Removes the regions of this user, made over a minute ago, whose sender
+ * ended before its receiver took them (a process killed mid-round leaves
+ * its untaken regions behind; their names are gone once taken). Opens
+ * nothing that is not a regular file of this user. */
 void mp__shm_sweep(void);
 
-/* Closes the region; the sender's region also loses its name if the
- * receiver never took it. NULL is fine. */
+/* Marks the region closed for the other end and closes it; the sender's
+ * region also loses its name if the receiver never took it. NULL is
+ * fine. */
 void mp__shm_free(mp_shm_t *s);
 
 #endif

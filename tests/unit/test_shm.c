@@ -227,7 +227,7 @@ static void test_create_attach(void) {
               "the header: magic, slots, slot bytes, ack 0, our pid");
         close(fd);
     }
-    CHECK(!mp__shm_acked(tx), "not acked before attach");
+    CHECK(mp__shm_state(tx) == MP_SHM_MADE, "made, not taken before attach");
     uint8_t ref[MP_SHM_REF_BYTES];
     CHECK(mp__shm_room(tx, 1), "room before attach");
 
@@ -237,14 +237,14 @@ static void test_create_attach(void) {
           err);
     mp__shm_free(dup);
     CHECK(name_exists(name) == 1, "a failed create leaves the name alone");
-    CHECK(!mp__shm_acked(tx), "still not acked");
+    CHECK(mp__shm_state(tx) == MP_SHM_MADE, "still not taken");
 
     err = 0;
     mp_shm_t *rx = mp__shm_attach(name, &err);
     CHECK(rx != NULL, "attach: err %d", err);
-    CHECK(mp__shm_acked(tx), "acked after attach");
-    CHECK(mp__shm_acked(tx), "acked stays");
-    CHECK(!mp__shm_acked(rx), "the receiver is not a sender");
+    CHECK(mp__shm_state(tx) == MP_SHM_TAKEN, "taken after attach");
+    CHECK(mp__shm_state(tx) == MP_SHM_TAKEN, "taken stays");
+    CHECK(mp__shm_state(rx) == MP_SHM_TAKEN, "the receiver sees it taken");
     errno = 0;
     fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
     CHECK(fd < 0 && errno == ENOENT, "the name is gone after attach: errno %d",
@@ -263,7 +263,7 @@ static void test_create_attach(void) {
     CHECK(!mp__shm_get(tx, ref, &w, 4), "the sender cannot get");
     CHECK(mp__shm_get(rx, ref, &w, 4) && w == 42, "get: %u", w);
 
-    CHECK(!mp__shm_acked(NULL) && !mp__shm_room(NULL, 1) &&
+    CHECK(mp__shm_state(NULL) == MP_SHM_CLOSED && !mp__shm_room(NULL, 1) &&
               !mp__shm_put(NULL, 1, &v, 4, ref) &&
               !mp__shm_get(NULL, ref, &w, 4),
           "NULL region");
@@ -402,6 +402,56 @@ static void test_room(void) {
     close(fd);
     mp__shm_free(rx);
     mp__shm_free(tx);
+}
+
+/* Closing: either end's close marks the region closed for the other; a
+ * closed (or taken) region is never taken again. */
+static void test_closed(void) {
+    mp_shm_t *tx, *rx;
+    int fd;
+    if (!pair(2, 64, &tx, &rx, &fd))
+        return;
+    uint8_t ref[MP_SHM_REF_BYTES];
+    uint32_t v = 5;
+    CHECK(mp__shm_put(tx, 1, &v, 4, ref), "put while taken");
+    mp__shm_free(rx); /* the receiver closes: a group without the sender */
+    CHECK(mp__shm_state(tx) == MP_SHM_CLOSED, "the sender sees it closed");
+    mp__shm_free(tx);
+    close(fd);
+
+    if (!pair(2, 64, &tx, &rx, &fd))
+        return;
+    mp__shm_free(tx); /* the sender closes first */
+    CHECK(mp__shm_state(rx) == MP_SHM_CLOSED, "the receiver sees it closed");
+    mp__shm_free(rx);
+    close(fd);
+
+    /* a region already taken or closed is not taken (again) */
+    const char *name = fresh_name();
+    int err = 0;
+    tx = mp__shm_create(name, 2, 64, &err);
+    fd = tx != NULL ? shm_open(name, O_RDWR | O_CLOEXEC, 0) : -1;
+    CHECK(tx != NULL && fd >= 0, "create: err %d", err);
+    if (tx == NULL || fd < 0) {
+        mp__shm_free(tx);
+        return;
+    }
+    uint8_t st[4] = {1, 0, 0, 0};
+    CHECK(pwrite(fd, st, 4, 16) == 4, "mark it taken by hand");
+    err = 0;
+    CHECK(mp__shm_attach(name, &err) == NULL && err == EPROTO,
+          "a taken region is not taken again: err %d", err);
+    st[0] = 2;
+    CHECK(pwrite(fd, st, 4, 16) == 4, "mark it closed by hand");
+    err = 0;
+    CHECK(mp__shm_attach(name, &err) == NULL && err == EPROTO,
+          "a closed region is not taken: err %d", err);
+    st[0] = 7;
+    CHECK(pwrite(fd, st, 4, 16) == 4 && mp__shm_state(tx) == MP_SHM_CLOSED,
+          "an unknown state counts as closed");
+    close(fd);
+    mp__shm_free(tx);
+    shm_unlink(name);
 }
 
 static void test_seqlock(void) {
@@ -623,20 +673,33 @@ static void test_sweep(void) {
     uint64_t size = region_bytes(2, 64);
     const char *gone = fresh_name(), *mine = fresh_name(),
                *taken = fresh_name(), *nopid = fresh_name(),
-               *negpid = fresh_name(), *other = fresh_name();
-    int fds[5] = {
+               *negpid = fresh_name(), *other = fresh_name(),
+               *young = fresh_name(), *fifo = fresh_name();
+    int fds[6] = {
         make_region(gone, MAGIC, 2, 64, 0, (uint32_t)dead, size, 0600),
         make_region(mine, MAGIC, 2, 64, 0, (uint32_t)getpid(), size, 0600),
         make_region(taken, MAGIC, 2, 64, 1, (uint32_t)dead, size, 0600),
         make_region(nopid, MAGIC, 2, 64, 0, 0, size, 0600),
         /* a negative pid_t: kill() would mean a process group */
         make_region(negpid, MAGIC, 2, 64, 0, 0x80000001u, size, 0600),
+        /* made moments ago: its maker may live in another pid namespace */
+        make_region(young, MAGIC, 2, 64, 0, (uint32_t)dead, size, 0600),
     };
-    for (int i = 0; i < 5; i++) {
+    /* all but the young one made two minutes ago */
+    struct timespec old[2] = {{.tv_sec = time(NULL) - 120},
+                              {.tv_sec = time(NULL) - 120}};
+    for (int i = 0; i < 6; i++) {
         CHECK(fds[i] >= 0, "region %d by hand", i);
-        if (fds[i] >= 0)
+        if (fds[i] >= 0) {
+            CHECK(i == 5 || futimens(fds[i], old) == 0, "age region %d", i);
             close(fds[i]);
+        }
     }
+    /* a FIFO under a region's name: opening it to read would block */
+    char fpath[64];
+    snprintf(fpath, sizeof(fpath), "/dev/shm%s", fifo);
+    CHECK(mkfifo(fpath, 0600) == 0, "mkfifo %s", fpath);
+    CHECK(utimensat(AT_FDCWD, fpath, old, 0) == 0, "age the FIFO");
     int err = 0;
     mp_shm_t *tx = mp__shm_create(other, 2, 64, &err);
     CHECK(tx != NULL, "create: err %d", err);
@@ -648,6 +711,14 @@ static void test_sweep(void) {
     CHECK(name_exists(nopid) == 1, "a region of pid 0 stays");
     CHECK(name_exists(negpid) == 1, "a region of pid 0x80000001 stays");
     CHECK(name_exists(other) == 1, "a region of mp__shm_create stays");
+    CHECK(name_exists(young) == 1, "a young region of a dead pid stays");
+    struct stat fs;
+    CHECK(stat(fpath, &fs) == 0 && S_ISFIFO(fs.st_mode),
+          "the FIFO stays (and the sweep did not block on it)");
+    err = 0;
+    CHECK(mp__shm_attach(fifo, &err) == NULL && err == EPROTO,
+          "attach to a FIFO: EPROTO (err %d)", err);
+    unlink(fpath);
     err = 0;
     mp_shm_t *rx = mp__shm_attach(other, &err);
     CHECK(rx != NULL, "and can still be taken: err %d", err);
@@ -657,6 +728,7 @@ static void test_sweep(void) {
     shm_unlink(taken);
     shm_unlink(nopid);
     shm_unlink(negpid);
+    shm_unlink(young);
 }
 
 static void test_nothing_left(void) {
@@ -679,6 +751,7 @@ int main(void) {
     test_create_attach();
     test_round_trip();
     test_room();
+    test_closed();
     test_seqlock();
     test_race();
     test_hostile();

@@ -74,6 +74,9 @@ static void msg_hello_dialback(mp_msg_t *m) {
     msg_hello(m);
     m->u.hello.dialback_req = 7;
     m->u.hello.dialback_ans = 9;
+    /* and a host id (docs/PROTOCOL.md, "Parts through shared memory") */
+    m->u.hello.has_host = 1;
+    fill(m->u.hello.host, sizeof m->u.hello.host, 0x31);
 }
 
 static void msg_hello_cert(mp_msg_t *m) {
@@ -331,6 +334,8 @@ static void test_roundtrips(void) {
     m->u.hello.reorder_ok = 1;
     roundtrip("hello max", m);
     /* the reachability keys (docs/PROTOCOL.md, "Peers behind NAT") */
+    size_t nlen0 = 0;
+    uint8_t nbuf0[256];
     msg_hello(m);
     m->u.hello.outbound = 1;
     m->u.hello.drid_len = MP_DRID_MAX;
@@ -344,6 +349,13 @@ static void test_roundtrips(void) {
     m->u.hello.dialback_ans = 1; /* its answer, reached unless nr */
     roundtrip("hello dial-back answer", m);
     m->u.hello.dialback_ans = 0;
+    m->u.hello.has_host = 1; /* a host id */
+    memset(m->u.hello.host, 0xff, sizeof m->u.hello.host);
+    roundtrip("hello host id", m);
+    m->u.hello.has_host = 0; /* host bytes without the key: not encoded */
+    CHECK(mp__wire_msg_encode(m, nbuf0, sizeof nbuf0, &nlen0) == MOSHPIT_EINVAL,
+          "host bytes without has_host encoded");
+    memset(m->u.hello.host, 0, sizeof m->u.hello.host);
     m->u.hello.drid_len = 1;
     m->u.hello.not_reached = 0;
     roundtrip("hello nat short drid", m);
@@ -693,6 +705,8 @@ static void spec_for(msg_fn make, spec_t *s) {
             msgpack_pack_uint64(&fpk, m->u.hello.dialback_ans);
             add_end(s, "ba", A_UINT, 1);
         }
+        if (m->u.hello.has_host)
+            add_bin(s, "hi", m->u.hello.host, 32, A_BIN32, 1);
         break;
     case MP_MSG_REFUSE:
         add_uint(s, "why", m->u.refuse.reason);
