@@ -44,6 +44,16 @@ void mp__engine_shm_drop(mp_peer_t *p) {
     p->shm_wait_ms = 0;
 }
 
+/* The name of the region of the session with p that carries our parts to
+ * it (tx) or its parts to us. */
+static void shm_name_of(const mp_peer_t *p, bool tx,
+                        char name[MP_SHM_NAME_MAX]) {
+    uint8_t sec[16];
+    mp__session_shm_secret(p->keys, tx, sec);
+    mp__shm_name(sec, name);
+    mp__crypto_wipe(sec, sizeof(sec));
+}
+
 /* The region for p's parts to us: taken (opened, checked, acknowledged)
  * once it is there; tried again at most every MP_SHM_RETRY_MS. A part
  * that came over TCP although we hold its region may be the first of a
@@ -56,11 +66,8 @@ static void shm_take(moshpit_t *mp, mp_peer_t *p, bool tcp_part) {
         (p->shm_try_ms != 0 && now - p->shm_try_ms < MP_SHM_RETRY_MS))
         return;
     p->shm_try_ms = now;
-    uint8_t sec[16];
     char name[MP_SHM_NAME_MAX];
-    mp__session_shm_secret(p->keys, false, sec);
-    mp__shm_name(sec, name);
-    mp__crypto_wipe(sec, sizeof(sec));
+    shm_name_of(p, false, name);
     int err = 0;
     mp_shm_t *rx = mp__shm_attach(name, &err);
     if (rx != NULL) {
@@ -94,11 +101,8 @@ static bool shm_put(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s,
     }
     if (!p->shm_made) {
         p->shm_made = true;
-        uint8_t sec[16];
         char name[MP_SHM_NAME_MAX];
-        mp__session_shm_secret(p->keys, true, sec);
-        mp__shm_name(sec, name);
-        mp__crypto_wipe(sec, sizeof(sec));
+        shm_name_of(p, true, name);
         int err = 0;
         p->shm_tx = mp__shm_create(name, MP_SHM_SLOTS, MP_SHM_SLOT_BYTES, &err);
         if (p->shm_tx == NULL)
