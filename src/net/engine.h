@@ -205,9 +205,8 @@ typedef struct mp_peer {
     uint64_t shm_try_ms;
     uint64_t shm_round;   /* the round whose parts go into shm_tx */
     uint64_t shm_wait_ms; /* no slot free for it since (0: one was) */
-    bool shm_held;        /* shm_part, taken from the group, waits for a
-                             slot (at most MP_SHM_WAIT_MS) */
-    mp_send_t shm_part;
+    bool shm_waiting;     /* its parts wait for a slot (at most
+                             MP_SHM_WAIT_MS): the engine looks again soon */
 } mp_peer_t;
 
 /* Serving state (config serve_state): `serve` is what downloads read;

@@ -131,13 +131,16 @@ static bool shm_put(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s,
     return true;
 }
 
-/* Whether p's next part (a scatter or gather part in hand) waits for a
- * slot of our region (p reads our parts more slowly than we write them):
- * for at most MP_SHM_WAIT_MS, then parts go over TCP until a slot is
- * free again. */
-static bool shm_hold(mp_peer_t *p, const mp_send_t *s, uint64_t now) {
-    if ((s->kind != MP_PART_SCATTER && s->kind != MP_PART_GATHER) ||
-        p->shm_tx == NULL || mp__shm_state(p->shm_tx) != MP_SHM_TAKEN ||
+/* Whether the parts for member i (p) wait for a slot of our region (p
+ * reads our parts more slowly than we write them), before any is taken
+ * from the group: a part taken points into buffers the next part taken
+ * may overwrite (an encoded scatter part), so it must leave at once. For
+ * at most MP_SHM_WAIT_MS, then parts go over TCP until a slot is free
+ * again. */
+static bool shm_wait(const mp_round_t *r, uint32_t i, mp_peer_t *p,
+                     uint64_t now) {
+    if (p->shm_tx == NULL || !mp__group_has_sends_for(r->group, i) ||
+        mp__shm_state(p->shm_tx) != MP_SHM_TAKEN ||
         mp__shm_room(p->shm_tx, p->shm_round)) {
         p->shm_wait_ms = 0;
         return false;
@@ -502,7 +505,7 @@ uint64_t mp__engine_pump_wakeup(const moshpit_t *mp) {
     if (r->group == NULL)
         return UINT64_MAX;
     for (uint32_t i = 0; i < r->n; i++)
-        if (r->members[i] != NULL && r->members[i]->shm_held)
+        if (r->members[i] != NULL && r->members[i]->shm_waiting)
             return mp__engine_now_ms() + 2; /* look at its slots again */
     if (!r->seq)
         return UINT64_MAX;
@@ -525,8 +528,11 @@ void mp__engine_pump_sends(moshpit_t *mp) {
         for (uint32_t i = 0; i < r->n; i++) {
             mp_peer_t *p = r->members[i];
             if (p == NULL || !mp__engine_has_data(p) ||
-                p->state != MP_PEER_LIVE)
+                p->state != MP_PEER_LIVE) {
+                if (p != NULL)
+                    p->shm_waiting = false;
                 continue;
+            }
             if (!mp__group_member_alive(r->group, i)) {
                 mp__engine_stash_drop(p);
                 continue;
@@ -534,15 +540,9 @@ void mp__engine_pump_sends(moshpit_t *mp) {
             p->shm_round = r->gid;
             if (!p->stash_full && !mp__engine_resume_mark(mp, p, i)) {
                 mp_send_t s;
-                if (p->shm_held)
-                    s = p->shm_part; /* taken before, waiting for a slot */
-                else if (!take_part(mp, i, now, &s))
+                p->shm_waiting = shm_wait(r, i, p, now);
+                if (p->shm_waiting || !take_part(mp, i, now, &s))
                     continue;
-                p->shm_held = shm_hold(p, &s, now);
-                if (p->shm_held) {
-                    p->shm_part = s;
-                    continue;
-                }
                 if (!seal_part(mp, p, &s)) {
                     mp__engine_log(mp, MOSHPIT_LOG_ERROR,
                                    "sealing a part failed");

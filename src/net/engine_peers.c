@@ -114,7 +114,7 @@ void mp__engine_stash_drop(mp_peer_t *p) {
         zmq_msg_close(mp__engine_stash_of(p));
         p->stash_full = false;
     }
-    p->shm_held = false; /* a part waiting for shared memory goes too */
+    p->shm_waiting = false;
     p->shm_wait_ms = 0;
 }
 

@@ -723,8 +723,7 @@ static bool round_finished(moshpit_t *mp) {
     if (!mp__rnd_group_finished(mp->rnd))
         return false;
     for (uint32_t i = 0; i < r->n; i++)
-        if (r->members[i] != NULL &&
-            (r->members[i]->stash_full || r->members[i]->shm_held) &&
+        if (r->members[i] != NULL && r->members[i]->stash_full &&
             mp__group_member_alive(r->group, i))
             return false;
     /* and every mate holds what this peer sent it (or a bound passed) */

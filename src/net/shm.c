@@ -235,11 +235,18 @@ mp_shm_t *mp__shm_attach(const char *name, int *err) {
         s->slot_bytes > MP_SHM_SLOT_BYTES ||
         (uint64_t)sb.st_size != region_bytes(s->nslots, s->slot_bytes))
         goto fail;
-    if (!write_u32(s->fd, 16, 1)) {
-        e = errno != 0 ? errno : EIO;
-        goto fail;
-    }
-    shm_unlink(name); /* it lives while the two descriptors do */
+    uint32_t st = 0;
+    if (!write_u32(s->fd, 16, MP_SHM_TAKEN) || !read_u32(s->fd, 16, &st) ||
+        st != MP_SHM_TAKEN)
+        goto fail; /* closed meanwhile: a new one may come by that name */
+    /* the name goes (the region lives while the two descriptors do),
+     * unless it names a newer region already */
+    char path[MP_SHM_NAME_MAX + 16];
+    struct stat nb;
+    snprintf(path, sizeof(path), "/dev/shm%s", name);
+    if (stat(path, &nb) != 0 ||
+        (nb.st_ino == sb.st_ino && nb.st_dev == sb.st_dev))
+        shm_unlink(name);
     return s;
 fail:
     if (s != NULL) {
