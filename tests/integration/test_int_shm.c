@@ -39,9 +39,20 @@
  * 4. After each swarm closed, no region made by one of its peers is left
  *    in /dev/shm (the names there before the test are not counted; a new
  *    name is the peers' when its header names one of them as its maker).
+ * 5. Compressed parts when a mate's slots fill up: four AUTO peers with
+ *    MOSHPIT_COMPRESS_FP16, one group of 4, FP16_ROUNDS rounds of fresh
+ *    vectors of FP16_COUNT values (far more than MP_SHM_SLOTS parts to
+ *    each mate per phase, so its slots fill and parts wait): every round OK
+ *    in the group of all 4 and within FP16's bound of the exact weighted
+ *    mean (as test_int_compress: a step of FP16 at the largest input value,
+ *    2^-10 of it, plus float32 rounding), every peer's result the same;
+ *    in round 2 every peer sent and received parts through shared memory.
+ *    (A part held with its encoded bytes in a shared buffer that the next
+ *    part overwrote gave a mate another mate's values here.)
  */
 #include <dirent.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -549,11 +560,128 @@ static void check_asym(const peer_log_t logs[ASYM_N]) {
         }
 }
 
+/* ---- 5: FP16 parts with a mate's slots full ---- */
+
+#define FP16_COUNT (8u << 20)
+#define FP16_ROUNDS 2
+#define FP16_ROUND_MS 60000 /* a round's results all come within this */
+
+/* Starts N AUTO peers with FP16 compression, averages FP16_ROUNDS rounds
+ * of fresh vectors (each OK in the group of all N, the same on every peer
+ * and within FP16's bound of the exact weighted mean), closes them, reads
+ * their logs into logs[] and checks (4) that they left no region behind.
+ * Returns 0, or -1 if the peers did not all start (no logs read). */
+static int run_fp16(const char *dir, peer_log_t logs[N]) {
+    static const uint32_t shm[N] = {MOSHPIT_SHM_AUTO, MOSHPIT_SHM_AUTO,
+                                    MOSHPIT_SHM_AUTO, MOSHPIT_SHM_AUTO};
+    const char *swarm = "it-shm-fp16";
+    names_t before;
+    list_regions(&before);
+    it_peer_t peers[N];
+    pid_t pids[N];
+    it_peer_cfg_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.swarm = swarm;
+    cfg.group_size = N;
+    cfg.matchmaking_ms = 3000;
+    cfg.round_timeout_ms = 30000;
+    cfg.compression = MOSHPIT_COMPRESS_FP16;
+    cfg.log_dir = dir;
+    size_t started = 0;
+    size_t up = start_peers(peers, pids, N, &cfg, shm, &started);
+    float *tmp = malloc(FP16_COUNT * sizeof(float));
+    float *v = malloc(FP16_COUNT * sizeof(float));
+    float *first = malloc(FP16_COUNT * sizeof(float));
+    double *mu = malloc(FP16_COUNT * sizeof(double));
+    int ok = tmp != NULL && v != NULL && first != NULL && mu != NULL;
+    IT_CHECK(ok, "%s: out of memory", swarm);
+    for (int r = 0; r < FP16_ROUNDS && up == N && ok; r++) {
+        uint64_t seeds[N];
+        double w[N], ws = 0, amax = 0;
+        for (size_t i = 0; i < N; i++) {
+            seeds[i] = (uint64_t)(900 + r * 10 + (int)i);
+            w[i] = it_weight(seeds[i]);
+            int rc = it_average_async(&peers[i], FP16_COUNT, seeds[i], w[i]);
+            IT_CHECK(rc == 0, "%s round %d peer %zu: send", swarm, r + 1, i);
+            ok &= rc == 0;
+        }
+        /* the exact weighted mean while the peers average */
+        memset(mu, 0, FP16_COUNT * sizeof(double));
+        for (size_t i = 0; i < N; i++) {
+            it_fill(tmp, FP16_COUNT, seeds[i]);
+            ws += w[i];
+            for (size_t e = 0; e < FP16_COUNT; e++) {
+                mu[e] += w[i] * tmp[e];
+                amax = fmax(amax, fabs((double)tmp[e]));
+            }
+        }
+        /* as test_int_compress: half a step for the scatter and half for
+         * the result, float32 rounding on top */
+        double bound = 0x1p-10 * amax * (1 + 1e-5) + 1e-6 * amax;
+        double worst = 0;
+        uint64_t deadline = it_now_ms() + FP16_ROUND_MS;
+        for (size_t i = 0; i < N && ok; i++) {
+            uint64_t now = it_now_ms();
+            it_result_t res;
+            int rc = it_collect(&peers[i], &res, v, FP16_COUNT,
+                                now < deadline ? (int)(deadline - now) : 1);
+            IT_CHECK(rc == 0, "%s round %d peer %zu gave no result", swarm,
+                     r + 1, i);
+            if (rc != 0) {
+                ok = 0; /* a late answer would be taken for the next round */
+                break;
+            }
+            IT_CHECK(res.err == MOSHPIT_OK && res.info.group_size == N &&
+                         res.info.fraction_averaged == 1.0,
+                     "%s round %d peer %zu: %s, group of %u (want %d), "
+                     "fraction averaged %g",
+                     swarm, r + 1, i, moshpit_strerror((moshpit_err_t)res.err),
+                     res.info.group_size, N, res.info.fraction_averaged);
+            double d = 0;
+            for (size_t e = 0; e < FP16_COUNT; e++)
+                d = fmax(d, fabs((double)v[e] - mu[e] / ws));
+            IT_CHECK(d <= bound,
+                     "%s round %d peer %zu: off the exact mean by %g, bound "
+                     "%g",
+                     swarm, r + 1, i, d, bound);
+            worst = fmax(worst, d);
+            if (i == 0)
+                memcpy(first, v, FP16_COUNT * sizeof(float));
+            else
+                IT_CHECK(memcmp(first, v, FP16_COUNT * sizeof(float)) == 0,
+                         "%s round %d: peers 0 and %zu differ", swarm, r + 1,
+                         i);
+        }
+        printf("%s round %d: %u values, max |result - exact mean| %.3g "
+               "(bound %.3g)\n",
+               swarm, r + 1, FP16_COUNT, worst, bound);
+    }
+    free(tmp);
+    free(v);
+    free(first);
+    free(mu);
+    for (size_t i = 0; i < started; i++)
+        it_stop(&peers[i]);
+    check_no_regions_left(swarm, &before, pids, started);
+    for (size_t i = 0; i < started && up == N; i++) {
+        read_log(dir, i, &logs[i]);
+        printf("%s peer %zu: %d rounds, regions of %d mates taken; parts "
+               "sent/received through shared memory:",
+               swarm, i, logs[i].rounds, logs[i].taken);
+        for (int r = 0; r < logs[i].rounds; r++)
+            printf(" %u/%u (parts of %u values)", logs[i].round[r].sent,
+                   logs[i].round[r].recv, logs[i].round[r].pe);
+        printf("\n");
+    }
+    return up == N ? 0 : -1;
+}
+
 int main(void) {
-    char dir_all[256], dir_mix[256], dir_asym[256];
+    char dir_all[256], dir_mix[256], dir_asym[256], dir_fp16[256];
     if (it_log_dir_make(dir_all, sizeof(dir_all), "shm-auto") != 0 ||
         it_log_dir_make(dir_mix, sizeof(dir_mix), "shm-mixed") != 0 ||
-        it_log_dir_make(dir_asym, sizeof(dir_asym), "shm-asym") != 0)
+        it_log_dir_make(dir_asym, sizeof(dir_asym), "shm-asym") != 0 ||
+        it_log_dir_make(dir_fp16, sizeof(dir_fp16), "shm-fp16") != 0)
         return 1;
     /* 1: everyone with shared memory */
     static const uint32_t auto4[N] = {MOSHPIT_SHM_AUTO, MOSHPIT_SHM_AUTO,
@@ -615,9 +743,24 @@ int main(void) {
     peer_log_t asym[ASYM_N];
     if (run_asym(dir_asym, asym) == 0)
         check_asym(asym);
+
+    /* 5: FP16 parts, a mate's slots full */
+    peer_log_t fp16[N];
+    if (run_fp16(dir_fp16, fp16) == 0)
+        for (size_t i = 0; i < N; i++) {
+            IT_CHECK(fp16[i].rounds == FP16_ROUNDS,
+                     "FP16 swarm peer %zu: %d rounds logged", i,
+                     fp16[i].rounds);
+            IT_CHECK(fp16[i].rounds >= 2 && fp16[i].round[1].sent > 0 &&
+                         fp16[i].round[1].recv > 0,
+                     "FP16 swarm peer %zu round 2: %u parts sent and %u "
+                     "received through shared memory",
+                     i, fp16[i].round[1].sent, fp16[i].round[1].recv);
+        }
     it_log_dir_done(dir_all);
     it_log_dir_done(dir_mix);
     it_log_dir_done(dir_asym);
+    it_log_dir_done(dir_fp16);
     printf("%s\n", it_failures ? "FAILED" : "ok");
     return it_failures ? 1 : 0;
 }
