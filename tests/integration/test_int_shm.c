@@ -41,11 +41,12 @@
  *    name is the peers' when its header names one of them as its maker).
  * 5. Compressed parts when a mate's slots fill up: four AUTO peers with
  *    MOSHPIT_COMPRESS_FP16, one group of 4, FP16_ROUNDS rounds of fresh
- *    vectors of FP16_COUNT values (far more than MP_SHM_SLOTS parts to
- *    each mate per phase, so its slots fill and parts wait): every round OK
- *    in the group of all 4 and within FP16's bound of the exact weighted
- *    mean (as test_int_compress: a step of FP16 at the largest input value,
- *    2^-10 of it, plus float32 rounding), every peer's result the same;
+ *    vectors of FP16_COUNT values (32 parts of 65536 values to each mate
+ *    per phase, twice MP_SHM_SLOTS: its slots fill and parts wait): every
+ *    round OK in the group of all 4 and within FP16's bound of the exact
+ *    weighted mean (as test_int_compress: a step of FP16 at the largest
+ *    input value, 2^-10 of it, plus float32 rounding), every peer's result
+ *    the same;
  *    in round 2 every peer sent and received parts through shared memory.
  *    (A part held with its encoded bytes in a shared buffer that the next
  *    part overwrote gave a mate another mate's values here.)
