@@ -27,7 +27,8 @@ _Static_assert(MP_SHM_REF_BYTES == MP_DATA_SHM_REF_BYTES,
 /* parts to a mate on this host that may go over TCP before it takes our
  * region; after that many the region goes and they all do */
 #define MP_SHM_UNTAKEN_MAX 256u
-/* how often we try to take a mate's region that was not there yet */
+/* how often we try again to take a mate's region that we could not take
+ * (one that is not there yet is tried with every frame) */
 #define MP_SHM_RETRY_MS 100u
 /* a part waits this long for a free slot in a mate's region before it
  * goes over TCP (the mate is busy; its slots free as it reads them) */
@@ -65,7 +66,6 @@ static void shm_take(moshpit_t *mp, mp_peer_t *p, bool tcp_part) {
     if (!p->same_host || (p->shm_rx != NULL && !tcp_part) || p->keys == NULL ||
         (p->shm_try_ms != 0 && now - p->shm_try_ms < MP_SHM_RETRY_MS))
         return;
-    p->shm_try_ms = now;
     char name[MP_SHM_NAME_MAX];
     shm_name_of(p, false, name);
     int err = 0;
@@ -75,11 +75,16 @@ static void shm_take(moshpit_t *mp, mp_peer_t *p, bool tcp_part) {
         p->shm_rx = rx;
         mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
                        "parts from %.8s come through shared memory", p->id_txt);
-    } else if (err != ENOENT)
+    } else if (err != ENOENT) {
+        /* not a region we can take: tried again only after a while (no
+         * region there yet costs one failed open, tried with every
+         * frame, so that the part that comes with a new one takes it) */
+        p->shm_try_ms = now;
         mp__engine_log(mp, MOSHPIT_LOG_INFO,
                        "shared memory of %.8s not taken (%s): its parts come "
                        "over TCP",
                        p->id_txt, strerror(err));
+    }
 }
 
 /* Puts part s into our region for p (made at the session's first part)
