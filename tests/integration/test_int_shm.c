@@ -307,6 +307,18 @@ static size_t start_peers(it_peer_t *peers, pid_t *pids, size_t n,
     return up;
 }
 
+/* The settings of a swarm of N in one group, logging into dir. */
+static it_peer_cfg_t swarm_cfg(const char *swarm, const char *dir) {
+    it_peer_cfg_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.swarm = swarm;
+    cfg.group_size = N;
+    cfg.matchmaking_ms = 3000;
+    cfg.round_timeout_ms = 30000;
+    cfg.log_dir = dir;
+    return cfg;
+}
+
 /* Starts N peers, peer i with shared_memory setting shm[i], averages
  * ROUNDS rounds of fresh vectors (each exact, in the group of all N),
  * closes them, reads their logs into logs[] and checks (4) that they left
@@ -317,13 +329,7 @@ static void run(const char *swarm, const char *dir, const uint32_t shm[N],
     list_regions(&before);
     it_peer_t peers[N];
     pid_t pids[N];
-    it_peer_cfg_t cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.swarm = swarm;
-    cfg.group_size = N;
-    cfg.matchmaking_ms = 3000;
-    cfg.round_timeout_ms = 30000;
-    cfg.log_dir = dir;
+    it_peer_cfg_t cfg = swarm_cfg(swarm, dir);
     size_t started = 0;
     size_t up = start_peers(peers, pids, N, &cfg, shm, &started);
     float *v = malloc(COUNT * sizeof(float));
@@ -580,14 +586,8 @@ static int run_fp16(const char *dir, peer_log_t logs[N]) {
     list_regions(&before);
     it_peer_t peers[N];
     pid_t pids[N];
-    it_peer_cfg_t cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.swarm = swarm;
-    cfg.group_size = N;
-    cfg.matchmaking_ms = 3000;
-    cfg.round_timeout_ms = 30000;
+    it_peer_cfg_t cfg = swarm_cfg(swarm, dir);
     cfg.compression = MOSHPIT_COMPRESS_FP16;
-    cfg.log_dir = dir;
     size_t started = 0;
     size_t up = start_peers(peers, pids, N, &cfg, shm, &started);
     float *tmp = malloc(FP16_COUNT * sizeof(float));
