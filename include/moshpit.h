@@ -138,6 +138,12 @@ typedef enum {
     MOSHPIT_COMPRESS_INT4 = 4  /* 4-bit codes, one float32 scale (absmax /
                                   7) per block of 64 values */
 } moshpit_compress_t;
+/* How a round's parts reach a group mate on this host (config
+ * shared_memory). */
+typedef enum {
+    MOSHPIT_SHM_AUTO = 0, /* through shared memory where both can (default) */
+    MOSHPIT_SHM_OFF = 1   /* always sealed over TCP */
+} moshpit_shm_t;
 /* A certificate (moshpit_cert_issue) in bytes, and as Z85 text without the
  * terminating NUL. docs/PROTOCOL.md gives the format byte by byte. */
 #define MOSHPIT_CERT_BYTES 160
@@ -304,6 +310,14 @@ typedef struct moshpit_config {
                                download or a peer behind NAT needs are
                                kept even beyond it (docs/DESIGN.md,
                                "Sessions") */
+    uint32_t shared_memory; /* moshpit_shm_t: MOSHPIT_SHM_AUTO (0,
+                               default) sends a round's parts to a group
+                               mate on this host (same boot, network
+                               namespace and user) through shared memory,
+                               unencrypted, the rest of the frame sealed
+                               as always (docs/SECURITY.md, "Mates on this
+                               host"); MOSHPIT_SHM_OFF seals every part
+                               over TCP. Other values are MOSHPIT_EINVAL */
 } moshpit_config_t;
 
 /* What one moshpit_average() call did. Grows at its end like

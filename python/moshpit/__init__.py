@@ -47,6 +47,8 @@ from ._abi import (  # noqa: F401  (re-exported constants)
     COMPRESS_BF16,
     COMPRESS_FP16,
     COMPRESS_INT4,
+    SHM_AUTO,
+    SHM_OFF,
     COMPRESS_INT8,
     COMPRESS_NONE,
     KEY_BYTES,
@@ -79,6 +81,8 @@ __all__ = [
     "COMPRESS_BF16",
     "COMPRESS_INT8",
     "COMPRESS_INT4",
+    "SHM_AUTO",
+    "SHM_OFF",
     "LOG_ERROR",
     "LOG_WARN",
     "LOG_INFO",
@@ -571,7 +575,8 @@ class Peer:
     round_timeout_ms, log_level, peer_timeout_ms, bandwidth_mbps, grid_dims,
     serve_state, state_clients_max, aggregation (AGG_*), trim, clip_tau,
     clip_iters, weight_cap, peers_max, peer_msg_rate, compression
-    (COMPRESS_*), data_streams, sessions_max. Fields not given keep
+    (COMPRESS_*), data_streams, sessions_max, shared_memory (SHM_*).
+    Fields not given keep
     the library's defaults. authorized_count is accepted only if it matches
     len(authorized_keys).
 

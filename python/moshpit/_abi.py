@@ -49,6 +49,8 @@ COMPRESS_FP16 = 1
 COMPRESS_BF16 = 2
 COMPRESS_INT8 = 3
 COMPRESS_INT4 = 4
+SHM_AUTO = 0
+SHM_OFF = 1
 
 # moshpit_log_level_t
 LOG_ERROR = 0
@@ -101,6 +103,7 @@ class Config(ctypes.Structure):
         ("data_streams", ctypes.c_uint32),
         ("congestion", ctypes.c_char_p),
         ("sessions_max", ctypes.c_uint64),
+        ("shared_memory", ctypes.c_uint32),
     ]
 
 

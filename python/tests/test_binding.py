@@ -56,6 +56,7 @@ def test_open_errors_from_the_library():
         dict(data_streams=17),
         dict(sessions_max=1),
         dict(sessions_max=65537),
+        dict(shared_memory=2),
         dict(congestion="mp_no_such_cc"),
         dict(congestion="not a name"),
         dict(listen="udp://nowhere"),
@@ -146,6 +147,7 @@ def test_every_config_field_reaches_the_struct():
         data_streams=3,
         congestion="reno",
         sessions_max=16,
+        shared_memory=moshpit.SHM_OFF,
     )
     assert set(config) == set(moshpit.CONFIG_FIELDS)
     cfg, keep = moshpit.build_config(config)

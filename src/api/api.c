@@ -220,6 +220,8 @@ static moshpit_err_t check_config(const moshpit_config_t *c) {
         return MOSHPIT_EINVAL;
     if (c->data_streams > MP_DATA_STREAMS_MAX)
         return MOSHPIT_EINVAL;
+    if (c->shared_memory > MOSHPIT_SHM_OFF)
+        return MOSHPIT_EINVAL;
     if (c->sessions_max != 0 && (c->sessions_max < MP_SESSIONS_MIN ||
                                  c->sessions_max > MP_SESSIONS_MAX))
         return MOSHPIT_EINVAL;

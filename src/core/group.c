@@ -865,16 +865,19 @@ bool mp__group_is_slow(const mp_group_t *g) {
     return g != NULL && g->slow;
 }
 
+bool mp__group_has_sends_for(const mp_group_t *g, uint32_t d) {
+    if (g == NULL || g->done || d >= g->n || d == g->self || !is_alive(g, d))
+        return false;
+    return g->scat_next[d] < g->nparts[d] || g->gat_next[d] < g->nfinal ||
+           g->redo_n[d] > 0;
+}
+
 bool mp__group_has_sends(const mp_group_t *g) {
     if (g == NULL || g->done)
         return false;
-    for (uint32_t d = 0; d < g->n; d++) {
-        if (d == g->self || !is_alive(g, d))
-            continue;
-        if (g->scat_next[d] < g->nparts[d] || g->gat_next[d] < g->nfinal ||
-            g->redo_n[d] > 0)
+    for (uint32_t d = 0; d < g->n; d++)
+        if (mp__group_has_sends_for(g, d))
             return true;
-    }
     return false;
 }
 

@@ -157,6 +157,10 @@ bool mp__group_is_slow(const mp_group_t *g);
 
 /* Whether any part is ready to be sent to some member. */
 bool mp__group_has_sends(const mp_group_t *g);
+/* Whether a part may be ready for member dest (what mp__group_has_sends
+ * asks for every member); the next mp__group_next_send may still give
+ * none. */
+bool mp__group_has_sends_for(const mp_group_t *g, uint32_t dest);
 
 /* Earliest time the machine wants an on_tick (UINT64_MAX = none). */
 uint64_t mp__group_next_wakeup(const mp_group_t *g);

@@ -52,6 +52,15 @@ void mp__crypto_secure_free(void *p) {
     sodium_free(p); /* wipes; NULL ok */
 }
 
+void mp__crypto_host_hash(const uint8_t *m, size_t len, uint8_t out[32]) {
+    static const char label[] = "moshpit-host-v1";
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, NULL, 0, 32);
+    crypto_generichash_update(&st, (const uint8_t *)label, sizeof(label) - 1);
+    crypto_generichash_update(&st, m, len);
+    crypto_generichash_final(&st, out, 32);
+}
+
 void mp__crypto_swarm_hash(const char *name, uint8_t out[32]) {
     static const char label[] = "moshpit-swarm-v1";
     crypto_generichash_state st;

@@ -32,6 +32,8 @@ void mp__crypto_secure_free(void *p);      /* NULL ok; wipes */
 
 /* BLAKE2b-256("moshpit-swarm-v1" || name). */
 void mp__crypto_swarm_hash(const char *name, uint8_t out[32]);
+/* BLAKE2b-256("moshpit-host-v1" || m): the host id of src/net/shm.h. */
+void mp__crypto_host_hash(const uint8_t *m, size_t len, uint8_t out[32]);
 /* BLAKE2b-256 of a served state: label, count (u64 LE), the float bytes. */
 void mp__crypto_state_digest(const float *v, size_t count, uint8_t out[32]);
 

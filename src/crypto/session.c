@@ -288,6 +288,13 @@ void mp__session_keys_ids(const mp_session_keys_t *k, uint64_t *tx_id,
     *rx_id = key_id(k->rx);
 }
 
+void mp__session_shm_secret(const mp_session_keys_t *k, bool tx,
+                            uint8_t out[16]) {
+    static const uint8_t ctx[] = "moshpit-shm-name-v1";
+    crypto_generichash(out, 16, ctx, sizeof(ctx) - 1, tx ? k->tx : k->rx,
+                       sizeof(k->tx));
+}
+
 void mp__session_keys_free(mp_session_keys_t *k) {
     if (k == NULL)
         return;

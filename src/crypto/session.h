@@ -22,6 +22,7 @@
 #ifndef MP_CRYPTO_SESSION_H
 #define MP_CRYPTO_SESSION_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -81,6 +82,12 @@ moshpit_err_t mp__session_keys_new(const mp_session_hs_t *hs,
 void mp__session_keys_ids(const mp_session_keys_t *k, uint64_t *tx_id,
                           uint64_t *rx_id);
 void mp__session_keys_free(mp_session_keys_t *k);
+/* A secret of the session for one direction (tx: what we send, else what
+ * we receive; the peer's rx secret is our tx one): BLAKE2b-128 keyed with
+ * that direction's key over "moshpit-shm-name-v1". Names the shared
+ * memory region of that direction (src/net/shm.h). */
+void mp__session_shm_secret(const mp_session_keys_t *k, bool tx,
+                            uint8_t out[16]);
 
 /* Seals m[0..mlen) into c (mlen bytes) + tag (16 bytes) with nonce =
  * counter, ad authenticated. c may equal m. */

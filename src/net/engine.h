@@ -192,6 +192,21 @@ typedef struct mp_peer {
     mp_link_t link;
     uint64_t ping_seq, ping_ms, join_seq, join_ms;
     uint64_t part_ms; /* its last scatter part of the round in progress */
+    /* parts through shared memory (shm.h; docs/DESIGN.md, "Mates on this
+     * host"): its HELLO's host id equals ours; our region for its parts
+     * (made at the session's first part: shm_made; dropped after
+     * MP_SHM_UNTAKEN_MAX parts in a row it did not take: shm_untaken),
+     * and its region for ours (taken when its parts come; last tried at
+     * shm_try_ms) */
+    bool same_host;
+    bool shm_made;
+    uint32_t shm_untaken;
+    struct mp_shm *shm_tx, *shm_rx;
+    uint64_t shm_try_ms;
+    uint64_t shm_round;   /* the round whose parts go into shm_tx */
+    uint64_t shm_wait_ms; /* no slot free for it since (0: one was) */
+    bool shm_waiting;     /* its parts wait for a slot (at most
+                             MP_SHM_WAIT_MS): the engine looks again soon */
 } mp_peer_t;
 
 /* Serving state (config serve_state): `serve` is what downloads read;
@@ -270,6 +285,8 @@ typedef struct mp_round {
     uint64_t mark_full; /* bit by member index */
     uint64_t mark_fill_at[MP_GROUP_MAX];
     uint64_t lo_ctr[MP_GROUP_MAX];
+    /* parts sent and received through shared memory */
+    uint32_t shm_sent, shm_recv;
 } mp_round_t;
 
 struct moshpit {
@@ -291,6 +308,11 @@ struct moshpit {
     char cc[MP_PLAT_CC_NAME_MAX];
     char cc_system[MP_PLAT_CC_NAME_MAX];
     uint32_t streams;
+    /* this host as mates on it see it (mp__shm_host_id), when config
+     * shared_memory allows parts through shared memory and the system
+     * tells */
+    bool has_host;
+    uint8_t host_id[32];
 
     /* sockets (engine thread after start) */
     void *zctx;

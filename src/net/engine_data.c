@@ -11,6 +11,7 @@
  */
 #include "engine_int.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
@@ -18,6 +19,162 @@
 #include "core/codec.h"
 #include "core/share.h"
 #include "core/vec.h"
+#include "shm.h"
+
+_Static_assert(MP_SHM_REF_BYTES == MP_DATA_SHM_REF_BYTES,
+               "a slot reference fills the frame's body");
+
+/* parts to a mate on this host that may go over TCP before it takes our
+ * region; after that many the region goes and they all do */
+#define MP_SHM_UNTAKEN_MAX 256u
+/* how often we try again to take a mate's region that we could not take
+ * (one that is not there yet is tried with every frame) */
+#define MP_SHM_RETRY_MS 100u
+/* a part waits this long for a free slot in a mate's region before it
+ * goes over TCP (the mate is busy; its slots free as it reads them) */
+#define MP_SHM_WAIT_MS 200u
+
+void mp__engine_shm_drop(mp_peer_t *p) {
+    mp__shm_free(p->shm_tx);
+    mp__shm_free(p->shm_rx);
+    p->shm_tx = NULL;
+    p->shm_rx = NULL;
+    p->shm_made = false;
+    p->shm_untaken = 0;
+    p->shm_try_ms = 0;
+    p->shm_wait_ms = 0;
+}
+
+/* The name of the region of the session with p that carries our parts to
+ * it (tx) or its parts to us. */
+static void shm_name_of(const mp_peer_t *p, bool tx,
+                        char name[MP_SHM_NAME_MAX]) {
+    uint8_t sec[16];
+    mp__session_shm_secret(p->keys, tx, sec);
+    mp__shm_name(sec, name);
+    mp__crypto_wipe(sec, sizeof(sec));
+}
+
+/* The region for p's parts to us: taken (opened, checked, acknowledged)
+ * once it is there; tried again at most every MP_SHM_RETRY_MS. A part
+ * that came over TCP although we hold its region may be the first of a
+ * new one (p closed the old one when we were in different groups and we
+ * did not see it: docs/DESIGN.md, "Mates on this host"): then a region
+ * there replaces ours. */
+static void shm_take(moshpit_t *mp, mp_peer_t *p, bool tcp_part) {
+    uint64_t now = mp__engine_now_ms();
+    if (!p->same_host || (p->shm_rx != NULL && !tcp_part) || p->keys == NULL ||
+        (p->shm_try_ms != 0 && now - p->shm_try_ms < MP_SHM_RETRY_MS))
+        return;
+    char name[MP_SHM_NAME_MAX];
+    shm_name_of(p, false, name);
+    int err = 0;
+    mp_shm_t *rx = mp__shm_attach(name, &err);
+    if (rx != NULL) {
+        mp__shm_free(p->shm_rx);
+        p->shm_rx = rx;
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                       "parts from %.8s come through shared memory", p->id_txt);
+    } else if (err != ENOENT) {
+        /* not a region we can take: tried again only after a while (no
+         * region there yet costs one failed open, tried with every
+         * frame, so that the part that comes with a new one takes it) */
+        p->shm_try_ms = now;
+        mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                       "shared memory of %.8s not taken (%s): its parts come "
+                       "over TCP",
+                       p->id_txt, strerror(err));
+    }
+}
+
+/* Puts part s into our region for p (made at the session's first part)
+ * once p took it; false: the part goes sealed over TCP. */
+static bool shm_put(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s,
+                    uint8_t ref[MP_SHM_REF_BYTES]) {
+    if (!p->same_host || p->keys == NULL ||
+        (s->kind != MP_PART_SCATTER && s->kind != MP_PART_GATHER))
+        return false;
+    int st = p->shm_tx != NULL ? mp__shm_state(p->shm_tx) : MP_SHM_MADE;
+    if (st == MP_SHM_CLOSED) {
+        /* p closed it (a group without us formed there): made anew now,
+         * so that it is there when this part, over TCP, reaches p */
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                       "%.8s closed our shared memory: made anew", p->id_txt);
+        mp__shm_free(p->shm_tx);
+        p->shm_tx = NULL;
+        p->shm_made = false;
+    }
+    if (!p->shm_made) {
+        p->shm_made = true;
+        char name[MP_SHM_NAME_MAX];
+        shm_name_of(p, true, name);
+        int err = 0;
+        p->shm_tx = mp__shm_create(name, MP_SHM_SLOTS, MP_SHM_SLOT_BYTES, &err);
+        if (p->shm_tx == NULL)
+            mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                           "shared memory for %.8s not made (%s): parts to it "
+                           "go over TCP",
+                           p->id_txt, strerror(err));
+        return false; /* it takes the region when this part arrives */
+    }
+    if (p->shm_tx == NULL)
+        return false;
+    if (st != MP_SHM_TAKEN) {
+        if (++p->shm_untaken >= MP_SHM_UNTAKEN_MAX) {
+            mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                           "%.8s did not take our shared memory: parts to it "
+                           "go over TCP",
+                           p->id_txt);
+            mp__shm_free(p->shm_tx);
+            p->shm_tx = NULL;
+        }
+        return false;
+    }
+    if (!mp__shm_put(p->shm_tx, p->shm_round, s->bytes, s->nbytes, ref))
+        return false;
+    p->shm_untaken = 0;
+    return true;
+}
+
+/* Whether the parts for member i (p) wait for a slot of our region (p
+ * reads our parts more slowly than we write them), before any is taken
+ * from the group: a part taken points into buffers the next part taken
+ * may overwrite (an encoded scatter part), so it must leave at once. For
+ * at most MP_SHM_WAIT_MS, then parts go over TCP until a slot is free
+ * again. */
+static bool shm_wait(const mp_round_t *r, uint32_t i, mp_peer_t *p,
+                     uint64_t now) {
+    if (p->shm_tx == NULL || !mp__group_has_sends_for(r->group, i) ||
+        mp__shm_state(p->shm_tx) != MP_SHM_TAKEN ||
+        mp__shm_room(p->shm_tx, p->shm_round)) {
+        p->shm_wait_ms = 0;
+        return false;
+    }
+    if (p->shm_wait_ms == 0)
+        p->shm_wait_ms = now;
+    return now - p->shm_wait_ms < MP_SHM_WAIT_MS;
+}
+
+/* The values of a part in shared memory (its reference opened in ref)
+ * into mp->scratch (float32, *finite set) or mp->encbuf (encoded). */
+static bool shm_fetch(moshpit_t *mp, mp_peer_t *p, const mp_data_hdr_t *h,
+                      const uint8_t ref[MP_SHM_REF_BYTES], bool *finite) {
+    if (h->codec != MOSHPIT_COMPRESS_NONE) {
+        if (!mp__shm_get(p->shm_rx, ref, mp->encbuf,
+                         mp__codec_bytes(h->codec, h->count)))
+            return false;
+        *finite = mp__codec_decode(h->codec, mp->encbuf, h->count, mp->scratch);
+        return true;
+    }
+    size_t plen = (size_t)h->count * 4u;
+    if (!mp__shm_get(p->shm_rx, ref, mp->scratch, plen))
+        return false;
+    /* read only from our private copy: the mate can rewrite the region */
+    uint32_t nonfinite = 0;
+    mp__vec_scan_nonfinite(&nonfinite, (const uint8_t *)mp->scratch, plen);
+    *finite = (nonfinite & MP_VEC_NONFINITE) == 0;
+    return true;
+}
 
 static uint32_t member_index(const mp_round_t *r, const mp_peer_t *p) {
     for (uint32_t i = 0; i < r->n; i++)
@@ -98,6 +255,41 @@ void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
                        MP_PART_ELEMS_DEFAULT >> layout);
         return;
     }
+    if (h->shm) {
+        uint8_t ref[MP_SHM_REF_BYTES];
+        bool fin = false;
+        if (p->shm_rx == NULL ||
+            mp__session_open(p->keys, h->counter, buf, MP_DATA_HDR_BYTES,
+                             buf + MP_DATA_HDR_BYTES, sizeof(ref),
+                             buf + MP_DATA_HDR_BYTES + sizeof(ref),
+                             ref) != MOSHPIT_OK) {
+            mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                           "data frame from %.8s %s, dropped", p->id_txt,
+                           p->shm_rx == NULL
+                               ? "names shared memory we never took"
+                               : "failed authentication");
+            return;
+        }
+        mp__replay_take(&p->rx_window, h->counter);
+        mp__engine_resume_accepted(mp, p, from, h->counter);
+        /* counted as the frame the part would have been over TCP */
+        size_t wire = MP_DATA_HDR_BYTES + mp__codec_bytes(h->codec, h->count) +
+                      MP_DATA_TAG_BYTES;
+        if (!shm_fetch(mp, p, h, ref, &fin)) {
+            /* rewritten meanwhile: its round ended at the sender, which
+             * will not send it again; the round goes on without it, as
+             * when a member leaves */
+            mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                           "part from %.8s in shared memory no longer there, "
+                           "dropped",
+                           p->id_txt);
+            return;
+        }
+        r->bytes_received += wire;
+        r->shm_recv++;
+        deliver(mp, p, from, h, wire, fin);
+        return;
+    }
     if (h->codec != MOSHPIT_COMPRESS_NONE) {
         size_t elen = mp__codec_bytes(h->codec, h->count);
         if (mp__session_open(p->keys, h->counter, buf, MP_DATA_HDR_BYTES,
@@ -171,6 +363,10 @@ void mp__engine_on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {
         setup = true;
     }
     p->used_ms = mp__engine_now_ms();
+    if (!setup)
+        shm_take(mp, p,
+                 !h.shm &&
+                     (h.kind == MP_PART_SCATTER || h.kind == MP_PART_GATHER));
     if (h.kind == MP_PART_STATE) {
         mp__engine_state_on_frame(mp, p, buf, len, &h);
         return;
@@ -230,7 +426,9 @@ void mp__engine_on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {
 }
 
 static bool seal_part(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s) {
-    size_t plen = s->nbytes;
+    uint8_t ref[MP_SHM_REF_BYTES];
+    bool shm = shm_put(mp, p, s, ref);
+    size_t plen = shm ? sizeof(ref) : s->nbytes;
     size_t total = MP_DATA_HDR_BYTES + plen + MP_DATA_TAG_BYTES;
     zmq_msg_t *zm = mp__engine_stash_of(p);
     if (zmq_msg_init_size(zm, total) != 0)
@@ -246,16 +444,21 @@ static bool seal_part(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s) {
         .round_id = mp->round.gid,
         .share = s->share,
         .part = s->part,
-        .wsum = s->wsum};
+        .wsum = s->wsum,
+        .shm = shm};
     mp__wire_data_hdr_encode(&h, buf);
-    if (mp__session_seal(p->keys, h.counter, buf, MP_DATA_HDR_BYTES, s->bytes,
-                         plen, buf + MP_DATA_HDR_BYTES,
+    if (mp__session_seal(p->keys, h.counter, buf, MP_DATA_HDR_BYTES,
+                         shm ? ref : s->bytes, plen, buf + MP_DATA_HDR_BYTES,
                          buf + MP_DATA_HDR_BYTES + plen) != MOSHPIT_OK) {
         zmq_msg_close(zm);
         return false;
     }
     p->stash_full = true;
-    p->stash_bytes = (uint32_t)total;
+    /* the bytes the part moves, whichever way it goes */
+    p->stash_bytes =
+        (uint32_t)(MP_DATA_HDR_BYTES + s->nbytes + MP_DATA_TAG_BYTES);
+    if (shm)
+        mp->round.shm_sent++;
     return true;
 }
 
@@ -304,7 +507,12 @@ static bool take_part(moshpit_t *mp, uint32_t i, uint64_t now, mp_send_t *s) {
 
 uint64_t mp__engine_pump_wakeup(const moshpit_t *mp) {
     const mp_round_t *r = &mp->round;
-    if (r->group == NULL || !r->seq)
+    if (r->group == NULL)
+        return UINT64_MAX;
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->members[i] != NULL && r->members[i]->shm_waiting)
+            return mp__engine_now_ms() + 2; /* look at its slots again */
+    if (!r->seq)
         return UINT64_MAX;
     for (uint32_t d = 0; d < r->n; d++)
         if (mp__group_scatter_left(r->group, d) > 0)
@@ -325,15 +533,20 @@ void mp__engine_pump_sends(moshpit_t *mp) {
         for (uint32_t i = 0; i < r->n; i++) {
             mp_peer_t *p = r->members[i];
             if (p == NULL || !mp__engine_has_data(p) ||
-                p->state != MP_PEER_LIVE)
+                p->state != MP_PEER_LIVE) {
+                if (p != NULL)
+                    p->shm_waiting = false;
                 continue;
+            }
             if (!mp__group_member_alive(r->group, i)) {
                 mp__engine_stash_drop(p);
                 continue;
             }
+            p->shm_round = r->gid;
             if (!p->stash_full && !mp__engine_resume_mark(mp, p, i)) {
                 mp_send_t s;
-                if (!take_part(mp, i, now, &s))
+                p->shm_waiting = shm_wait(r, i, p, now);
+                if (p->shm_waiting || !take_part(mp, i, now, &s))
                     continue;
                 if (!seal_part(mp, p, &s)) {
                     mp__engine_log(mp, MOSHPIT_LOG_ERROR,

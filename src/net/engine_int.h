@@ -210,6 +210,8 @@ void mp__engine_send_simple(moshpit_t *mp, mp_peer_t *p, mp_msg_type_t t,
                             uint64_t seq);
 void mp__engine_start_round(moshpit_t *mp, mp_cmd_t *c);
 void mp__engine_stash_drop(mp_peer_t *p);
+/* Closes p's shared memory regions both ways (its session ended). */
+void mp__engine_shm_drop(mp_peer_t *p);
 void mp__engine_update_members(moshpit_t *mp);
 zmq_msg_t *mp__engine_stash_of(mp_peer_t *p);
 

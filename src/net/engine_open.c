@@ -18,6 +18,7 @@
 #include "base/z85.h"
 #include "core/codec.h"
 #include "crypto/cert.h"
+#include "shm.h"
 
 #define BOOTSTRAP_MAX 64u
 /* what a caller waits beyond the engine's own deadline for its answer */
@@ -115,6 +116,10 @@ static moshpit_err_t state_init(moshpit_t *mp, const moshpit_config_t *cfg) {
     mp->msg_rate = mp->cfg.peer_msg_rate;
     mp->sessions_max = (uint32_t)mp->cfg.sessions_max;
     mp->ciphers = mp__session_ciphers();
+    mp->has_host = mp->cfg.shared_memory == MOSHPIT_SHM_AUTO &&
+                   mp__shm_host_id(mp->host_id);
+    if (mp->has_host)
+        mp__shm_sweep();
     mp->rng = mp__crypto_random_u64();
     mp->join_seq = mp__crypto_random_u64() >> 16;
     moshpit_err_t e =

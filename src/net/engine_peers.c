@@ -114,6 +114,8 @@ void mp__engine_stash_drop(mp_peer_t *p) {
         zmq_msg_close(mp__engine_stash_of(p));
         p->stash_full = false;
     }
+    p->shm_waiting = false;
+    p->shm_wait_ms = 0;
 }
 
 static void ctl_pending_drop(mp_peer_t *p) {
@@ -136,6 +138,7 @@ void mp__engine_peer_close(mp_peer_t *p) {
     p->tcp_up = false;
     p->hs_failed = false;
     p->dial_ms = 0;
+    mp__engine_shm_drop(p);
     mp__session_keys_free(p->keys);
     p->keys = NULL;
     memset(p->their_eph, 0, sizeof(p->their_eph));
@@ -348,6 +351,10 @@ bool mp__engine_hello_fill(moshpit_t *mp, mp_peer_t *p, bool reply) {
     /* where its messages come from, as we see it (on our ROUTER) */
     if (reply && p->seen_addr[0] != '\0')
         snprintf(h->observed, sizeof(h->observed), "%s", p->seen_addr);
+    if (mp->has_host) {
+        h->has_host = 1;
+        memcpy(h->host, mp->host_id, sizeof(h->host));
+    }
     return true;
 }
 
@@ -1099,6 +1106,7 @@ void mp__engine_on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
             return;
         }
         answered = mp__crypto_equal32(h->seen, p->my_eph);
+        mp__engine_shm_drop(p); /* its regions are named by the keys */
         mp__session_keys_free(p->keys);
         p->keys = NULL;
         mp_session_hs_t hs = {.cipher = cipher,
@@ -1127,6 +1135,8 @@ void mp__engine_on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
             (unsigned long long)p->tx_counter + 1);
     }
     p->their_tag = h->tag;
+    p->same_host =
+        mp->has_host && h->has_host && mp__crypto_equal32(h->host, mp->host_id);
     p->cert_not_after = cert_end;
     p->bandwidth = h->bandwidth;
     p->serves_state = h->serves_state != 0;

@@ -153,6 +153,17 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
         if (r->members[i] != NULL)
             r->members[i]->part_ms = 0;
     }
+    /* shared memory only with this group's mates: the regions of other
+     * peers close (a descriptor each way), and open again when they are
+     * mates again (docs/DESIGN.md, "Mates on this host") */
+    for (size_t k = 0; k < mp->npeers; k++) {
+        mp_peer_t *q = mp->peers[k];
+        bool mate = false;
+        for (uint32_t i = 0; i < n && !mate; i++)
+            mate = r->members[i] == q;
+        if (!mate && (q->shm_tx != NULL || q->shm_rx != NULL))
+            mp__engine_shm_drop(q);
+    }
     r->start_ms = now;
     uint32_t fresh = 0, seen = 0;
     for (uint32_t i = 0; i < n; i++)
@@ -426,6 +437,12 @@ void mp__engine_round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
             mp__engine_log(mp, MOSHPIT_LOG_INFO,
                            "round %016llx: %u duplicate parts ignored",
                            (unsigned long long)r->gid, r->dups);
+        if (r->shm_sent > 0 || r->shm_recv > 0)
+            mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                           "round %016llx: %u parts sent and %u received "
+                           "through shared memory",
+                           (unsigned long long)r->gid, r->shm_sent,
+                           r->shm_recv);
     }
     mp_group_times_t gt;
     mp__group_times(r->group, &gt);

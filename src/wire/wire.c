@@ -77,6 +77,7 @@ enum {
     K_BQ,
     K_BA,
     K_PP,
+    K_HI,
     K_COUNT
 };
 
@@ -92,6 +93,7 @@ static const char *const key_names[K_COUNT] = {
     [K_MK] = "mk",   [K_RW] = "rw",       [K_OB] = "ob",   [K_DR] = "dr",
     [K_NR] = "nr",   [K_OA] = "oa",       [K_NS] = "ns",   [K_UP] = "up",
     [K_LK] = "lk",   [K_BQ] = "bq",       [K_BA] = "ba",   [K_PP] = "pp",
+    [K_HI] = "hi",
 };
 
 /* ------------------------------------------------------------------ */
@@ -153,8 +155,10 @@ static moshpit_err_t check_msg(const mp_msg_t *msg) {
             return MOSHPIT_EINVAL;
         if (!str_ok(h->ctrl_addr) || !str_ok(h->data_addr) ||
             h->serves_state > 1 || h->reorder_ok > 1 || h->outbound > 1 ||
-            h->not_reached > 1 || h->drid_len > MP_DRID_MAX ||
-            !str_ok(h->observed) || (h->drid_len == 0) != (h->outbound == 0))
+            h->not_reached > 1 || h->has_host > 1 ||
+            (!h->has_host && !mp__all_zero(h->host, sizeof h->host)) ||
+            h->drid_len > MP_DRID_MAX || !str_ok(h->observed) ||
+            (h->drid_len == 0) != (h->outbound == 0))
             return MOSHPIT_EINVAL;
         return MOSHPIT_OK;
     }
@@ -220,7 +224,7 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
                   2u * msg->u.hello.outbound + msg->u.hello.not_reached +
                   (msg->u.hello.observed[0] != '\0') +
                   (msg->u.hello.dialback_req != 0) +
-                  (msg->u.hello.dialback_ans != 0);
+                  (msg->u.hello.dialback_ans != 0) + msg->u.hello.has_host;
         break;
     case MP_MSG_STATE_REQ:
         entries = 6;
@@ -316,6 +320,10 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
             put_u64(pk, K_BQ, h->dialback_req);
         if (h->dialback_ans != 0)
             put_u64(pk, K_BA, h->dialback_ans);
+        if (h->has_host) {
+            put_key(pk, K_HI);
+            mp__pack_bin(pk, h->host, sizeof(h->host));
+        }
         break;
     }
     case MP_MSG_STATE_REQ: {
@@ -703,6 +711,13 @@ static int decode_hello(const msgpack_object *const *val, mp_hello_t *h) {
     if (val[K_BA] && (mp__pack_get_u32(val[K_BA], &h->dialback_ans) != 0 ||
                       h->dialback_ans == 0))
         return -1;
+    if (val[K_HI]) {
+        const msgpack_object *d = val[K_HI];
+        if (d->type != MSGPACK_OBJECT_BIN || d->via.bin.size != sizeof(h->host))
+            return -1;
+        memcpy(h->host, d->via.bin.ptr, sizeof(h->host));
+        h->has_host = 1;
+    }
     return 0;
 }
 
@@ -969,7 +984,7 @@ void mp__wire_data_hdr_encode(const mp_data_hdr_t *h,
     mp__store_le(out + 0, DATA_HDR_VERSION, 1);
     mp__store_le(out + 1, h->kind, 1);
     mp__store_le(out + 2, h->codec, 1);
-    mp__store_le(out + 3, h->layout, 1);
+    mp__store_le(out + 3, h->layout | (h->shm ? MP_DATA_LAYOUT_SHM : 0u), 1);
     mp__store_le(out + 4, h->count, 4);
     mp__store_le(out + 8, h->tag, 8);
     mp__store_le(out + 16, h->counter, 8);
@@ -993,7 +1008,11 @@ moshpit_err_t mp__wire_data_hdr_decode(const uint8_t *buf, size_t len,
         return MOSHPIT_EPROTO;
     uint8_t codec = buf[2];
     bool round_part = buf[1] == MP_PART_SCATTER || buf[1] == MP_PART_GATHER;
-    if (buf[3] > (round_part ? MP_DATA_LAYOUT_MAX : 0) ||
+    /* a round's part may name a slot of shared memory instead of carrying
+     * its values (docs/PROTOCOL.md, "Parts through shared memory") */
+    bool shm = round_part && (buf[3] & MP_DATA_LAYOUT_SHM) != 0;
+    uint8_t layout = (uint8_t)(buf[3] & ~(shm ? MP_DATA_LAYOUT_SHM : 0u));
+    if (layout > (round_part ? MP_DATA_LAYOUT_MAX : 0) ||
         !mp__codec_valid(codec) ||
         (buf[1] == MP_PART_STATE && codec != MOSHPIT_COMPRESS_NONE))
         return MOSHPIT_EPROTO;
@@ -1001,7 +1020,8 @@ moshpit_err_t mp__wire_data_hdr_decode(const uint8_t *buf, size_t len,
     if (count > MP_DATA_MAX_COUNT)
         return MOSHPIT_EPROTO;
     if ((uint64_t)len != (uint64_t)MP_DATA_HDR_BYTES +
-                             (uint64_t)mp__codec_bytes(codec, count) +
+                             (shm ? MP_DATA_SHM_REF_BYTES
+                                  : (uint64_t)mp__codec_bytes(codec, count)) +
                              MP_DATA_TAG_BYTES)
         return MOSHPIT_EPROTO;
     uint64_t wbits = mp__load_le(buf + 40, 8);
@@ -1016,7 +1036,8 @@ moshpit_err_t mp__wire_data_hdr_decode(const uint8_t *buf, size_t len,
         return MOSHPIT_EPROTO; /* a mark carries no values, share or part */
     h->kind = buf[1];
     h->codec = codec;
-    h->layout = buf[3];
+    h->layout = layout;
+    h->shm = shm;
     h->count = count;
     h->tag = mp__load_le(buf + 8, 8);
     h->counter = mp__load_le(buf + 16, 8);

@@ -78,6 +78,9 @@ typedef struct mp_hello {
                                    report (this nonce); 0 = not sent */
     uint32_t dialback_ans;      /* "ba": the answer to the dial-back request of
                                    this nonce (reached unless "nr"); 0 = none */
+    uint8_t has_host;           /* "hi" sent: the sender's host id */
+    uint8_t host[32];           /* (mp__shm_host_id): parts may go through
+                                   shared memory between equal ones */
 } mp_hello_t;
 
 typedef struct mp_refuse {
@@ -238,6 +241,10 @@ int mp__wire_buf_write(void *data, const char *p, size_t n);
 #define MP_DATA_TAG_BYTES 16u
 #define MP_DATA_MAX_COUNT (1u << 20) /* floats per frame */
 #define MP_DATA_LAYOUT_MAX 2u        /* parts of 16384 elements */
+/* layout bit: the values are in a slot of shared memory, and the frame
+ * carries the slot's reference (MP_DATA_SHM_REF_BYTES) instead */
+#define MP_DATA_LAYOUT_SHM 0x80u
+#define MP_DATA_SHM_REF_BYTES 8u
 
 typedef struct mp_data_hdr {
     uint8_t kind;
@@ -245,6 +252,8 @@ typedef struct mp_data_hdr {
     uint8_t layout; /* scatter and gather parts: the round's part size,
                        log2(65536 / elements), 0..MP_DATA_LAYOUT_MAX
                        (mp__share_part_layout); state chunks and marks 0 */
+    bool shm;       /* scatter and gather parts: the values are in shared
+                       memory (layout bit MP_DATA_LAYOUT_SHM) */
     uint32_t count;
     uint64_t tag;
     uint64_t counter;
@@ -259,7 +268,9 @@ void mp__wire_data_hdr_encode(const mp_data_hdr_t *h,
 /* Checks version, kind, codec (known, 0 for a state chunk), layout (at
  * most MP_DATA_LAYOUT_MAX, 0 for a state chunk or mark),
  * count <= MP_DATA_MAX_COUNT, that len == header + mp__codec_bytes(codec,
- * count) + tag, and that wsum is finite and >= 0.
+ * count) + tag (header + MP_DATA_SHM_REF_BYTES + tag for a part in shared
+ * memory: layout bit MP_DATA_LAYOUT_SHM, scatter and gather only), and
+ * that wsum is finite and >= 0.
  * Errors: EPROTO. */
 moshpit_err_t mp__wire_data_hdr_decode(const uint8_t *buf, size_t len,
                                        mp_data_hdr_t *h);

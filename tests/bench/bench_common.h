@@ -38,10 +38,11 @@ typedef struct bench_args {
     const char *addr;      /* address to listen on (default 127.0.0.1; the
                               rank's own on the emulated network) */
     int report_fd, control_fd; /* moshpit: handshake pipes, -1 if unused */
-    int corrupt;      /* self-check: rank 0 perturbs one input element, so the
-                         verification must fail */
-    int compression;  /* moshpit: moshpit_config_t.compression */
-    int data_streams; /* moshpit: moshpit_config_t.data_streams */
+    int corrupt;       /* self-check: rank 0 perturbs one input element, so the
+                          verification must fail */
+    int compression;   /* moshpit: moshpit_config_t.compression */
+    int data_streams;  /* moshpit: moshpit_config_t.data_streams */
+    int shared_memory; /* moshpit: moshpit_config_t.shared_memory */
     const char *congestion; /* moshpit: moshpit_config_t.congestion */
 } bench_args_t;
 
@@ -86,6 +87,8 @@ static inline int bench_parse_args(int argc, char **argv, bench_args_t *a) {
             a->compression = atoi(v);
         } else if (strcmp(k, "--data-streams") == 0) {
             a->data_streams = atoi(v);
+        } else if (strcmp(k, "--shared-memory") == 0) {
+            a->shared_memory = atoi(v);
         } else if (strcmp(k, "--congestion") == 0) {
             a->congestion = v;
         } else {

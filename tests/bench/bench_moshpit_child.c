@@ -190,6 +190,7 @@ int main(int argc, char **argv) {
     cfg.round_timeout_ms = 120000;
     cfg.compression = (uint32_t)a.compression;
     cfg.data_streams = (uint32_t)a.data_streams;
+    cfg.shared_memory = (uint32_t)a.shared_memory;
     cfg.congestion = a.congestion;
     cfg.log = on_log;
     cfg.log_level = lvl != NULL ? atoi(lvl) : MOSHPIT_LOG_WARN;

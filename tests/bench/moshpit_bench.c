@@ -91,6 +91,10 @@ typedef struct options {
      * data_streams (0: the library's default) */
     const char *moshpit_cc;
     int data_streams;
+    /* moshpit's config shared_memory (0: MOSHPIT_SHM_AUTO); Open MPI with
+     * its shared memory transport (vader) instead of TCP, on loopback */
+    int shm_off;
+    int mpi_shm;
 } options_t;
 
 /* What one rank wrote back. */
@@ -444,13 +448,14 @@ static void run_mpi(sys_result_t *res) {
     argv[a++] = "--allow-run-as-root";
     argv[a++] = "--oversubscribe";
     /* Loopback TCP only: the ob1 PML (so UCX cannot take over) with the
-     * tcp and self BTLs (no vader shared memory), on lo. */
+     * tcp and self BTLs (no vader shared memory), on lo; with --mpi-shm
+     * the vader (shared memory) and self BTLs instead. */
     argv[a++] = "--mca";
     argv[a++] = "pml";
     argv[a++] = "ob1";
     argv[a++] = "--mca";
     argv[a++] = "btl";
-    argv[a++] = "tcp,self";
+    argv[a++] = opt.mpi_shm && !opt.wan ? "vader,self" : "tcp,self";
     argv[a++] = "--mca";
     argv[a++] = "btl_tcp_if_include";
     argv[a++] = opt.wan ? "eth0" : "lo";
@@ -603,6 +608,8 @@ static void run_moshpit(sys_result_t *res) {
         snprintf(streams, sizeof streams, "%d", opt.data_streams);
         argv[a++] = "--data-streams";
         argv[a++] = streams;
+        argv[a++] = "--shared-memory";
+        argv[a++] = opt.shm_off ? "1" : "0";
         if (opt.moshpit_cc != NULL) {
             argv[a++] = "--congestion";
             argv[a++] = (char *)opt.moshpit_cc;
@@ -783,11 +790,14 @@ static void print_json(const sys_result_t *r) {
     printf("{\n  \"peers\": %d,\n  \"size_bytes\": %zu,\n  \"size_mib\": "
            "%.4f,\n  \"rounds\": %d,\n  \"warmup\": %d,\n  \"seed\": %llu,\n"
            "  \"compression\": \"%s\",\n  \"moshpit_cc\": \"%s\",\n"
-           "  \"data_streams\": %d,\n",
+           "  \"data_streams\": %d,\n  \"shared_memory\": %d,\n"
+           "  \"mpi_btl\": \"%s\",\n",
            opt.peers, opt.bytes, (double)opt.bytes / MIB, opt.rounds,
            opt.warmup, (unsigned long long)opt.seed,
            compress_names[opt.compression],
-           opt.moshpit_cc != NULL ? opt.moshpit_cc : "", opt.data_streams);
+           opt.moshpit_cc != NULL ? opt.moshpit_cc : "", opt.data_streams,
+           opt.shm_off ? 1 : 0,
+           opt.mpi_shm && !opt.wan ? "vader,self" : "tcp,self");
     if (opt.wan) {
         printf("  \"network\": {\"delay_ms\": %.3f, \"rtt_ms\": %.3f, "
                "\"jitter_ms\": %.3f, \"rate_mbit\": %u, \"loss_pct\": %.2f, "
@@ -856,6 +866,7 @@ static void usage(FILE *f) {
                "[--rate-mbit R] [--loss-pct P]\n"
                "                     [--cc ALGO] [--offload] "
                "[--moshpit-cc ALGO|default] [--data-streams N]\n"
+               "                     [--moshpit-shm auto|off] [--mpi-shm]\n"
                "  Times an all-reduce of BYTES (suffix k, M or G = KiB, MiB, "
                "GiB) of floats\n"
                "  among N local processes on loopback with moshpit, Gloo "
@@ -872,7 +883,13 @@ static void usage(FILE *f) {
                "one-way delay D ms\n"
                "  into each rank (RTT 2D), +-J ms jitter, R Mbit/s each way, "
                "P%% random loss,\n"
-               "  TCP congestion control ALGO.\n");
+               "  TCP congestion control ALGO. --moshpit-shm off seals every "
+               "moshpit part\n"
+               "  over TCP (config shared_memory; auto: parts to mates on "
+               "this host go\n"
+               "  through shared memory); --mpi-shm gives Open MPI its "
+               "shared memory\n"
+               "  transport (btl vader) on loopback.\n");
 }
 
 static int parse_size(const char *s, size_t *out) {
@@ -956,6 +973,10 @@ static int parse_options(int argc, char **argv) {
             opt.offload = 1;
             continue;
         }
+        if (strcmp(k, "--mpi-shm") == 0) {
+            opt.mpi_shm = 1;
+            continue;
+        }
         if (strcmp(k, "--help") == 0 || strcmp(k, "-h") == 0) {
             usage(stdout);
             exit(0);
@@ -1006,6 +1027,9 @@ static int parse_options(int argc, char **argv) {
             bad = strlen(v) > 15;
         } else if (strcmp(k, "--data-streams") == 0) {
             bad = parse_int(v, 0, 16, &opt.data_streams);
+        } else if (strcmp(k, "--moshpit-shm") == 0) {
+            opt.shm_off = strcmp(v, "off") == 0;
+            bad = !opt.shm_off && strcmp(v, "auto") != 0;
         } else if (strcmp(k, "--cc") == 0) {
             opt.cc = v;
             bad = strlen(v) == 0 || strlen(v) > 15;

@@ -367,6 +367,7 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
     cfg.sessions_max = pc->sessions_max;
     cfg.data_streams = pc->data_streams;
     cfg.congestion = pc->congestion;
+    cfg.shared_memory = pc->shared_memory;
     cfg.grid_dims = pc->grid_dims;
     memcpy(cfg.authority_key, pc->authority_key, sizeof(cfg.authority_key));
     memcpy(cfg.cert, pc->cert, sizeof(cfg.cert));

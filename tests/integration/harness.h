@@ -48,6 +48,7 @@ typedef struct it_peer_cfg {
     uint32_t sessions_max;   /* config sessions_max (0 = library default) */
     uint32_t data_streams;   /* config data_streams (0 = library default) */
     const char *congestion;  /* config congestion (NULL = library default) */
+    uint32_t shared_memory;  /* config shared_memory (0 = MOSHPIT_SHM_AUTO) */
     int log_info;            /* nonzero: INFO lines are kept too */
     /* non-NULL: the peer also writes every log line, debug level included,
      * to <log_dir>/peer-<index>.log as it logs it (one write per line) */

@@ -267,6 +267,8 @@ static void test_config_defaults(void) {
           "peers_max %u peer_msg_rate %u", c.peers_max, c.peer_msg_rate);
     CHECK(c.sessions_max == 128, "sessions_max %llu",
           (unsigned long long)c.sessions_max);
+    CHECK(c.shared_memory == MOSHPIT_SHM_AUTO, "shared_memory %u",
+          c.shared_memory);
     CHECK(c.listen != NULL, "listen is NULL");
     CHECK(c.log_level == MOSHPIT_LOG_WARN, "log_level %d", c.log_level);
     CHECK(c.swarm == NULL && c.bootstrap == NULL && c.advertise == NULL &&
@@ -476,6 +478,12 @@ static void test_open_invalid(void) {
     EXPECT_EINVAL(&c, "sessions_max 65537");
     c.sessions_max = UINT64_MAX;
     EXPECT_EINVAL(&c, "sessions_max 2^64 - 1");
+    base_config(&c);
+    c.shared_memory = MOSHPIT_SHM_OFF + 1;
+    EXPECT_EINVAL(&c, "shared_memory 2");
+    c.shared_memory = UINT32_MAX;
+    EXPECT_EINVAL(&c, "shared_memory 2^32 - 1");
+    base_config(&c);
     /* the bounds themselves and 0 are accepted */
     uint32_t ok_max[] = {0, 2, 1u << 20}, ok_rate[] = {0, 50, 1000000};
     uint64_t ok_sessions[] = {0, 2, 65536};
@@ -484,6 +492,7 @@ static void test_open_invalid(void) {
         c.peers_max = ok_max[i];
         c.peer_msg_rate = ok_rate[i];
         c.sessions_max = ok_sessions[i];
+        c.shared_memory = (uint32_t)i % 2; /* AUTO and OFF */
         moshpit_t *p = NULL;
         moshpit_err_t e = moshpit_open(&c, &p);
         CHECK(e == MOSHPIT_OK, "peers_max %u peer_msg_rate %u: %s", ok_max[i],

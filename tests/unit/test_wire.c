@@ -74,6 +74,9 @@ static void msg_hello_dialback(mp_msg_t *m) {
     msg_hello(m);
     m->u.hello.dialback_req = 7;
     m->u.hello.dialback_ans = 9;
+    /* and a host id (docs/PROTOCOL.md, "Parts through shared memory") */
+    m->u.hello.has_host = 1;
+    fill(m->u.hello.host, sizeof m->u.hello.host, 0x31);
 }
 
 static void msg_hello_cert(mp_msg_t *m) {
@@ -331,6 +334,8 @@ static void test_roundtrips(void) {
     m->u.hello.reorder_ok = 1;
     roundtrip("hello max", m);
     /* the reachability keys (docs/PROTOCOL.md, "Peers behind NAT") */
+    size_t nlen0 = 0;
+    uint8_t nbuf0[256];
     msg_hello(m);
     m->u.hello.outbound = 1;
     m->u.hello.drid_len = MP_DRID_MAX;
@@ -344,6 +349,13 @@ static void test_roundtrips(void) {
     m->u.hello.dialback_ans = 1; /* its answer, reached unless nr */
     roundtrip("hello dial-back answer", m);
     m->u.hello.dialback_ans = 0;
+    m->u.hello.has_host = 1; /* a host id */
+    memset(m->u.hello.host, 0xff, sizeof m->u.hello.host);
+    roundtrip("hello host id", m);
+    m->u.hello.has_host = 0; /* host bytes without the key: not encoded */
+    CHECK(mp__wire_msg_encode(m, nbuf0, sizeof nbuf0, &nlen0) == MOSHPIT_EINVAL,
+          "host bytes without has_host encoded");
+    memset(m->u.hello.host, 0, sizeof m->u.hello.host);
     m->u.hello.drid_len = 1;
     m->u.hello.not_reached = 0;
     roundtrip("hello nat short drid", m);
@@ -693,6 +705,8 @@ static void spec_for(msg_fn make, spec_t *s) {
             msgpack_pack_uint64(&fpk, m->u.hello.dialback_ans);
             add_end(s, "ba", A_UINT, 1);
         }
+        if (m->u.hello.has_host)
+            add_bin(s, "hi", m->u.hello.host, 32, A_BIN32, 1);
         break;
     case MP_MSG_REFUSE:
         add_uint(s, "why", m->u.refuse.reason);
@@ -1581,6 +1595,50 @@ static void test_data_hdr(void) {
             CHECK(ok ? e == MOSHPIT_OK && d.layout == l : e == MOSHPIT_EPROTO,
                   "kind %u layout %u -> %d", kind, l, (int)e);
         }
+
+    /* A part in shared memory (layout bit 7): scatter and gather only,
+     * any codec and count, the frame exactly header + reference + tag;
+     * the part size stays in the low bits. */
+    for (uint8_t kind = MP_PART_SCATTER; kind <= MP_PART_MARK; kind++)
+        for (uint8_t cd = 0; cd <= MOSHPIT_COMPRESS_INT4; cd++)
+            for (uint8_t l = 0; l <= MP_DATA_LAYOUT_MAX; l++) {
+                memset(&h, 0, sizeof h);
+                h.kind = kind;
+                h.codec = kind == MP_PART_STATE ? 0 : cd;
+                h.layout = l;
+                h.count = kind == MP_PART_MARK ? 0 : 1000;
+                h.shm = true;
+                mp__wire_data_hdr_encode(&h, f);
+                CHECK((f[3] & MP_DATA_LAYOUT_SHM) != 0 && (f[3] & 0x7f) == l,
+                      "kind %u layout %u: byte 3 is %02x", kind, l, f[3]);
+                size_t ref = MP_DATA_HDR_BYTES + MP_DATA_SHM_REF_BYTES +
+                             MP_DATA_TAG_BYTES;
+                size_t full = MP_DATA_HDR_BYTES +
+                              mp__codec_bytes(h.codec, h.count) +
+                              MP_DATA_TAG_BYTES;
+                bool part = kind == MP_PART_SCATTER || kind == MP_PART_GATHER;
+                moshpit_err_t e = mp__wire_data_hdr_decode(f, ref, &d);
+                CHECK(part ? e == MOSHPIT_OK && d.shm && d.layout == l &&
+                                 d.codec == cd && d.count == 1000
+                           : e == MOSHPIT_EPROTO,
+                      "shm kind %u codec %u layout %u -> %d", kind, cd, l,
+                      (int)e);
+                CHECK(mp__wire_data_hdr_decode(f, full, &d) == MOSHPIT_EPROTO,
+                      "shm kind %u codec %u with the values' length", kind, cd);
+                CHECK(mp__wire_data_hdr_decode(f, ref + 1, &d) ==
+                              MOSHPIT_EPROTO &&
+                          mp__wire_data_hdr_decode(f, ref - 1, &d) ==
+                              MOSHPIT_EPROTO,
+                      "shm kind %u: reference length off by one", kind);
+                if (part) {
+                    h.shm = false; /* and without the bit, no reference */
+                    mp__wire_data_hdr_encode(&h, f);
+                    CHECK(mp__wire_data_hdr_decode(f, ref, &d) ==
+                                  MOSHPIT_EPROTO ||
+                              ref == full,
+                          "kind %u without shm, reference length", kind);
+                }
+            }
 
     /* Compressed parts: the length follows the codec, exactly; state
      * chunks are never compressed. */
