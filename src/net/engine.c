@@ -23,6 +23,7 @@
 #include "core/agg.h"
 #include "core/share.h"
 #include "net/net.h"
+#include "shm.h"
 
 /* socket readers                                                      */
 
@@ -821,6 +822,8 @@ void mp__engine_main(void *arg) {
     }
     free(items);
     free(item_peer);
+    if (mp->win != NULL)
+        mp__shm_window_bump(mp->win, 0); /* the caller's values go back */
     mp_plat_mutex_lock(&mp->lock);
     mp->stopped = true;
     mp_plat_cond_broadcast(&mp->cond);

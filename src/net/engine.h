@@ -285,8 +285,9 @@ typedef struct mp_round {
     uint64_t mark_full; /* bit by member index */
     uint64_t mark_fill_at[MP_GROUP_MAX];
     uint64_t lo_ctr[MP_GROUP_MAX];
-    /* parts sent and received through shared memory */
-    uint32_t shm_sent, shm_recv;
+    /* parts sent and received through shared memory, and of them those
+     * read directly from the sender's memory */
+    uint32_t shm_sent, shm_recv, direct_sent, direct_recv;
 } mp_round_t;
 
 struct moshpit {
@@ -313,6 +314,17 @@ struct moshpit {
      * tells */
     bool has_host;
     uint8_t host_id[32];
+    /* direct reads of our parts by mates on this host (shm.h): the window
+     * our regions name (NULL without has_host), and the copy of our own
+     * share's result the gather parts are read from (its parts copied
+     * this round, mirror_gid, by part index), so that what a mate has not
+     * read yet when our call returns stays there */
+    struct mp_shm_window *win;
+    float *mirror;
+    size_t mirror_floats;
+    uint8_t *mirror_have;
+    size_t mirror_parts;
+    uint64_t mirror_gid;
 
     /* sockets (engine thread after start) */
     void *zctx;

@@ -87,8 +87,61 @@ static void shm_take(moshpit_t *mp, mp_peer_t *p, bool tcp_part) {
     }
 }
 
+/* Whether p reads part s of ours straight from our memory (it took our
+ * region with direct reads, state st): the float32 values of the
+ * caller's buffer or of our share's result (mirror_part); encoded parts
+ * are in buffers the next part overwrites, and go through slots. */
+static bool direct_ok(const moshpit_t *mp, int st) {
+    return st == MP_SHM_TAKEN_DIRECT && mp->win != NULL &&
+           mp->cfg.compression == MOSHPIT_COMPRESS_NONE;
+}
+
+/* Gather part s (of our own share's result, in the caller's buffer) in
+ * the copy mates read it from: a part's values are copied at its first
+ * gather of the round (then the same for every mate), and stay after our
+ * call returns the caller's buffer, until our next round's first gather
+ * (the window's epoch 1 changes then). NULL if there is no room. */
+static const float *mirror_part(moshpit_t *mp, const mp_send_t *s) {
+    mp_round_t *r = &mp->round;
+    size_t pe = mp__group_part_elems(r->group);
+    if (mp->mirror_gid != r->gid || mp->mirror == NULL) {
+        size_t floats = (size_t)(mp__group_share_bytes(r->group, r->self) / 4u);
+        size_t parts = pe != 0 ? (floats + pe - 1) / pe : 0;
+        /* a mate still reading our previous round's result reads it no
+         * more */
+        mp__shm_window_bump(mp->win, 1);
+        mp->mirror_gid = 0; /* set once the copy is ready for this round */
+        if (floats > mp->mirror_floats || mp->mirror == NULL) {
+            float *m = realloc(mp->mirror, (floats ? floats : 1) * 4u);
+            if (m == NULL)
+                return NULL;
+            mp->mirror = m;
+            mp->mirror_floats = floats;
+        }
+        if (parts > mp->mirror_parts || mp->mirror_have == NULL) {
+            uint8_t *h = realloc(mp->mirror_have, parts ? parts : 1);
+            if (h == NULL)
+                return NULL;
+            mp->mirror_have = h;
+            mp->mirror_parts = parts;
+        }
+        memset(mp->mirror_have, 0, mp->mirror_parts);
+        mp->mirror_gid = r->gid;
+    }
+    size_t off = (size_t)s->part * pe;
+    if (s->part >= mp->mirror_parts || off > mp->mirror_floats ||
+        s->count > mp->mirror_floats - off)
+        return NULL;
+    if (!mp->mirror_have[s->part]) {
+        memcpy(mp->mirror + off, s->data, (size_t)s->count * 4u);
+        mp->mirror_have[s->part] = 1;
+    }
+    return mp->mirror + off;
+}
+
 /* Puts part s into our region for p (made at the session's first part)
- * once p took it; false: the part goes sealed over TCP. */
+ * once p took it, or names it for p to read directly; false: the part
+ * goes sealed over TCP. */
 static bool shm_put(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s,
                     uint8_t ref[MP_SHM_REF_BYTES]) {
     if (!p->same_host || p->keys == NULL ||
@@ -110,6 +163,12 @@ static bool shm_put(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s,
         shm_name_of(p, true, name);
         int err = 0;
         p->shm_tx = mp__shm_create(name, MP_SHM_SLOTS, MP_SHM_SLOT_BYTES, &err);
+        if (p->shm_tx != NULL && mp->win != NULL &&
+            !mp__shm_expose(p->shm_tx, mp->win))
+            mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                           "shared memory for %.8s does not name our memory: "
+                           "no direct reads",
+                           p->id_txt);
         if (p->shm_tx == NULL)
             mp__engine_log(mp, MOSHPIT_LOG_INFO,
                            "shared memory for %.8s not made (%s): parts to it "
@@ -119,7 +178,7 @@ static bool shm_put(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s,
     }
     if (p->shm_tx == NULL)
         return false;
-    if (st != MP_SHM_TAKEN) {
+    if (st != MP_SHM_TAKEN && st != MP_SHM_TAKEN_DIRECT) {
         if (++p->shm_untaken >= MP_SHM_UNTAKEN_MAX) {
             mp__engine_log(mp, MOSHPIT_LOG_INFO,
                            "%.8s did not take our shared memory: parts to it "
@@ -129,6 +188,19 @@ static bool shm_put(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s,
             p->shm_tx = NULL;
         }
         return false;
+    }
+    if (direct_ok(mp, st)) {
+        const void *at = s->kind == MP_PART_GATHER ? mirror_part(mp, s)
+                                                   : (const void *)s->bytes;
+        if (at != NULL) {
+            /* scatter parts from the caller's buffer (epoch 0: it changes
+             * when our call returns it), gathers from the copy (1) */
+            mp__shm_ref_direct(mp->win, s->kind == MP_PART_GATHER ? 1u : 0u, at,
+                               ref);
+            p->shm_untaken = 0;
+            mp->round.direct_sent++;
+            return true;
+        }
     }
     if (!mp__shm_put(p->shm_tx, p->shm_round, s->bytes, s->nbytes, ref))
         return false;
@@ -142,11 +214,13 @@ static bool shm_put(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s,
  * may overwrite (an encoded scatter part), so it must leave at once. For
  * at most MP_SHM_WAIT_MS, then parts go over TCP until a slot is free
  * again. */
-static bool shm_wait(const mp_round_t *r, uint32_t i, mp_peer_t *p,
+static bool shm_wait(const moshpit_t *mp, uint32_t i, mp_peer_t *p,
                      uint64_t now) {
+    const mp_round_t *r = &mp->round;
+    int st = p->shm_tx != NULL ? mp__shm_state(p->shm_tx) : MP_SHM_CLOSED;
     if (p->shm_tx == NULL || !mp__group_has_sends_for(r->group, i) ||
-        mp__shm_state(p->shm_tx) != MP_SHM_TAKEN ||
-        mp__shm_room(p->shm_tx, p->shm_round)) {
+        (st != MP_SHM_TAKEN && st != MP_SHM_TAKEN_DIRECT) ||
+        direct_ok(mp, st) || mp__shm_room(p->shm_tx, p->shm_round)) {
         p->shm_wait_ms = 0;
         return false;
     }
@@ -287,6 +361,8 @@ void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
         }
         r->bytes_received += wire;
         r->shm_recv++;
+        if (mp__shm_ref_direct_is(ref))
+            r->direct_recv++;
         deliver(mp, p, from, h, wire, fin);
         return;
     }
@@ -545,7 +621,7 @@ void mp__engine_pump_sends(moshpit_t *mp) {
             p->shm_round = r->gid;
             if (!p->stash_full && !mp__engine_resume_mark(mp, p, i)) {
                 mp_send_t s;
-                p->shm_waiting = shm_wait(r, i, p, now);
+                p->shm_waiting = shm_wait(mp, i, p, now);
                 if (p->shm_waiting || !take_part(mp, i, now, &s))
                     continue;
                 if (!seal_part(mp, p, &s)) {

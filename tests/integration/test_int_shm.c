@@ -50,7 +50,14 @@
  *    in round 2 every peer sent and received parts through shared memory.
  *    (A part held with its encoded bytes in a shared buffer that the next
  *    part overwrote gave a mate another mate's values here.)
+ * 6. Direct reads: where one peer process may read another's memory (as
+ *    two children of this test find out: direct_reads_allowed), every
+ *    float32 part that went through shared memory in 1, 2 and rounds 4-5
+ *    of 3, after the first round, was read directly from the sender's
+ *    memory ("N and M of them read directly" equal to the counts); where
+ *    it may not, none was. FP16 parts (5) never are.
  */
+#define _GNU_SOURCE /* process_vm_readv */
 #include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
@@ -58,6 +65,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -150,10 +159,11 @@ static void check_no_regions_left(const char *what, const names_t *before,
 #define EVENTS_MAX 16
 
 typedef struct shm_round {
-    uint64_t gid;        /* the round's group id */
-    int logged;          /* its "through shared memory" line was there */
-    unsigned sent, recv; /* the counts that line gave */
-    unsigned pe;         /* values per part ("group of" line) */
+    uint64_t gid;          /* the round's group id */
+    int logged;            /* its "through shared memory" line was there */
+    unsigned sent, recv;   /* the counts that line gave */
+    unsigned dsent, drecv; /* of them read directly from the sender */
+    unsigned pe;           /* values per part ("group of" line) */
 } shm_round_t;
 
 /* A log line about a mate's region: the mate's id (its first 8
@@ -211,7 +221,7 @@ static void read_log(const char *dir, size_t i, peer_log_t *pl) {
     while (fgets(line, sizeof(line), f) != NULL) {
         const char *t = strstr(line, "round ");
         unsigned long long gid = 0;
-        unsigned a = 0, b = 0, pe = 0;
+        unsigned a = 0, b = 0, pe = 0, da = 0, db = 0;
         if (strstr(line, "through shared memory") != NULL)
             pl->shm_any++;
         if (strstr(line, "names shared memory we never took") != NULL)
@@ -244,14 +254,16 @@ static void read_log(const char *dir, size_t i, peer_log_t *pl) {
             }
         } else if (sscanf(t,
                           "round %llx: %u parts sent and %u received through "
-                          "shared memory",
-                          &gid, &a, &b) == 3) {
+                          "shared memory, %u and %u of them read directly",
+                          &gid, &a, &b, &da, &db) == 5) {
             int hit = 0;
             for (int r = 0; r < pl->rounds; r++)
                 if (pl->round[r].gid == gid && !pl->round[r].logged) {
                     pl->round[r].logged = 1;
                     pl->round[r].sent = a;
                     pl->round[r].recv = b;
+                    pl->round[r].dsent = da;
+                    pl->round[r].drecv = db;
                     hit = 1;
                 }
             IT_CHECK(hit,
@@ -275,6 +287,56 @@ static void read_log(const char *dir, size_t i, peer_log_t *pl) {
  * rounding up by less than a part), and receives as many from it. */
 static unsigned all_mates_min(unsigned pe, unsigned n) {
     return pe == 0 ? 0 : (COUNT + pe - 1) / pe + n - 2;
+}
+
+/* ---- direct reads ---- */
+
+/* Whether one process of ours may read another's memory (process_vm_readv
+ * from one child of this test to another, as between two peers): Yama's
+ * ptrace_scope or a seccomp filter may refuse it, and the peers then use
+ * slots only. */
+static int direct_reads_allowed(void) {
+    static volatile uint64_t mark = 0x6d6f736870697421ull;
+    int hold[2];
+    if (pipe(hold) != 0)
+        return 0;
+    pid_t a = fork();
+    if (a == 0) {
+        char c;
+        close(hold[1]);
+        while (read(hold[0], &c, 1) > 0)
+            ; /* until the test closes its end */
+        _exit(0);
+    }
+    close(hold[0]);
+    pid_t b = a > 0 ? fork() : -1;
+    if (b == 0) {
+        uint64_t v = 0;
+        struct iovec l = {.iov_base = &v, .iov_len = sizeof(v)};
+        struct iovec r = {.iov_base = (void *)&mark, .iov_len = sizeof(v)};
+        _exit(process_vm_readv(a, &l, 1, &r, 1, 0) == (ssize_t)sizeof(v) &&
+                      v == mark
+                  ? 0
+                  : 1);
+    }
+    int st = 1;
+    if (b > 0)
+        waitpid(b, &st, 0);
+    close(hold[1]);
+    if (a > 0)
+        waitpid(a, NULL, 0);
+    return b > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* 6: round r of a peer's log read (direct) all or (!direct) none of its
+ * parts through shared memory directly. */
+static void check_direct(const char *what, size_t i, int r,
+                         const shm_round_t *sr, int direct) {
+    unsigned ws = direct ? sr->sent : 0, wr = direct ? sr->recv : 0;
+    IT_CHECK(sr->dsent == ws && sr->drecv == wr,
+             "%s peer %zu round %d: %u of %u parts sent and %u of %u "
+             "received through shared memory went directly (want %u and %u)",
+             what, i, r + 1, sr->dsent, sr->sent, sr->drecv, sr->recv, ws, wr);
 }
 
 /* ---- a swarm ---- */
@@ -357,7 +419,9 @@ static void run(const char *swarm, const char *dir, const uint32_t shm[N],
                swarm, i, shm[i] == MOSHPIT_SHM_OFF ? "OFF" : "AUTO",
                logs[i].rounds, logs[i].taken);
         for (int r = 0; r < logs[i].rounds; r++)
-            printf(" %u/%u", logs[i].round[r].sent, logs[i].round[r].recv);
+            printf(" %u/%u (%u/%u direct)", logs[i].round[r].sent,
+                   logs[i].round[r].recv, logs[i].round[r].dsent,
+                   logs[i].round[r].drecv);
         printf(" (with all mates that way: at least %u)\n",
                logs[i].rounds > 0 ? all_mates_min(logs[i].round[0].pe, N) : 0);
         IT_CHECK(logs[i].rounds == ROUNDS, "%s peer %zu: %d rounds logged",
@@ -498,7 +562,7 @@ static int events_of(const shm_event_t *ev, int n, const char *id, int lo,
 /* The checks of 3 on the logs of run_asym. Peers 0 and 1 took part in
  * rounds 1 to 5 (their round k is round k), peer 2 in rounds 1, 3, 4, 5
  * (its rounds 1 to 4). */
-static void check_asym(const peer_log_t logs[ASYM_N]) {
+static void check_asym(const peer_log_t logs[ASYM_N], int direct) {
     const size_t sat = ASYM_N - 1; /* the peer that sat out round 2 */
     char id[ASYM_N][9];
     for (size_t i = 0; i < ASYM_N; i++)
@@ -564,6 +628,7 @@ static void check_asym(const peer_log_t logs[ASYM_N]) {
                      "received through shared memory (with both mates "
                      "that way: at least %u)",
                      i, r, sr->sent, sr->recv, least);
+            check_direct("it-shm-asym", i, r - 1, sr, direct);
         }
 }
 
@@ -687,6 +752,9 @@ static int run_fp16(const char *dir, peer_log_t logs[N]) {
 
 int main(void) {
     char dir_all[256], dir_mix[256], dir_asym[256], dir_fp16[256];
+    int direct = direct_reads_allowed();
+    printf("direct reads between peer processes %s here\n",
+           direct ? "allowed" : "refused");
     if (it_log_dir_make(dir_all, sizeof(dir_all), "shm-auto") != 0 ||
         it_log_dir_make(dir_mix, sizeof(dir_mix), "shm-mixed") != 0 ||
         it_log_dir_make(dir_asym, sizeof(dir_asym), "shm-asym") != 0 ||
@@ -701,11 +769,13 @@ int main(void) {
         IT_CHECK(all[i].taken == N - 1,
                  "AUTO swarm peer %zu took the regions of %d of its %d mates",
                  i, all[i].taken, N - 1);
-        for (int r = 1; r < all[i].rounds; r++)
+        for (int r = 1; r < all[i].rounds; r++) {
             IT_CHECK(all[i].round[r].sent > 0 && all[i].round[r].recv > 0,
                      "AUTO swarm peer %zu round %d: %u parts sent and %u "
                      "received through shared memory",
                      i, r + 1, all[i].round[r].sent, all[i].round[r].recv);
+            check_direct("AUTO swarm", i, r, &all[i].round[r], direct);
+        }
     }
 
     /* 2: peers 0 and 2 with shared memory, 1 and 3 without */
@@ -734,6 +804,7 @@ int main(void) {
                      i, r + 1, a->recv, b->sent);
             if (r == 0)
                 continue;
+            check_direct("mixed swarm", i, r, a, direct);
             IT_CHECK(a->sent > 0 && a->recv > 0,
                      "AUTO peer %zu round %d: %u parts sent and %u received "
                      "through shared memory",
@@ -751,7 +822,7 @@ int main(void) {
     /* 3: peer 2 sits out round 2, its mates average without it */
     peer_log_t asym[ASYM_N];
     if (run_asym(dir_asym, asym) == 0)
-        check_asym(asym);
+        check_asym(asym, direct);
 
     /* 5: FP16 parts, a mate's slots full */
     peer_log_t fp16[N];
@@ -760,6 +831,8 @@ int main(void) {
             IT_CHECK(fp16[i].rounds == FP16_ROUNDS,
                      "FP16 swarm peer %zu: %d rounds logged", i,
                      fp16[i].rounds);
+            for (int r = 0; r < fp16[i].rounds; r++)
+                check_direct("FP16 swarm", i, r, &fp16[i].round[r], 0);
             IT_CHECK(fp16[i].rounds >= 2 && fp16[i].round[1].sent > 0 &&
                          fp16[i].round[1].recv > 0,
                      "FP16 swarm peer %zu round 2: %u parts sent and %u "

@@ -8,8 +8,12 @@
  * range, and a sender in another process racing the receiver: no part
  * got is ever mixed); hostile regions the receiver must refuse (bad header, bad
  * size, open to others) and one shrunk under it; the sweep of regions whose
- * maker is gone. Every region has a fresh name (from the process id and
- * the time) and none is left in /dev/shm at the end.
+ * maker is gone. Direct reads of the sender's memory: the window, taking
+ * a region with and without them, references to the caller's buffer and
+ * to another epoch, a window wiped, a maker that is not there, and a
+ * writer in another process racing the reader (a part got is never
+ * mixed, and one not raced is always got). Every region has a fresh name (from
+ * the process id and the time) and none is left in /dev/shm at the end.
  */
 #include "net/shm.h"
 
@@ -555,7 +559,7 @@ static void test_race(void) {
         tries++;
         if (!read_u32(fd, TABLE_OFF, &g) || g == 0 || (g & 1u) != 0)
             continue;
-        put_le(ref, 0, 4);
+        memset(ref, 0, sizeof(ref)); /* a slot reference */
         put_le(ref + 4, g, 4);
         if (!mp__shm_get(rx, ref, buf, sizeof(buf)))
             continue;
@@ -731,6 +735,244 @@ static void test_sweep(void) {
     shm_unlink(young);
 }
 
+/* ---- direct reads ---- */
+
+static void test_window(void) {
+    mp_shm_window_t w;
+    mp__shm_window_init(&w);
+    CHECK(w.magic != 0 && w.epoch[0] != 0 && (w.epoch[0] & 1u) == 0 &&
+              (w.epoch[1] & 1u) == 1,
+          "a new window: magic %llx, epochs %llx %llx",
+          (unsigned long long)w.magic, (unsigned long long)w.epoch[0],
+          (unsigned long long)w.epoch[1]);
+    for (unsigned k = 0; k < 2; k++) {
+        uint64_t e = w.epoch[k], other = w.epoch[k ^ 1u];
+        mp__shm_window_bump(&w, k);
+        CHECK(w.epoch[k] != e && w.epoch[k] != 0 && (w.epoch[k] & 1u) == k &&
+                  w.epoch[k ^ 1u] == other,
+              "bump of epoch %u: %llx -> %llx, the other kept", k,
+              (unsigned long long)e, (unsigned long long)w.epoch[k]);
+    }
+    uint8_t ref[MP_SHM_REF_BYTES];
+    static const float x = 1.0f;
+    mp__shm_ref_direct(&w, 1, &x, ref);
+    CHECK(mp__shm_ref_direct_is(ref), "a direct reference is one");
+    uint8_t slot[MP_SHM_REF_BYTES] = {3, 0, 0, 0, 2, 0, 0, 0};
+    CHECK(!mp__shm_ref_direct_is(slot), "a slot reference is not");
+    uint64_t m = w.magic, e0 = w.epoch[0], e1 = w.epoch[1];
+    mp__shm_window_wipe(&w);
+    CHECK(w.magic == 0 && w.epoch[0] != e0 && w.epoch[1] != e1 && m != 0,
+          "wiped: no magic, both epochs changed");
+}
+
+/* A region made here, naming window w (NULL: none), and taken here: the
+ * receiver reads this process's memory, as it would another's. */
+static bool direct_pair(const mp_shm_window_t *w, mp_shm_t **tx,
+                        mp_shm_t **rx) {
+    const char *name = fresh_name();
+    int err = 0;
+    *rx = NULL;
+    *tx = mp__shm_create(name, 2, 4096, &err);
+    bool named = *tx != NULL && (w == NULL || mp__shm_expose(*tx, w));
+    if (named)
+        *rx = mp__shm_attach(name, &err);
+    CHECK(*tx != NULL && named && *rx != NULL, "direct pair: err %d", err);
+    if (*rx == NULL) {
+        mp__shm_free(*tx);
+        *tx = NULL;
+        return false;
+    }
+    return true;
+}
+
+static void test_direct(void) {
+    static mp_shm_window_t w;
+    static float vals[1024], got[1024];
+    mp__shm_window_init(&w);
+    for (unsigned k = 0; k < 1024; k++)
+        vals[k] = (float)k * 0.5f;
+    mp_shm_t *tx, *rx;
+    if (!direct_pair(&w, &tx, &rx))
+        return;
+    CHECK(mp__shm_state(tx) == MP_SHM_TAKEN_DIRECT,
+          "taken with direct reads: state %d", mp__shm_state(tx));
+    uint8_t ref[MP_SHM_REF_BYTES], old[MP_SHM_REF_BYTES];
+    mp__shm_ref_direct(&w, 0, vals + 10, ref);
+    memset(got, 0, sizeof(got));
+    CHECK(mp__shm_get(rx, ref, got, 100 * sizeof(float)) &&
+              memcmp(got, vals + 10, 100 * sizeof(float)) == 0,
+          "a part read directly");
+    CHECK(mp__shm_get(rx, ref, got, 100 * sizeof(float)),
+          "read again (nothing to free)");
+    /* an epoch number the window does not hold */
+    memcpy(old, ref, sizeof(old));
+    put_le(old + 8, w.epoch[0] + 2u, 8);
+    CHECK(!mp__shm_get(rx, old, got, 4), "a reference to another epoch");
+    memcpy(old, ref, sizeof(old));
+    mp__shm_window_bump(&w, 0);
+    CHECK(!mp__shm_get(rx, old, got, 100 * sizeof(float)),
+          "a reference to an epoch gone");
+    mp__shm_ref_direct(&w, 0, vals + 10, ref);
+    CHECK(mp__shm_get(rx, ref, got, 100 * sizeof(float)),
+          "the new epoch's reference");
+    mp__shm_window_bump(&w, 1);
+    CHECK(mp__shm_get(rx, ref, got, 100 * sizeof(float)),
+          "epoch 0 holds when epoch 1 changes");
+    /* addresses the sender does not have */
+    uint8_t bad[MP_SHM_REF_BYTES];
+    memcpy(bad, ref, sizeof(bad));
+    put_le(bad, 8, 8);
+    CHECK(!mp__shm_get(rx, bad, got, 64), "address 8: EFAULT, no signal");
+    put_le(bad, UINT64_MAX - 16, 8);
+    CHECK(!mp__shm_get(rx, bad, got, 64), "an address that wraps");
+    /* slot references still work in a region taken with direct reads */
+    uint8_t sref[MP_SHM_REF_BYTES];
+    CHECK(mp__shm_put(tx, 1, vals, 64, sref) && !mp__shm_ref_direct_is(sref),
+          "a slot put");
+    CHECK(mp__shm_get(rx, sref, got, 64) && memcmp(got, vals, 64) == 0,
+          "a slot got");
+    /* the sender: a slot reference never turns into a direct read of the
+     * receiver's own memory */
+    CHECK(!mp__shm_get(tx, ref, got, 64), "the sender reads nothing");
+    mp__shm_window_wipe(&w);
+    CHECK(!mp__shm_get(rx, ref, got, 64), "a window wiped");
+    mp__shm_free(rx);
+    mp__shm_free(tx);
+
+    /* a region that names no window: taken without direct reads, and a
+     * direct reference is refused */
+    mp__shm_window_init(&w);
+    if (direct_pair(NULL, &tx, &rx)) {
+        CHECK(mp__shm_state(tx) == MP_SHM_TAKEN, "taken without: state %d",
+              mp__shm_state(tx));
+        mp__shm_ref_direct(&w, 0, vals, ref);
+        CHECK(!mp__shm_get(rx, ref, got, 64), "no direct reads there");
+        mp__shm_free(rx);
+        mp__shm_free(tx);
+    }
+    /* a window whose magic does not match what the header says, and a
+     * header whose maker is gone: both taken without direct reads */
+    for (int k = 0; k < 2; k++) {
+        const char *name = fresh_name();
+        int err = 0;
+        tx = mp__shm_create(name, 2, 4096, &err);
+        int fd = tx != NULL ? shm_open(name, O_RDWR | O_CLOEXEC, 0) : -1;
+        uint8_t hdr[16];
+        put_le(hdr, (uint64_t)(uintptr_t)&w, 8);
+        put_le(hdr + 8, k == 0 ? w.magic ^ 1u : w.magic, 8);
+        pid_t gone = dead_pid();
+        bool ok = fd >= 0 && pwrite(fd, hdr, 16, 24) == 16 &&
+                  (k == 0 || write_u32(fd, 20, (uint32_t)gone));
+        rx = ok ? mp__shm_attach(name, &err) : NULL;
+        CHECK(rx != NULL && mp__shm_state(tx) == MP_SHM_TAKEN,
+              "%s: taken without direct reads (state %d)",
+              k == 0 ? "another magic" : "a maker gone", mp__shm_state(tx));
+        mp__shm_ref_direct(&w, 0, vals, ref);
+        CHECK(rx == NULL || !mp__shm_get(rx, ref, got, 64),
+              "and a direct reference is refused");
+        if (fd >= 0)
+            close(fd);
+        mp__shm_free(rx);
+        mp__shm_free(tx);
+    }
+}
+
+/* A writer in another process changes its buffer under the epoch's
+ * seqlock while this one reads it: in odd rounds the writer goes on to
+ * the next round the moment the reader starts its read (the two race),
+ * in even ones it waits until the read is over (then the read must
+ * succeed). Never a mixed part. */
+static void test_direct_race(void) {
+    enum { WORDS = 262144, ROUNDS = 1000 };
+    static mp_shm_window_t w;
+    static uint32_t buf[WORDS], got[WORDS];
+    int to_rx[2], to_tx[2];
+    if (pipe(to_rx) != 0 || pipe(to_tx) != 0) {
+        CHECK(0, "pipes");
+        return;
+    }
+    const char *name = fresh_name();
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        /* the sender: its region names its own window and process */
+        int err = 0;
+        char c = 0;
+        mp__shm_window_init(&w);
+        mp_shm_t *tx = mp__shm_create(name, 1, 64, &err);
+        if (tx == NULL || !mp__shm_expose(tx, &w) ||
+            write(to_rx[1], &c, 1) != 1)
+            _exit(2);
+        for (uint32_t round = 1; round <= ROUNDS; round++) {
+            uint8_t msg[MP_SHM_REF_BYTES + 4];
+            mp__shm_window_bump(&w, 0);
+            for (uint32_t k = 0; k < WORDS; k++)
+                buf[k] = round;
+            mp__shm_ref_direct(&w, 0, buf, msg);
+            put_le(msg + MP_SHM_REF_BYTES, round, 4);
+            if (write(to_rx[1], msg, sizeof(msg)) != (ssize_t)sizeof(msg) ||
+                read(to_tx[0], &c, 1) != 1)
+                _exit(3);
+        }
+        mp__shm_free(tx);
+        _exit(0);
+    }
+    char c = 0;
+    mp_shm_t *rx = NULL;
+    int err = 0;
+    if (pid > 0 && read(to_rx[0], &c, 1) == 1)
+        rx = mp__shm_attach(name, &err);
+    CHECK(rx != NULL, "the sender's region taken: err %d", err);
+    long ok = 0, mixed = 0, even_failed = 0, odd_failed = 0;
+    for (uint32_t n = 0; rx != NULL && n < ROUNDS; n++) {
+        uint8_t msg[MP_SHM_REF_BYTES + 4];
+        size_t have = 0;
+        while (have < sizeof(msg)) {
+            ssize_t r = read(to_rx[0], msg + have, sizeof(msg) - have);
+            if (r <= 0)
+                break;
+            have += (size_t)r;
+        }
+        if (have < sizeof(msg))
+            break;
+        uint32_t round = get_le32(msg + MP_SHM_REF_BYTES);
+        if ((round & 1u) == 1 && write(to_tx[1], &c, 1) != 1)
+            break; /* go on: the writer's next round races this read */
+        if (mp__shm_get(rx, msg, got, sizeof(got))) {
+            ok++;
+            for (uint32_t k = 0; k < WORDS; k++)
+                if (got[k] != round) {
+                    mixed++;
+                    break;
+                }
+        } else if ((round & 1u) == 0) {
+            even_failed++;
+        } else {
+            odd_failed++;
+        }
+        if ((round & 1u) == 0 && write(to_tx[1], &c, 1) != 1)
+            break;
+    }
+    int st = 0;
+    if (pid > 0)
+        waitpid(pid, &st, 0);
+    CHECK(pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "the sender ran to its end (%d)", st);
+    CHECK(ok >= ROUNDS / 2 && even_failed == 0,
+          "every read not raced succeeded: %ld of %d got, %ld not raced "
+          "failed",
+          ok, ROUNDS, even_failed);
+    CHECK(mixed == 0, "%ld of %ld parts got were mixed", mixed, ok);
+    printf("direct race: %ld of %d reads got (%ld raced reads refused), %ld "
+           "mixed\n",
+           ok, ROUNDS, odd_failed, mixed);
+    mp__shm_free(rx);
+    close(to_rx[0]);
+    close(to_rx[1]);
+    close(to_tx[0]);
+    close(to_tx[1]);
+}
+
 static void test_nothing_left(void) {
     for (unsigned i = 0; i < nnames; i++) {
         int e = name_exists(names[i]);
@@ -756,6 +998,9 @@ int main(void) {
     test_race();
     test_hostile();
     test_sweep();
+    test_window();
+    test_direct();
+    test_direct_race();
     test_nothing_left();
 #else
     int err = 0;
