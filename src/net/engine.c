@@ -239,6 +239,9 @@ static void ctrl_msg(moshpit_t *mp, const uint8_t id[32], mp_peer_t *p,
     }
     case MP_MSG_DONE:
         p->done_gid = m->u.done.group_id;
+        for (int k = 0; k < 2; k++)
+            if (p->mirror_gid[k] == p->done_gid)
+                p->mirror_gid[k] = 0; /* it read what it wanted there */
         mp__engine_round_on_done(mp, p, &m->u.done);
         break;
     case MP_MSG_HAVE:

@@ -96,47 +96,79 @@ static bool direct_ok(const moshpit_t *mp, int st) {
            mp->cfg.compression == MOSHPIT_COMPRESS_NONE;
 }
 
-/* Gather part s (of our own share's result, in the caller's buffer) in
- * the copy mates read it from: a part's values are copied at its first
+/* Whether copy m of our share's result may be rewritten: no live mate
+ * that was sent gather parts there has yet to say DONE for that round,
+ * or that round ended here more than round_timeout_ms ago (every member
+ * has ended it by its deadline since). */
+static bool mirror_free(const moshpit_t *mp, int m, uint64_t now) {
+    const mp_mirror_t *mi = &mp->mirror[m];
+    if (mi->gid == 0)
+        return true;
+    if (mi->end_ms == 0)
+        return false; /* the round in progress (another call's?) */
+    if (now - mi->end_ms > mp->cfg.round_timeout_ms)
+        return true;
+    for (size_t i = 0; i < mp->npeers; i++)
+        if (mp->peers[i]->state == MP_PEER_LIVE &&
+            mp->peers[i]->mirror_gid[m] == mi->gid)
+            return false;
+    return true;
+}
+
+/* Gather part s (of our own share's result, in the caller's buffer) in a
+ * copy that mates read it from: a part's values are copied at its first
  * gather of the round (then the same for every mate), and stay after our
- * call returns the caller's buffer, until our next round's first gather
- * (the window's epoch 1 changes then). NULL if there is no room. */
-static const float *mirror_part(moshpit_t *mp, const mp_send_t *s) {
+ * call returns the caller's buffer, until every mate that was sent a
+ * reference there said DONE for the round. The two copies take turns; a
+ * round that finds neither free sends its gathers through slots. NULL
+ * then (or without memory); *m: the copy. */
+static const float *mirror_part(moshpit_t *mp, const mp_send_t *s, int *m) {
     mp_round_t *r = &mp->round;
     size_t pe = mp__group_part_elems(r->group);
-    if (mp->mirror_gid != r->gid || mp->mirror == NULL) {
+    mp_mirror_t *mi = NULL;
+    for (int k = 0; k < 2 && mi == NULL; k++)
+        if (mp->mirror[k].gid == r->gid)
+            mi = &mp->mirror[ *m = k];
+    if (mi == NULL) {
+        uint64_t now = mp__engine_now_ms();
+        int k = mp->mirror[0].end_ms <= mp->mirror[1].end_ms ? 0 : 1;
+        if (!mirror_free(mp, k, now))
+            k = 1 - k;
+        if (!mirror_free(mp, k, now))
+            return NULL;
+        mi = &mp->mirror[ *m = k];
         size_t floats = (size_t)(mp__group_share_bytes(r->group, r->self) / 4u);
         size_t parts = pe != 0 ? (floats + pe - 1) / pe : 0;
-        /* a mate still reading our previous round's result reads it no
-         * more */
-        mp__shm_window_bump(mp->win, 1);
-        mp->mirror_gid = 0; /* set once the copy is ready for this round */
-        if (floats > mp->mirror_floats || mp->mirror == NULL) {
-            float *m = realloc(mp->mirror, (floats ? floats : 1) * 4u);
-            if (m == NULL)
+        /* a mate that still reads the copy's old round (past its
+         * deadline) reads it no more */
+        mp__shm_window_bump(mp->win, 1u + (unsigned)k);
+        mi->gid = 0; /* set once the copy is ready for this round */
+        mi->end_ms = 0;
+        if (floats > mi->floats || mi->buf == NULL) {
+            float *b = realloc(mi->buf, (floats ? floats : 1) * 4u);
+            if (b == NULL)
                 return NULL;
-            mp->mirror = m;
-            mp->mirror_floats = floats;
+            mi->buf = b;
+            mi->floats = floats;
         }
-        if (parts > mp->mirror_parts || mp->mirror_have == NULL) {
-            uint8_t *h = realloc(mp->mirror_have, parts ? parts : 1);
+        if (parts > mi->parts || mi->have == NULL) {
+            uint8_t *h = realloc(mi->have, parts ? parts : 1);
             if (h == NULL)
                 return NULL;
-            mp->mirror_have = h;
-            mp->mirror_parts = parts;
+            mi->have = h;
+            mi->parts = parts;
         }
-        memset(mp->mirror_have, 0, mp->mirror_parts);
-        mp->mirror_gid = r->gid;
+        memset(mi->have, 0, mi->parts);
+        mi->gid = r->gid;
     }
     size_t off = (size_t)s->part * pe;
-    if (s->part >= mp->mirror_parts || off > mp->mirror_floats ||
-        s->count > mp->mirror_floats - off)
+    if (s->part >= mi->parts || off > mi->floats || s->count > mi->floats - off)
         return NULL;
-    if (!mp->mirror_have[s->part]) {
-        memcpy(mp->mirror + off, s->data, (size_t)s->count * 4u);
-        mp->mirror_have[s->part] = 1;
+    if (!mi->have[s->part]) {
+        memcpy(mi->buf + off, s->data, (size_t)s->count * 4u);
+        mi->have[s->part] = 1;
     }
-    return mp->mirror + off;
+    return mi->buf + off;
 }
 
 /* Puts part s into our region for p (made at the session's first part)
@@ -190,13 +222,15 @@ static bool shm_put(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s,
         return false;
     }
     if (direct_ok(mp, st)) {
-        const void *at = s->kind == MP_PART_GATHER ? mirror_part(mp, s)
+        /* scatter parts from the caller's buffer (epoch 0: it changes when
+         * our call returns it), gathers from a copy (epoch 1 + m) */
+        int m = -1;
+        const void *at = s->kind == MP_PART_GATHER ? mirror_part(mp, s, &m)
                                                    : (const void *)s->bytes;
         if (at != NULL) {
-            /* scatter parts from the caller's buffer (epoch 0: it changes
-             * when our call returns it), gathers from the copy (1) */
-            mp__shm_ref_direct(mp->win, s->kind == MP_PART_GATHER ? 1u : 0u, at,
-                               ref);
+            mp__shm_ref_direct(mp->win, (unsigned)(m + 1), at, ref);
+            if (m >= 0)
+                p->mirror_gid[m] = mp->round.gid;
             p->shm_untaken = 0;
             mp->round.direct_sent++;
             return true;

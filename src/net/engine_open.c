@@ -96,8 +96,10 @@ static void state_free(moshpit_t *mp) {
     if (mp->win != NULL)
         mp__shm_window_wipe(mp->win); /* what mates read of us is gone */
     free(mp->win);
-    free(mp->mirror);
-    free(mp->mirror_have);
+    for (int m = 0; m < 2; m++) {
+        free(mp->mirror[m].buf);
+        free(mp->mirror[m].have);
+    }
     free(mp->scratch);
     free(mp->encbuf);
     free(mp->msgbuf);

@@ -433,6 +433,9 @@ void mp__engine_round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
         mp->owed_gid = r->gid;
         mp->owed_n = 0;
     }
+    for (int m = 0; m < 2; m++)
+        if (r->group != NULL && mp->mirror[m].gid == r->gid)
+            mp->mirror[m].end_ms = now != 0 ? now : 1;
     if (r->group != NULL) {
         uint32_t resent = mp__group_resent(r->group);
         if (resent > 0)

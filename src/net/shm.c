@@ -106,14 +106,13 @@ void mp__shm_name(const uint8_t secret[16], char name[MP_SHM_NAME_MAX]) {
     name[n] = '\0';
 }
 
-/* A new random epoch of kind k (even for 0, odd for 1, never 0), other
- * than the last one. */
+/* A new random epoch k (k in its low 2 bits, never 0), other than the
+ * last one. */
 static uint64_t new_epoch(uint64_t old, unsigned k) {
     uint64_t e;
-    do {
-        e = mp__crypto_random_u64();
-        e = k != 0 ? (e | 1u) : (e & ~(uint64_t)1);
-    } while (e == 0 || e == old);
+    do
+        e = (mp__crypto_random_u64() & ~(uint64_t)3) | k;
+    while (e == 0 || e == old);
     return e;
 }
 
@@ -123,13 +122,14 @@ void mp__shm_window_init(mp_shm_window_t *w) {
         m = mp__crypto_random_u64();
     while (m == 0);
     w->magic = m;
-    w->epoch[0] = new_epoch(0, 0);
-    w->epoch[1] = new_epoch(0, 1);
+    for (unsigned k = 0; k < MP_SHM_EPOCHS; k++)
+        w->epoch[k] = new_epoch(0, k);
     atomic_thread_fence(memory_order_seq_cst);
 }
 
 void mp__shm_window_bump(mp_shm_window_t *w, unsigned k) {
-    k &= 1u;
+    if (k >= MP_SHM_EPOCHS)
+        return;
     w->epoch[k] = new_epoch(w->epoch[k], k);
     /* the new epoch is visible before any write to the buffer after it */
     atomic_thread_fence(memory_order_seq_cst);
@@ -137,14 +137,14 @@ void mp__shm_window_bump(mp_shm_window_t *w, unsigned k) {
 
 void mp__shm_window_wipe(mp_shm_window_t *w) {
     w->magic = 0;
-    mp__shm_window_bump(w, 0);
-    mp__shm_window_bump(w, 1);
+    for (unsigned k = 0; k < MP_SHM_EPOCHS; k++)
+        mp__shm_window_bump(w, k);
 }
 
 void mp__shm_ref_direct(const mp_shm_window_t *w, unsigned k, const void *addr,
                         uint8_t ref[MP_SHM_REF_BYTES]) {
     put_le(ref, (uint64_t)(uintptr_t)addr, 8);
-    put_le(ref + 8, w->epoch[k & 1u], 8);
+    put_le(ref + 8, k < MP_SHM_EPOCHS ? w->epoch[k] : 0, 8);
 }
 
 bool mp__shm_ref_direct_is(const uint8_t ref[MP_SHM_REF_BYTES]) {
@@ -282,19 +282,58 @@ static bool vm_read(int pid, uint64_t addr, void *dst, size_t len) {
     return process_vm_readv((pid_t)pid, &l, 1, &r, 1, 0) == (ssize_t)len;
 }
 
-/* The sender's window holds the magic and epoch `epoch` (its low bit
- * tells which) now. */
+/* The sender's window holds the magic and epoch `epoch` (its low 2 bits
+ * tell which) now. */
 static bool window_holds(const mp_shm_t *s, uint64_t epoch) {
-    uint64_t w[3];
-    return vm_read(s->pid, s->win_addr, w, sizeof(w)) && w[0] == s->win_magic &&
-           w[1 + (epoch & 1u)] == epoch;
+    uint64_t w[1 + MP_SHM_EPOCHS];
+    unsigned k = (unsigned)(epoch & 3u);
+    return k < MP_SHM_EPOCHS && vm_read(s->pid, s->win_addr, w, sizeof(w)) &&
+           w[0] == s->win_magic && w[1 + k] == epoch;
 }
 
-/* The sender's window is there and readable: direct reads work. */
+/* Process pid (not this one) holds the region `name` open: one of its
+ * descriptors links to it (readlink only: nothing of the target is
+ * touched, so a file on a stalled file system cannot block this). The
+ * header that names the process is the sender's to write; without this
+ * check a peer could name this very process, or another that this one
+ * may read, and have its memory read into parts. */
+static bool holds_region(int pid, const char *name) {
+    if (pid <= 0 || pid == (int)getpid())
+        return false;
+    char dir[32], want[MP_SHM_NAME_MAX + 16], link[MP_SHM_NAME_MAX + 32];
+    snprintf(dir, sizeof(dir), "/proc/%d/fd", pid);
+    int wn = snprintf(want, sizeof(want), "/dev/shm%s", name);
+    DIR *d = opendir(dir);
+    if (d == NULL || wn <= 0)
+        return false;
+    bool found = false;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        ssize_t n = readlinkat(dirfd(d), e->d_name, link, sizeof(link) - 1);
+        if (n <= 0)
+            continue;
+        link[n] = '\0';
+        found =
+            strcmp(link, want) == 0 || (strncmp(link, want, (size_t)wn) == 0 &&
+                                        strcmp(link + wn, " (deleted)") == 0);
+    }
+    closedir(d);
+    return found;
+}
+
+/* The sender's window is there and readable, in the process that made
+ * the region: direct reads work. */
 static bool probe_direct(const mp_shm_t *s) {
-    uint64_t w[3];
-    return s->win_magic != 0 && vm_read(s->pid, s->win_addr, w, sizeof(w)) &&
-           w[0] == s->win_magic && w[1] != 0 && w[2] != 0;
+    uint64_t w[1 + MP_SHM_EPOCHS];
+    if (s->win_magic == 0 || !holds_region(s->pid, s->name) ||
+        !vm_read(s->pid, s->win_addr, w, sizeof(w)) || w[0] != s->win_magic)
+        return false;
+    for (unsigned k = 0; k < MP_SHM_EPOCHS; k++)
+        if (w[1 + k] == 0 || (w[1 + k] & 3u) != k)
+            return false;
+    return true;
 }
 
 bool mp__shm_expose(mp_shm_t *s, const mp_shm_window_t *w) {
@@ -429,7 +468,7 @@ bool mp__shm_get(mp_shm_t *s, const uint8_t ref[MP_SHM_REF_BYTES], void *dst,
          * before the next begins (the fences order this thread's loads,
          * which the kernel did for it) */
         uint64_t addr = get_le(ref, 8);
-        if (!s->direct || !window_holds(s, epoch))
+        if (!s->direct || len > MP_SHM_SLOT_BYTES || !window_holds(s, epoch))
             return false;
         atomic_thread_fence(memory_order_acquire);
         if (!vm_read(s->pid, addr, dst, len))

@@ -36,28 +36,29 @@ typedef struct mp_shm mp_shm_t;
  * straight from the sender's buffer, once, instead of from a slot. The
  * sender's window, at an address its regions name, tells whether what a
  * reference names is still there: a magic that says "this is the window"
- * and one epoch per kind of buffer (0: the caller's values, 1: the copy of
- * our own share's result), each changed before its buffer changes. A
- * receiver reads the window, the bytes and the window again, and takes
- * the bytes only if the epoch the (authenticated) reference names held
- * throughout: a seqlock over the other process's memory. */
+ * and one epoch per buffer (0: the caller's values, 1 and 2: the two
+ * copies of our own share's result), each changed before its buffer
+ * changes. A receiver reads the window, the bytes and the window again,
+ * and takes the bytes only if the epoch the (authenticated) reference
+ * names held throughout: a seqlock over the other process's memory. */
+#define MP_SHM_EPOCHS 3u
 typedef struct mp_shm_window {
     volatile uint64_t magic;
-    volatile uint64_t epoch[2]; /* [0] even, [1] odd, never 0 */
+    /* epoch k has k in its low 2 bits and is never 0 */
+    volatile uint64_t epoch[MP_SHM_EPOCHS];
 } mp_shm_window_t;
 
 /* A new window: random magic and epochs. */
 void mp__shm_window_init(mp_shm_window_t *w);
 
-/* Changes epoch k (0 or 1) before its buffer changes: references that
- * name the old one read nothing from then on. */
+/* Changes epoch k (below MP_SHM_EPOCHS) before its buffer changes:
+ * references that name the old one read nothing from then on. */
 void mp__shm_window_bump(mp_shm_window_t *w, unsigned k);
 
 /* Before the window's memory goes: no reference matches it any more. */
 void mp__shm_window_wipe(mp_shm_window_t *w);
 
-/* The reference to len bytes at addr of buffer kind k (the window's epoch
- * k now). */
+/* The reference to bytes at addr in buffer k (the window's epoch k now). */
 void mp__shm_ref_direct(const mp_shm_window_t *w, unsigned k, const void *addr,
                         uint8_t ref[MP_SHM_REF_BYTES]);
 
@@ -84,10 +85,12 @@ bool mp__shm_expose(mp_shm_t *s, const mp_shm_window_t *w);
 
 /* The receiver's side: opens the sender's region (a regular file of this
  * user that no one else may open), checks its size and header, tries a
- * direct read of the window the header names, marks it taken (directly
- * readable or not) and removes the name (the region lives while both
- * descriptors do). NULL on failure, *err then an errno (ENOENT: not made
- * yet; EPROTO: not a region, or one taken or closed already). */
+ * direct read of the window the header names (in the process the header
+ * names, which must be another process that holds the region open),
+ * marks it taken (directly readable or not) and removes the name (the region
+ * lives while both descriptors do). NULL on failure, *err then an errno
+ * (ENOENT: not made yet; EPROTO: not a region, or one taken or closed already).
+ */
 mp_shm_t *mp__shm_attach(const char *name, int *err);
 
 /* A region's state as its header says: made (not taken yet), taken by

@@ -740,19 +740,27 @@ static void test_sweep(void) {
 static void test_window(void) {
     mp_shm_window_t w;
     mp__shm_window_init(&w);
-    CHECK(w.magic != 0 && w.epoch[0] != 0 && (w.epoch[0] & 1u) == 0 &&
-              (w.epoch[1] & 1u) == 1,
-          "a new window: magic %llx, epochs %llx %llx",
-          (unsigned long long)w.magic, (unsigned long long)w.epoch[0],
-          (unsigned long long)w.epoch[1]);
-    for (unsigned k = 0; k < 2; k++) {
-        uint64_t e = w.epoch[k], other = w.epoch[k ^ 1u];
+    CHECK(w.magic != 0, "a new window has a magic");
+    for (unsigned k = 0; k < MP_SHM_EPOCHS; k++)
+        CHECK(w.epoch[k] != 0 && (w.epoch[k] & 3u) == k,
+              "a new window's epoch %u: %llx", k,
+              (unsigned long long)w.epoch[k]);
+    for (unsigned k = 0; k < MP_SHM_EPOCHS; k++) {
+        uint64_t before[MP_SHM_EPOCHS];
+        for (unsigned j = 0; j < MP_SHM_EPOCHS; j++)
+            before[j] = w.epoch[j];
         mp__shm_window_bump(&w, k);
-        CHECK(w.epoch[k] != e && w.epoch[k] != 0 && (w.epoch[k] & 1u) == k &&
-                  w.epoch[k ^ 1u] == other,
-              "bump of epoch %u: %llx -> %llx, the other kept", k,
-              (unsigned long long)e, (unsigned long long)w.epoch[k]);
+        bool others = true;
+        for (unsigned j = 0; j < MP_SHM_EPOCHS; j++)
+            others &= j == k || w.epoch[j] == before[j];
+        CHECK(w.epoch[k] != before[k] && w.epoch[k] != 0 &&
+                  (w.epoch[k] & 3u) == k && others,
+              "bump of epoch %u: %llx -> %llx, the others kept", k,
+              (unsigned long long)before[k], (unsigned long long)w.epoch[k]);
     }
+    uint64_t e2 = w.epoch[2];
+    mp__shm_window_bump(&w, MP_SHM_EPOCHS);
+    CHECK(w.epoch[2] == e2, "no epoch past the last");
     uint8_t ref[MP_SHM_REF_BYTES];
     static const float x = 1.0f;
     mp__shm_ref_direct(&w, 1, &x, ref);
@@ -760,28 +768,53 @@ static void test_window(void) {
     uint8_t slot[MP_SHM_REF_BYTES] = {3, 0, 0, 0, 2, 0, 0, 0};
     CHECK(!mp__shm_ref_direct_is(slot), "a slot reference is not");
     uint64_t m = w.magic, e0 = w.epoch[0], e1 = w.epoch[1];
+    e2 = w.epoch[2];
     mp__shm_window_wipe(&w);
-    CHECK(w.magic == 0 && w.epoch[0] != e0 && w.epoch[1] != e1 && m != 0,
-          "wiped: no magic, both epochs changed");
+    CHECK(w.magic == 0 && w.epoch[0] != e0 && w.epoch[1] != e1 &&
+              w.epoch[2] != e2 && m != 0,
+          "wiped: no magic, every epoch changed");
 }
 
-/* A region made here, naming window w (NULL: none), and taken here: the
- * receiver reads this process's memory, as it would another's. */
-static bool direct_pair(const mp_shm_window_t *w, mp_shm_t **tx,
-                        mp_shm_t **rx) {
-    const char *name = fresh_name();
+/* The sender of the direct read tests: a child process that makes the
+ * region `name` naming window w (inherited, so this process knows its
+ * values and where it and the child's buffers are), says 'r' on `out`,
+ * then on each command byte from `in` bumps epoch k ('0' + k) or wipes
+ * the window ('w') and answers with the window's bytes, until 'q'. */
+static pid_t direct_sender(const char *name, mp_shm_window_t *w, int in,
+                           int out) {
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
     int err = 0;
-    *rx = NULL;
-    *tx = mp__shm_create(name, 2, 4096, &err);
-    bool named = *tx != NULL && (w == NULL || mp__shm_expose(*tx, w));
-    if (named)
-        *rx = mp__shm_attach(name, &err);
-    CHECK(*tx != NULL && named && *rx != NULL, "direct pair: err %d", err);
-    if (*rx == NULL) {
-        mp__shm_free(*tx);
-        *tx = NULL;
-        return false;
+    mp_shm_t *tx = mp__shm_create(name, 2, 4096, &err);
+    char c = 'r';
+    if (tx == NULL || !mp__shm_expose(tx, w) || write(out, &c, 1) != 1)
+        _exit(2);
+    while (read(in, &c, 1) == 1 && c != 'q') {
+        if (c == 'w')
+            mp__shm_window_wipe(w);
+        else
+            mp__shm_window_bump(w, (unsigned)(c - '0'));
+        if (write(out, (const void *)w, sizeof(*w)) != (ssize_t)sizeof(*w))
+            _exit(3);
     }
+    mp__shm_free(tx);
+    _exit(0);
+}
+
+/* Sends command c to the sender and takes its window back into w. */
+static bool direct_cmd(int in, int out, char c, mp_shm_window_t *w) {
+    mp_shm_window_t got;
+    size_t have = 0;
+    if (write(in, &c, 1) != 1)
+        return false;
+    while (have < sizeof(got)) {
+        ssize_t r = read(out, (uint8_t *)&got + have, sizeof(got) - have);
+        if (r <= 0)
+            return false;
+        have += (size_t)r;
+    }
+    memcpy((void *)w, &got, sizeof(got));
     return true;
 }
 
@@ -791,33 +824,55 @@ static void test_direct(void) {
     mp__shm_window_init(&w);
     for (unsigned k = 0; k < 1024; k++)
         vals[k] = (float)k * 0.5f;
-    mp_shm_t *tx, *rx;
-    if (!direct_pair(&w, &tx, &rx))
+    int to_tx[2], to_rx[2];
+    if (pipe(to_tx) != 0 || pipe(to_rx) != 0) {
+        CHECK(0, "pipes");
         return;
-    CHECK(mp__shm_state(tx) == MP_SHM_TAKEN_DIRECT,
-          "taken with direct reads: state %d", mp__shm_state(tx));
+    }
+    const char *name = fresh_name();
+    pid_t pid = direct_sender(name, &w, to_tx[0], to_rx[1]);
+    char c = 0;
+    int err = 0;
+    mp_shm_t *rx = NULL;
+    if (pid > 0 && read(to_rx[0], &c, 1) == 1 && c == 'r')
+        rx = mp__shm_attach(name, &err);
+    CHECK(rx != NULL && mp__shm_state(rx) == MP_SHM_TAKEN_DIRECT,
+          "taken with direct reads: err %d, state %d", err,
+          rx != NULL ? mp__shm_state(rx) : -1);
     uint8_t ref[MP_SHM_REF_BYTES], old[MP_SHM_REF_BYTES];
     mp__shm_ref_direct(&w, 0, vals + 10, ref);
     memset(got, 0, sizeof(got));
     CHECK(mp__shm_get(rx, ref, got, 100 * sizeof(float)) &&
               memcmp(got, vals + 10, 100 * sizeof(float)) == 0,
-          "a part read directly");
+          "a part read directly from the sender");
     CHECK(mp__shm_get(rx, ref, got, 100 * sizeof(float)),
           "read again (nothing to free)");
-    /* an epoch number the window does not hold */
+    /* an epoch number the window does not hold, one of no buffer */
     memcpy(old, ref, sizeof(old));
-    put_le(old + 8, w.epoch[0] + 2u, 8);
+    put_le(old + 8, w.epoch[0] + 4u, 8);
     CHECK(!mp__shm_get(rx, old, got, 4), "a reference to another epoch");
+    put_le(old + 8, (w.epoch[0] & ~(uint64_t)3) | 3u, 8);
+    CHECK(!mp__shm_get(rx, old, got, 4), "an epoch of buffer 3");
+    /* longer than a slot */
+    CHECK(!mp__shm_get(rx, ref, got, MP_SHM_SLOT_BYTES + 4u),
+          "a read longer than a slot");
     memcpy(old, ref, sizeof(old));
-    mp__shm_window_bump(&w, 0);
+    CHECK(direct_cmd(to_tx[1], to_rx[0], '0', &w), "bump epoch 0");
     CHECK(!mp__shm_get(rx, old, got, 100 * sizeof(float)),
           "a reference to an epoch gone");
     mp__shm_ref_direct(&w, 0, vals + 10, ref);
     CHECK(mp__shm_get(rx, ref, got, 100 * sizeof(float)),
           "the new epoch's reference");
-    mp__shm_window_bump(&w, 1);
+    CHECK(direct_cmd(to_tx[1], to_rx[0], '1', &w) &&
+              direct_cmd(to_tx[1], to_rx[0], '2', &w),
+          "bump epochs 1 and 2");
     CHECK(mp__shm_get(rx, ref, got, 100 * sizeof(float)),
-          "epoch 0 holds when epoch 1 changes");
+          "epoch 0 holds when the others change");
+    for (unsigned k = 1; k < MP_SHM_EPOCHS; k++) {
+        mp__shm_ref_direct(&w, k, vals, old);
+        CHECK(mp__shm_get(rx, old, got, 64) && memcmp(got, vals, 64) == 0,
+              "a reference under epoch %u", k);
+    }
     /* addresses the sender does not have */
     uint8_t bad[MP_SHM_REF_BYTES];
     memcpy(bad, ref, sizeof(bad));
@@ -825,54 +880,53 @@ static void test_direct(void) {
     CHECK(!mp__shm_get(rx, bad, got, 64), "address 8: EFAULT, no signal");
     put_le(bad, UINT64_MAX - 16, 8);
     CHECK(!mp__shm_get(rx, bad, got, 64), "an address that wraps");
-    /* slot references still work in a region taken with direct reads */
-    uint8_t sref[MP_SHM_REF_BYTES];
-    CHECK(mp__shm_put(tx, 1, vals, 64, sref) && !mp__shm_ref_direct_is(sref),
-          "a slot put");
-    CHECK(mp__shm_get(rx, sref, got, 64) && memcmp(got, vals, 64) == 0,
-          "a slot got");
-    /* the sender: a slot reference never turns into a direct read of the
-     * receiver's own memory */
-    CHECK(!mp__shm_get(tx, ref, got, 64), "the sender reads nothing");
-    mp__shm_window_wipe(&w);
+    CHECK(direct_cmd(to_tx[1], to_rx[0], 'w', &w), "wipe");
     CHECK(!mp__shm_get(rx, ref, got, 64), "a window wiped");
+    c = 'q';
+    CHECK(write(to_tx[1], &c, 1) == 1, "quit");
+    int st = 0;
+    if (pid > 0)
+        waitpid(pid, &st, 0);
+    CHECK(pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "the sender ended well (%d)", st);
+    CHECK(!mp__shm_get(rx, ref, got, 64), "a sender gone");
     mp__shm_free(rx);
-    mp__shm_free(tx);
+    close(to_tx[0]);
+    close(to_tx[1]);
+    close(to_rx[0]);
+    close(to_rx[1]);
 
-    /* a region that names no window: taken without direct reads, and a
-     * direct reference is refused */
+    /* regions taken without direct reads: one naming no window, one
+     * naming this very process (a peer must not make us read our own
+     * memory into parts), one with a magic the window does not hold, one
+     * naming a live process that does not hold the region (the parent of
+     * this test), one whose maker is gone */
     mp__shm_window_init(&w);
-    if (direct_pair(NULL, &tx, &rx)) {
-        CHECK(mp__shm_state(tx) == MP_SHM_TAKEN, "taken without: state %d",
+    for (int k = 0; k < 5; k++) {
+        static const char *what[] = {"no window", "this process",
+                                     "another magic", "a process without it",
+                                     "a maker gone"};
+        const char *n = fresh_name();
+        mp_shm_t *tx = mp__shm_create(n, 2, 4096, &err);
+        int fd = tx != NULL ? shm_open(n, O_RDWR | O_CLOEXEC, 0) : -1;
+        bool ok = fd >= 0 && (k == 0 || mp__shm_expose(tx, &w));
+        if (ok && k == 2) {
+            uint8_t m[8];
+            put_le(m, w.magic ^ 1u, 8);
+            ok = pwrite(fd, m, 8, 32) == 8;
+        }
+        if (ok && k >= 3)
+            ok = write_u32(fd, 20, (uint32_t)(k == 3 ? getppid() : dead_pid()));
+        mp_shm_t *r = ok ? mp__shm_attach(n, &err) : NULL;
+        CHECK(r != NULL && mp__shm_state(tx) == MP_SHM_TAKEN,
+              "%s: taken without direct reads (state %d)", what[k],
               mp__shm_state(tx));
         mp__shm_ref_direct(&w, 0, vals, ref);
-        CHECK(!mp__shm_get(rx, ref, got, 64), "no direct reads there");
-        mp__shm_free(rx);
-        mp__shm_free(tx);
-    }
-    /* a window whose magic does not match what the header says, and a
-     * header whose maker is gone: both taken without direct reads */
-    for (int k = 0; k < 2; k++) {
-        const char *name = fresh_name();
-        int err = 0;
-        tx = mp__shm_create(name, 2, 4096, &err);
-        int fd = tx != NULL ? shm_open(name, O_RDWR | O_CLOEXEC, 0) : -1;
-        uint8_t hdr[16];
-        put_le(hdr, (uint64_t)(uintptr_t)&w, 8);
-        put_le(hdr + 8, k == 0 ? w.magic ^ 1u : w.magic, 8);
-        pid_t gone = dead_pid();
-        bool ok = fd >= 0 && pwrite(fd, hdr, 16, 24) == 16 &&
-                  (k == 0 || write_u32(fd, 20, (uint32_t)gone));
-        rx = ok ? mp__shm_attach(name, &err) : NULL;
-        CHECK(rx != NULL && mp__shm_state(tx) == MP_SHM_TAKEN,
-              "%s: taken without direct reads (state %d)",
-              k == 0 ? "another magic" : "a maker gone", mp__shm_state(tx));
-        mp__shm_ref_direct(&w, 0, vals, ref);
-        CHECK(rx == NULL || !mp__shm_get(rx, ref, got, 64),
-              "and a direct reference is refused");
+        CHECK(r == NULL || !mp__shm_get(r, ref, got, 64),
+              "%s: a direct reference is refused", what[k]);
         if (fd >= 0)
             close(fd);
-        mp__shm_free(rx);
+        mp__shm_free(r);
         mp__shm_free(tx);
     }
 }
@@ -883,7 +937,7 @@ static void test_direct(void) {
  * in even ones it waits until the read is over (then the read must
  * succeed). Never a mixed part. */
 static void test_direct_race(void) {
-    enum { WORDS = 262144, ROUNDS = 1000 };
+    enum { WORDS = MP_SHM_SLOT_BYTES / 4u, ROUNDS = 1000 };
     static mp_shm_window_t w;
     static uint32_t buf[WORDS], got[WORDS];
     int to_rx[2], to_tx[2];
