@@ -646,6 +646,21 @@ static void check_cancel(moshpit_t *mp) {
         mp__engine_round_end(mp, MOSHPIT_ETIMEDOUT, true);
 }
 
+/* The engine thread did not run for about gap_ms (between two turns of
+ * its loop, past the poll's timeout: the process was stopped, the
+ * machine slept or swapped): what the round's
+ * members sent meanwhile waits in the sockets, unread, so their silence
+ * in that time is not counted against them (the group machine's silence
+ * limits start again from the end of the pause). */
+static void on_pause(moshpit_t *mp, uint64_t gap_ms) {
+    mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                   "the engine did not run for %llu ms (the process was "
+                   "stopped or the machine slept): members' silence in that "
+                   "time not counted",
+                   (unsigned long long)gap_ms);
+    mp__group_pause(mp->round.group, gap_ms);
+}
+
 void mp__engine_main(void *arg) {
     moshpit_t *mp = arg;
     zmq_pollitem_t *items = NULL;
@@ -664,8 +679,15 @@ void mp__engine_main(void *arg) {
     }
     mp__engine_update_members(mp);
 
+    uint64_t last_top = 0, last_timeout = 0;
     while (!mp->stopping) {
         uint64_t now = mp__engine_now_ms();
+        /* an iteration takes its poll's timeout and some work: far more
+         * and the thread was not running */
+        if (last_top != 0 && now - last_top > last_timeout + MP_PAUSE_MS)
+            on_pause(mp, now - last_top - last_timeout);
+        last_top = now;
+        last_timeout = 0;
         housekeeping(mp, now);
         mp__engine_round_progress(mp);
         check_cancel(mp);
@@ -748,6 +770,7 @@ void mp__engine_main(void *arg) {
         if (router_wait && timeout > ROUTER_RETRY_MS)
             timeout = ROUTER_RETRY_MS;
         int rc = zmq_poll(items, (int)n, timeout);
+        last_timeout = (uint64_t)timeout;
         if (rc < 0) {
             if (errno == ETERM)
                 break;

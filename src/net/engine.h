@@ -292,6 +292,7 @@ typedef struct mp_round {
     /* parts sent and received through shared memory, and of them those
      * read directly from the sender's memory */
     uint32_t shm_sent, shm_recv, direct_sent, direct_recv;
+    bool all_sent; /* every part sent (logged once: engine_data.c) */
 } mp_round_t;
 
 /* A copy of our share's result for direct reads (engine_data.c): the

@@ -615,6 +615,25 @@ static bool take_part(moshpit_t *mp, uint32_t i, uint64_t now, mp_send_t *s) {
     return true;
 }
 
+/* Logs (DEBUG, once a round) when every part this peer sends in the
+ * round has gone to the sockets: its own share is final and nothing is
+ * left to send or stashed. From then on it only receives. */
+static void log_all_sent(moshpit_t *mp) {
+    mp_round_t *r = &mp->round;
+    if (r->all_sent || mp__group_has_sends(r->group))
+        return;
+    mp_group_times_t gt;
+    mp__group_times(r->group, &gt);
+    if (gt.own_final_ms == 0)
+        return;
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->members[i] != NULL && r->members[i]->stash_full)
+            return;
+    r->all_sent = true;
+    mp__engine_log(mp, MOSHPIT_LOG_DEBUG, "round %016llx: all our parts sent",
+                   (unsigned long long)r->gid);
+}
+
 uint64_t mp__engine_pump_wakeup(const moshpit_t *mp) {
     const mp_round_t *r = &mp->round;
     if (r->group == NULL)
@@ -673,4 +692,5 @@ void mp__engine_pump_sends(moshpit_t *mp) {
             }
         }
     }
+    log_all_sent(mp);
 }

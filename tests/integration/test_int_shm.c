@@ -50,6 +50,18 @@
  *    in round 2 every peer sent and received parts through shared memory.
  *    (A part held with its encoded bytes in a shared buffer that the next
  *    part overwrote gave a mate another mate's values here.)
+ * 7. A mate that reads a result after the sender's call returned: three
+ *    AUTO peers S, A, B (groups of 3, at least 2), LATE_COUNT values;
+ *    round 1 all three, exact; in round 2 B is slowed down (stopped and
+ *    continued by this test, 2 ms running in every 22) until S's result
+ *    comes, S's result is exact, and S is at once given its next round
+ *    (which overwrites its vector with new values before B has read all
+ *    of S's result parts, and keeps S in matchmaking) while B stays slow
+ *    for LATE_SLOW_MS more; then A's and B's round 2 results are OK in the
+ *    group of 3, wholly averaged and exact: what B read of S's result
+ *    after S's call returned was S's result (with direct reads: from the
+ *    copy, not from S's overwritten vector); round 3 of all three gives a
+ *    result on every peer; no region is left.
  * 6. Direct reads: where one peer process may read another's memory (as
  *    two children of this test find out: direct_reads_allowed), every
  *    float32 part that went through shared memory in 1, 2 and rounds 4-5
@@ -159,11 +171,12 @@ static void check_no_regions_left(const char *what, const names_t *before,
 #define EVENTS_MAX 16
 
 typedef struct shm_round {
-    uint64_t gid;          /* the round's group id */
-    int logged;            /* its "through shared memory" line was there */
-    unsigned sent, recv;   /* the counts that line gave */
-    unsigned dsent, drecv; /* of them read directly from the sender */
-    unsigned pe;           /* values per part ("group of" line) */
+    uint64_t gid;              /* the round's group id */
+    int logged;                /* its "through shared memory" line was there */
+    unsigned sent, recv;       /* the counts that line gave */
+    unsigned dsent, drecv;     /* of them read directly from the sender */
+    unsigned pe;               /* values per part ("group of" line) */
+    long long done_ms, end_ms; /* its timeline: DONE sent, end */
 } shm_round_t;
 
 /* A log line about a mate's region: the mate's id (its first 8
@@ -244,6 +257,16 @@ static void read_log(const char *dir, size_t i, peer_log_t *pl) {
             id_add(pl->session_id, &pl->sessions, 8, id);
         if (t == NULL)
             continue;
+        long long dn = 0, en = 0;
+        const char *tl = strstr(t, "DONE sent ");
+        if (strstr(t, " timeline ") != NULL && tl != NULL &&
+            sscanf(t, "round %llx", &gid) == 1 &&
+            sscanf(tl, "DONE sent %lld, end %lld", &dn, &en) == 2)
+            for (int r = 0; r < pl->rounds; r++)
+                if (pl->round[r].gid == gid) {
+                    pl->round[r].done_ms = dn;
+                    pl->round[r].end_ms = en;
+                }
         if (sscanf(t, "round %llx: group of %u, index %u, parts of %u values",
                    &gid, &a, &b, &pe) == 4) {
             IT_CHECK(pl->rounds < ROUNDS_MAX, "peer %zu: more than %d rounds",
@@ -341,19 +364,23 @@ static void check_direct(const char *what, size_t i, int r,
 
 /* ---- a swarm ---- */
 
-/* Starts n peers of cfg, peer i with shared_memory shm[i], peer 0 first
+/* Starts n peers of cfg, peer i with shared_memory shm[i] (and, with
+ * tweak, the settings tweak makes of cfg for peer i), peer 0 first
  * and the others bootstrapping from it, and waits until each sees all n.
  * *started receives how many started (their process ids in pids); returns
  * how many of them saw all n. */
-static size_t start_peers(it_peer_t *peers, pid_t *pids, size_t n,
-                          it_peer_cfg_t *cfg, const uint32_t *shm,
-                          size_t *started) {
+static size_t start_peers_tweak(it_peer_t *peers, pid_t *pids, size_t n,
+                                it_peer_cfg_t *cfg, const uint32_t *shm,
+                                void (*tweak)(it_peer_cfg_t *, size_t),
+                                size_t *started) {
     size_t up = 0;
     *started = 0;
     cfg->expect_members = n;
     for (size_t i = 0; i < n; i++) {
         cfg->index = i;
         cfg->shared_memory = shm[i];
+        if (tweak != NULL)
+            tweak(cfg, i);
         if (i > 0)
             snprintf(cfg->bootstrap, sizeof(cfg->bootstrap), "%s",
                      peers[0].endpoint);
@@ -367,6 +394,12 @@ static size_t start_peers(it_peer_t *peers, pid_t *pids, size_t n,
     IT_CHECK(up == n, "%s: %zu of %zu peers started and saw everyone",
              cfg->swarm, up, n);
     return up;
+}
+
+static size_t start_peers(it_peer_t *peers, pid_t *pids, size_t n,
+                          it_peer_cfg_t *cfg, const uint32_t *shm,
+                          size_t *started) {
+    return start_peers_tweak(peers, pids, n, cfg, shm, NULL, started);
 }
 
 /* The settings of a swarm of N in one group, logging into dir. */
@@ -632,6 +665,129 @@ static void check_asym(const peer_log_t logs[ASYM_N], int direct) {
         }
 }
 
+/* ---- 7: a mate that reads a result after the sender's call returned ---- */
+
+#define LATE_COUNT (4u << 20)
+#define LATE_ROUND_MS 60000
+#define LATE_PEER_TIMEOUT_MS 500 /* a call waits 2x this for mates' DONE */
+
+/* Peer i's round r result among the n peers from 0 (collected now):
+ * OK in the group of all n, wholly averaged, within 1e-5 of the
+ * weighted mean of seeds/w. 0, or -1 if no result came. */
+static int late_check(it_peer_t *p, size_t i, int r, size_t n,
+                      const uint64_t *seeds, const double *w, float *v) {
+    it_result_t res;
+    if (it_collect(p, &res, v, LATE_COUNT, LATE_ROUND_MS) != 0) {
+        IT_CHECK(0, "it-shm-late round %d peer %zu gave no result", r, i);
+        return -1;
+    }
+    IT_CHECK(res.err == MOSHPIT_OK && res.info.group_size == n &&
+                 res.info.fraction_averaged == 1.0,
+             "it-shm-late round %d peer %zu: %s, group of %u (want %zu), "
+             "fraction averaged %g",
+             r, i, moshpit_strerror((moshpit_err_t)res.err),
+             res.info.group_size, n, res.info.fraction_averaged);
+    double d = it_dev_from_mean(v, LATE_COUNT, seeds, w, n);
+    IT_CHECK(d <= 1e-5, "it-shm-late round %d peer %zu deviates %g", r, i, d);
+    return 0;
+}
+
+/* B (peer 2) announces 1 Mbit/s: its share is small, S's large, so it
+ * has sent all its parts (its result too) long before it has read S's
+ * result; and its engine is held when it logs that in round 2 */
+static void late_tweak(it_peer_cfg_t *cfg, size_t i) {
+    cfg->bandwidth_mbps = i == 2 ? 1 : 1000;
+    cfg->hold_at_log = i == 2 ? 2 : 0;
+}
+
+static void run_late(const char *dir, int direct) {
+    static const uint32_t shm[3] = {MOSHPIT_SHM_AUTO, MOSHPIT_SHM_AUTO,
+                                    MOSHPIT_SHM_AUTO};
+    names_t before;
+    list_regions(&before);
+    it_peer_t peers[3];
+    pid_t pids[3];
+    it_peer_cfg_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.swarm = "it-shm-late";
+    cfg.group_size = 3;
+    cfg.min_group_size = 2;
+    cfg.matchmaking_ms = 500; /* S and A's round 3 forms without B then */
+    cfg.round_timeout_ms = 30000;
+    cfg.peer_timeout_ms = LATE_PEER_TIMEOUT_MS;
+    cfg.notify_group = 1;
+    cfg.notify_log = "all our parts sent";
+    cfg.log_dir = dir;
+    size_t started = 0;
+    size_t up =
+        start_peers_tweak(peers, pids, 3, &cfg, shm, late_tweak, &started);
+    it_peer_t *b = &peers[2];
+    float *v = malloc(LATE_COUNT * sizeof(float));
+    int ok = up == 3 && v != NULL;
+    for (int r = 1; r <= 3 && ok; r++) {
+        /* round 3: S and A only */
+        size_t n = r == 3 ? 2 : 3;
+        uint64_t seeds[3];
+        double w[3];
+        for (size_t i = 0; i < n; i++) {
+            seeds[i] = (uint64_t)(1100 + r * 10 + (int)i);
+            w[i] = it_weight(seeds[i]);
+            ok &= it_average_async(&peers[i], LATE_COUNT, seeds[i], w[i]) == 0;
+        }
+        if (r == 2) {
+            /* B's engine is held once it sent all its parts (its result
+             * too), before it read S's result: S's call returns without
+             * B's DONE (it waits 2 x peer_timeout_ms for it) */
+            int rc = ok ? it_wait_group(b, LATE_ROUND_MS) : -1;
+            IT_CHECK(rc == 0, "it-shm-late: B did not send all its parts");
+            ok &= rc == 0;
+        }
+        for (size_t i = 0; i < 2 && ok; i++)
+            ok &= late_check(&peers[i], i, r, n, seeds, w, v) == 0;
+        if (r == 1)
+            ok &= ok && late_check(b, 2, r, n, seeds, w, v) == 0;
+        if (r == 3) {
+            /* S's round 3 (overwritten vector, its result in a copy of its
+             * own) is over; B goes on and reads S's round 2 result */
+            ok &= it_release(b) == 0;
+            seeds[2] = (uint64_t)(1100 + 2 * 10 + 2);
+            for (size_t i = 0; i < 3; i++) {
+                seeds[i] = (uint64_t)(1100 + 2 * 10 + (int)i);
+                w[i] = it_weight(seeds[i]);
+            }
+            ok &= ok && late_check(b, 2, 2, 3, seeds, w, v) == 0;
+        }
+    }
+    if (up == 3 && !ok)
+        it_release(b); /* it may be held still */
+    free(v);
+    for (size_t i = 0; i < started; i++)
+        it_stop(&peers[i]);
+    check_no_regions_left("it-shm-late", &before, pids, started);
+    for (size_t i = 0; i < started && up == 3; i++) {
+        peer_log_t pl;
+        read_log(dir, i, &pl);
+        printf("it-shm-late peer %zu: %d rounds; parts sent/received through "
+               "shared memory:",
+               i, pl.rounds);
+        for (int r = 0; r < pl.rounds; r++)
+            printf(" %u/%u (%u/%u direct)", pl.round[r].sent, pl.round[r].recv,
+                   pl.round[r].dsent, pl.round[r].drecv);
+        printf("\n");
+        if (pl.rounds >= 2)
+            check_direct("it-shm-late", i, 1, &pl.round[1], direct);
+        /* the case this swarm is for: S's call returned without B's DONE,
+         * so B read S's result after S's call returned */
+        if (i == 0)
+            IT_CHECK(
+                pl.rounds >= 2 && pl.round[1].end_ms - pl.round[1].done_ms >=
+                                      2 * LATE_PEER_TIMEOUT_MS,
+                "it-shm-late: S's round 2 ended %lld ms after its DONE, "
+                "before B's DONE could come",
+                pl.rounds >= 2 ? pl.round[1].end_ms - pl.round[1].done_ms : -1);
+    }
+}
+
 /* ---- 5: FP16 parts with a mate's slots full ---- */
 
 #define FP16_COUNT (8u << 20)
@@ -843,6 +999,13 @@ int main(void) {
     it_log_dir_done(dir_mix);
     it_log_dir_done(dir_asym);
     it_log_dir_done(dir_fp16);
+
+    /* 7: a mate that reads a result after the sender's call returned */
+    char dir_late[256];
+    if (it_log_dir_make(dir_late, sizeof(dir_late), "shm-late") == 0) {
+        run_late(dir_late, direct);
+        it_log_dir_done(dir_late);
+    }
     printf("%s\n", it_failures ? "FAILED" : "ok");
     return it_failures ? 1 : 0;
 }
