@@ -659,6 +659,11 @@ static void on_pause(moshpit_t *mp, uint64_t gap_ms) {
                    "time not counted",
                    (unsigned long long)gap_ms);
     mp__group_pause(mp->round.group, gap_ms);
+    /* and the round's measured end (a forecast of the link's time) starts
+     * afresh, as after a connection broke; never past the configured one */
+    if (mp->round.group != NULL && mp->round.span_ms > 0)
+        mp__rnd_extend_deadline(
+            mp->rnd, mp__add_sat_u64(mp__engine_now_ms(), mp->round.span_ms));
 }
 
 void mp__engine_main(void *arg) {

@@ -57,6 +57,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -291,20 +292,55 @@ static bool window_holds(const mp_shm_t *s, uint64_t epoch) {
            w[0] == s->win_magic && w[1 + k] == epoch;
 }
 
-/* Process pid (not this one) holds the region `name` open: one of its
- * descriptors links to it (readlink only: nothing of the target is
- * touched, so a file on a stalled file system cannot block this). The
- * header that names the process is the sender's to write; without this
- * check a peer could name this very process, or another that this one
- * may read, and have its memory read into parts. */
-static bool holds_region(int pid, const char *name) {
-    if (pid <= 0 || pid == (int)getpid())
+/* pid's thread group (the process a thread id belongs to), -1 if unknown. */
+static int tgid_of(int pid) {
+    char path[40], line[128];
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return -1;
+    int tgid = -1;
+    while (tgid < 0 && fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "Tgid: %d", &tgid) != 1)
+            tgid = -1;
+    fclose(f);
+    return tgid;
+}
+
+/* pid is another process than this one, with its own memory: not this
+ * process, not one of its threads (whose /proc/<tid>/fd is this
+ * process's table, and whose memory is this one's), not a process that
+ * shares this one's memory (kcmp, where the kernel has it). */
+static bool another_process(int pid) {
+    if (pid <= 0 || pid == (int)getpid() || tgid_of(pid) != pid)
+        return false;
+#if defined(SYS_kcmp)
+    if (syscall(SYS_kcmp, (long)getpid(), (long)pid, 1L /* KCMP_VM */, 0L,
+                0L) == 0)
+        return false;
+#endif
+    return true;
+}
+
+/* Process pid (another one: another_process) holds this region (fd) open:
+ * one of its descriptors links to /dev/shm/<name> and is the same file
+ * (device and inode) as ours. Only links with that exact text are looked
+ * at closer (stat of a tmpfs file: nothing else of the target is touched,
+ * so a file on a stalled file system cannot block this); a name unlinked
+ * meanwhile (" (deleted)", an older region of that name that a process
+ * this one forked may hold) is no match. The header that names the
+ * process is the sender's to write: without this check a peer could name
+ * this very process, one of its threads or children, or another that
+ * this one may read, and have its memory read into parts. */
+static bool holds_region(int pid, const char *name, int fd) {
+    struct stat mine;
+    if (!another_process(pid) || fstat(fd, &mine) != 0)
         return false;
     char dir[32], want[MP_SHM_NAME_MAX + 16], link[MP_SHM_NAME_MAX + 32];
     snprintf(dir, sizeof(dir), "/proc/%d/fd", pid);
-    int wn = snprintf(want, sizeof(want), "/dev/shm%s", name);
+    snprintf(want, sizeof(want), "/dev/shm%s", name);
     DIR *d = opendir(dir);
-    if (d == NULL || wn <= 0)
+    if (d == NULL)
         return false;
     bool found = false;
     struct dirent *e;
@@ -315,9 +351,10 @@ static bool holds_region(int pid, const char *name) {
         if (n <= 0)
             continue;
         link[n] = '\0';
-        found =
-            strcmp(link, want) == 0 || (strncmp(link, want, (size_t)wn) == 0 &&
-                                        strcmp(link + wn, " (deleted)") == 0);
+        struct stat st;
+        found = strcmp(link, want) == 0 &&
+                fstatat(dirfd(d), e->d_name, &st, 0) == 0 &&
+                st.st_dev == mine.st_dev && st.st_ino == mine.st_ino;
     }
     closedir(d);
     return found;
@@ -327,7 +364,7 @@ static bool holds_region(int pid, const char *name) {
  * the region: direct reads work. */
 static bool probe_direct(const mp_shm_t *s) {
     uint64_t w[1 + MP_SHM_EPOCHS];
-    if (s->win_magic == 0 || !holds_region(s->pid, s->name) ||
+    if (s->win_magic == 0 || !holds_region(s->pid, s->name, s->fd) ||
         !vm_read(s->pid, s->win_addr, w, sizeof(w)) || w[0] != s->win_magic)
         return false;
     for (unsigned k = 0; k < MP_SHM_EPOCHS; k++)

@@ -50,24 +50,28 @@
  *    in round 2 every peer sent and received parts through shared memory.
  *    (A part held with its encoded bytes in a shared buffer that the next
  *    part overwrote gave a mate another mate's values here.)
- * 7. A mate that reads a result after the sender's call returned: three
- *    AUTO peers S, A, B (groups of 3, at least 2), LATE_COUNT values;
- *    round 1 all three, exact; in round 2 B is slowed down (stopped and
- *    continued by this test, 2 ms running in every 22) until S's result
- *    comes, S's result is exact, and S is at once given its next round
- *    (which overwrites its vector with new values before B has read all
- *    of S's result parts, and keeps S in matchmaking) while B stays slow
- *    for LATE_SLOW_MS more; then A's and B's round 2 results are OK in the
- *    group of 3, wholly averaged and exact: what B read of S's result
- *    after S's call returned was S's result (with direct reads: from the
- *    copy, not from S's overwritten vector); round 3 of all three gives a
- *    result on every peer; no region is left.
  * 6. Direct reads: where one peer process may read another's memory (as
  *    two children of this test find out: direct_reads_allowed), every
  *    float32 part that went through shared memory in 1, 2 and rounds 4-5
  *    of 3, after the first round, was read directly from the sender's
  *    memory ("N and M of them read directly" equal to the counts); where
  *    it may not, none was. FP16 parts (5) never are.
+ * 7. A mate that reads a result after the sender's call returned: three
+ *    AUTO peers S, A, B (groups of 3, at least 2; A and B announce 1
+ *    Mbit/s, so S's share is nearly all), LATE_COUNT values,
+ *    peer_timeout_ms LATE_PEER_TIMEOUT_MS; round 1 all three, exact; in
+ *    round 2 B's engine is held (the harness's hold_at_log) once it has
+ *    sent all its parts, before it read S's result; S's and A's round 2
+ *    results are OK in the group of 3, wholly averaged and exact; S and A
+ *    then average rounds 3 and 4 without B (each OK in a group of 2 and
+ *    exact: S's vector is overwritten, and its results go into its copies
+ *    of the share's result) and only then B goes on: its round 2 result
+ *    is OK in the group of 3, wholly averaged and exact, so what it read
+ *    of S's round 2 result after S's call returned was that result (with
+ *    direct reads: from S's copy, which S's rounds 3 and 4 did not
+ *    rewrite, since B had not said DONE). S's log shows that its round 2
+ *    ended only when its wait for B's DONE ran out (2 x peer_timeout_ms
+ *    after its own); no region is left.
  */
 #define _GNU_SOURCE /* process_vm_readv */
 #include <dirent.h>
@@ -692,11 +696,12 @@ static int late_check(it_peer_t *p, size_t i, int r, size_t n,
     return 0;
 }
 
-/* B (peer 2) announces 1 Mbit/s: its share is small, S's large, so it
- * has sent all its parts (its result too) long before it has read S's
- * result; and its engine is held when it logs that in round 2 */
+/* A and B (peers 1 and 2) announce 1 Mbit/s: their shares are small,
+ * S's is nearly all, so B has sent all its parts (its result too) long
+ * before it has read S's result; and B's engine is held when it logs
+ * that in round 2 */
 static void late_tweak(it_peer_cfg_t *cfg, size_t i) {
-    cfg->bandwidth_mbps = i == 2 ? 1 : 1000;
+    cfg->bandwidth_mbps = i == 0 ? 1000 : 1;
     cfg->hold_at_log = i == 2 ? 2 : 0;
 }
 
@@ -724,9 +729,9 @@ static void run_late(const char *dir, int direct) {
     it_peer_t *b = &peers[2];
     float *v = malloc(LATE_COUNT * sizeof(float));
     int ok = up == 3 && v != NULL;
-    for (int r = 1; r <= 3 && ok; r++) {
-        /* round 3: S and A only */
-        size_t n = r == 3 ? 2 : 3;
+    for (int r = 1; r <= 4 && ok; r++) {
+        /* rounds 3 and 4: S and A only */
+        size_t n = r >= 3 ? 2 : 3;
         uint64_t seeds[3];
         double w[3];
         for (size_t i = 0; i < n; i++) {
@@ -746,9 +751,11 @@ static void run_late(const char *dir, int direct) {
             ok &= late_check(&peers[i], i, r, n, seeds, w, v) == 0;
         if (r == 1)
             ok &= ok && late_check(b, 2, r, n, seeds, w, v) == 0;
-        if (r == 3) {
-            /* S's round 3 (overwritten vector, its result in a copy of its
-             * own) is over; B goes on and reads S's round 2 result */
+        if (r == 4) {
+            /* S's rounds 3 and 4 are over (its vector overwritten, round
+             * 3's result in the other copy; round 4's in that one again,
+             * as A said DONE for round 3, not in round 2's, which B has
+             * not read yet); B goes on and reads S's round 2 result */
             ok &= it_release(b) == 0;
             seeds[2] = (uint64_t)(1100 + 2 * 10 + 2);
             for (size_t i = 0; i < 3; i++) {

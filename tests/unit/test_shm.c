@@ -30,6 +30,9 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -820,6 +823,42 @@ static bool direct_cmd(int in, int out, char c, mp_shm_window_t *w) {
     return true;
 }
 
+/* A thread of this process that waits (helper_tid: its thread id, made
+ * at the first call; helper_stop ends it). */
+static pthread_t g_helper;
+static int g_helper_pipe[2] = {-1, -1};
+static volatile pid_t g_helper_tid;
+
+static void *helper_main(void *arg) {
+    (void)arg;
+    char c;
+    g_helper_tid = (pid_t)syscall(SYS_gettid);
+    while (read(g_helper_pipe[0], &c, 1) > 0)
+        ;
+    return NULL;
+}
+
+static pid_t helper_tid(void) {
+    if (g_helper_pipe[0] < 0) {
+        if (pipe(g_helper_pipe) != 0 ||
+            pthread_create(&g_helper, NULL, helper_main, NULL) != 0)
+            return -1;
+        while (g_helper_tid == 0)
+            sched_yield();
+    }
+    return g_helper_tid;
+}
+
+static void helper_stop(void) {
+    if (g_helper_pipe[0] < 0)
+        return;
+    close(g_helper_pipe[1]);
+    pthread_join(g_helper, NULL);
+    close(g_helper_pipe[0]);
+    g_helper_pipe[0] = g_helper_pipe[1] = -1;
+    g_helper_tid = 0;
+}
+
 /* Whether this process may read another's memory (process_vm_readv on a
  * child): not under qemu-user (no such system call there), Yama's
  * ptrace_scope 3, or a seccomp filter that refuses it. The direct read
@@ -946,13 +985,41 @@ static void test_direct(void) {
      * naming this very process (a peer must not make us read our own
      * memory into parts), one with a magic the window does not hold, one
      * naming a live process that does not hold the region (the parent of
-     * this test), one whose maker is gone */
+     * this test), one whose maker is gone, one naming a thread of this
+     * process (its /proc/<tid>/fd is this process's table, which holds
+     * the region), one naming a child of this process that holds an
+     * older region of the name */
     mp__shm_window_init(&w);
-    for (int k = 0; k < 5; k++) {
-        static const char *what[] = {"no window", "this process",
-                                     "another magic", "a process without it",
-                                     "a maker gone"};
+    for (int k = 0; k < 7; k++) {
+        static const char *what[] = {
+            "no window",
+            "this process",
+            "another magic",
+            "a process without it",
+            "a maker gone",
+            "a thread of this process",
+            "a child holding an older region of that name"};
         const char *n = fresh_name();
+        /* 6: a child forked while an older region of the name was open
+         * here keeps it open (the same window address and magic in its
+         * copy of this memory), after the name went to a new region */
+        pid_t child = -1;
+        int hold[2] = {-1, -1};
+        if (k == 6) {
+            mp_shm_t *prev = mp__shm_create(n, 2, 4096, &err);
+            if (prev != NULL && pipe(hold) == 0) {
+                child = fork();
+                if (child == 0) {
+                    char b;
+                    close(hold[1]);
+                    while (read(hold[0], &b, 1) > 0)
+                        ;
+                    _exit(0);
+                }
+                close(hold[0]);
+            }
+            mp__shm_free(prev); /* the name goes, the child keeps it */
+        }
         mp_shm_t *tx = mp__shm_create(n, 2, 4096, &err);
         int fd = tx != NULL ? shm_open(n, O_RDWR | O_CLOEXEC, 0) : -1;
         bool ok = fd >= 0 && (k == 0 || mp__shm_expose(tx, &w));
@@ -961,8 +1028,13 @@ static void test_direct(void) {
             put_le(m, w.magic ^ 1u, 8);
             ok = pwrite(fd, m, 8, 32) == 8;
         }
-        if (ok && k >= 3)
-            ok = write_u32(fd, 20, (uint32_t)(k == 3 ? getppid() : dead_pid()));
+        if (ok && k >= 3) {
+            pid_t named = k == 3   ? getppid()
+                          : k == 4 ? dead_pid()
+                          : k == 5 ? helper_tid()
+                                   : child;
+            ok = named > 0 && write_u32(fd, 20, (uint32_t)named);
+        }
         mp_shm_t *r = ok ? mp__shm_attach(n, &err) : NULL;
         CHECK(r != NULL && mp__shm_state(tx) == MP_SHM_TAKEN,
               "%s: taken without direct reads (state %d)", what[k],
@@ -974,7 +1046,12 @@ static void test_direct(void) {
             close(fd);
         mp__shm_free(r);
         mp__shm_free(tx);
+        if (child > 0) {
+            close(hold[1]);
+            waitpid(child, NULL, 0);
+        }
     }
+    helper_stop();
 }
 
 /* A writer in another process changes its buffer under the epoch's
