@@ -1156,3 +1156,10 @@ void mp__group_times(const mp_group_t *g, mp_group_times_t *out) {
 uint32_t mp__group_resent(const mp_group_t *g) {
     return g != NULL ? g->resent : 0;
 }
+
+void mp__group_pause(mp_group_t *g, uint64_t gap_ms) {
+    if (g == NULL)
+        return;
+    for (uint32_t m = 0; m < g->n; m++)
+        g->heard[m] = mp__add_sat_u64(g->heard[m], gap_ms);
+}

@@ -290,4 +290,9 @@ typedef struct mp_group_times {
 } mp_group_times_t;
 void mp__group_times(const mp_group_t *g, mp_group_times_t *out);
 
+/* The driver did not run for gap_ms (its process was stopped): every
+ * member's silence limit counts from gap_ms later than it did. NULL is
+ * fine. */
+void mp__group_pause(mp_group_t *g, uint64_t gap_ms);
+
 #endif

@@ -23,6 +23,7 @@
 #include "core/agg.h"
 #include "core/share.h"
 #include "net/net.h"
+#include "shm.h"
 
 /* socket readers                                                      */
 
@@ -238,6 +239,9 @@ static void ctrl_msg(moshpit_t *mp, const uint8_t id[32], mp_peer_t *p,
     }
     case MP_MSG_DONE:
         p->done_gid = m->u.done.group_id;
+        for (int k = 0; k < 2; k++)
+            if (p->mirror_gid[k] == p->done_gid)
+                p->mirror_gid[k] = 0; /* it read what it wanted there */
         mp__engine_round_on_done(mp, p, &m->u.done);
         break;
     case MP_MSG_HAVE:
@@ -642,6 +646,26 @@ static void check_cancel(moshpit_t *mp) {
         mp__engine_round_end(mp, MOSHPIT_ETIMEDOUT, true);
 }
 
+/* The engine thread did not run for about gap_ms (between two turns of
+ * its loop, past the poll's timeout: the process was stopped, the
+ * machine slept or swapped): what the round's
+ * members sent meanwhile waits in the sockets, unread, so their silence
+ * in that time is not counted against them (the group machine's silence
+ * limits start again from the end of the pause). */
+static void on_pause(moshpit_t *mp, uint64_t gap_ms) {
+    mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                   "the engine did not run for %llu ms (the process was "
+                   "stopped or the machine slept): members' silence in that "
+                   "time not counted",
+                   (unsigned long long)gap_ms);
+    mp__group_pause(mp->round.group, gap_ms);
+    /* and the round's measured end (a forecast of the link's time) starts
+     * afresh, as after a connection broke; never past the configured one */
+    if (mp->round.group != NULL && mp->round.span_ms > 0)
+        mp__rnd_extend_deadline(
+            mp->rnd, mp__add_sat_u64(mp__engine_now_ms(), mp->round.span_ms));
+}
+
 void mp__engine_main(void *arg) {
     moshpit_t *mp = arg;
     zmq_pollitem_t *items = NULL;
@@ -660,8 +684,15 @@ void mp__engine_main(void *arg) {
     }
     mp__engine_update_members(mp);
 
+    uint64_t last_top = 0, last_timeout = 0;
     while (!mp->stopping) {
         uint64_t now = mp__engine_now_ms();
+        /* an iteration takes its poll's timeout and some work: far more
+         * and the thread was not running */
+        if (last_top != 0 && now - last_top > last_timeout + MP_PAUSE_MS)
+            on_pause(mp, now - last_top - last_timeout);
+        last_top = now;
+        last_timeout = 0;
         housekeeping(mp, now);
         mp__engine_round_progress(mp);
         check_cancel(mp);
@@ -744,6 +775,7 @@ void mp__engine_main(void *arg) {
         if (router_wait && timeout > ROUTER_RETRY_MS)
             timeout = ROUTER_RETRY_MS;
         int rc = zmq_poll(items, (int)n, timeout);
+        last_timeout = (uint64_t)timeout;
         if (rc < 0) {
             if (errno == ETERM)
                 break;
@@ -821,6 +853,8 @@ void mp__engine_main(void *arg) {
     }
     free(items);
     free(item_peer);
+    if (mp->win != NULL)
+        mp__shm_window_bump(mp->win, 0); /* the caller's values go back */
     mp_plat_mutex_lock(&mp->lock);
     mp->stopped = true;
     mp_plat_cond_broadcast(&mp->cond);

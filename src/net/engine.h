@@ -207,6 +207,10 @@ typedef struct mp_peer {
     uint64_t shm_wait_ms; /* no slot free for it since (0: one was) */
     bool shm_waiting;     /* its parts wait for a slot (at most
                              MP_SHM_WAIT_MS): the engine looks again soon */
+    /* per copy of our share's result (moshpit.mirror): the round whose
+     * gather parts it may still read there (0: none; cleared by its DONE
+     * for that round) */
+    uint64_t mirror_gid[2];
 } mp_peer_t;
 
 /* Serving state (config serve_state): `serve` is what downloads read;
@@ -285,9 +289,22 @@ typedef struct mp_round {
     uint64_t mark_full; /* bit by member index */
     uint64_t mark_fill_at[MP_GROUP_MAX];
     uint64_t lo_ctr[MP_GROUP_MAX];
-    /* parts sent and received through shared memory */
-    uint32_t shm_sent, shm_recv;
+    /* parts sent and received through shared memory, and of them those
+     * read directly from the sender's memory */
+    uint32_t shm_sent, shm_recv, direct_sent, direct_recv;
+    bool all_sent; /* every part sent (logged once: engine_data.c) */
 } mp_round_t;
+
+/* A copy of our share's result for direct reads (engine_data.c): the
+ * round it holds (0: none), its parts copied so far (have, by part
+ * index), and when that round ended here (0: not yet). */
+typedef struct mp_mirror {
+    float *buf;
+    size_t floats;
+    uint8_t *have;
+    size_t parts;
+    uint64_t gid, end_ms;
+} mp_mirror_t;
 
 struct moshpit {
     /* configuration (copied) */
@@ -313,6 +330,13 @@ struct moshpit {
      * tells */
     bool has_host;
     uint8_t host_id[32];
+    /* direct reads of our parts by mates on this host (shm.h): the window
+     * our regions name (NULL without has_host), and the two copies of our
+     * own share's result that gather parts are read from (window epochs 1
+     * and 2), so that what a mate has not read when our call returns
+     * stays there until it said DONE (engine_data.c, mirror_part) */
+    struct mp_shm_window *win;
+    mp_mirror_t mirror[2];
 
     /* sockets (engine thread after start) */
     void *zctx;

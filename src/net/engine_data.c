@@ -87,8 +87,93 @@ static void shm_take(moshpit_t *mp, mp_peer_t *p, bool tcp_part) {
     }
 }
 
+/* Whether p reads part s of ours straight from our memory (it took our
+ * region with direct reads, state st): the float32 values of the
+ * caller's buffer or of our share's result (mirror_part); encoded parts
+ * are in buffers the next part overwrites, and go through slots. */
+static bool direct_ok(const moshpit_t *mp, int st) {
+    return st == MP_SHM_TAKEN_DIRECT && mp->win != NULL &&
+           mp->cfg.compression == MOSHPIT_COMPRESS_NONE;
+}
+
+/* Whether copy m of our share's result may be rewritten: no live mate
+ * that was sent gather parts there has yet to say DONE for that round,
+ * or that round ended here more than round_timeout_ms ago (every member
+ * has ended it by its deadline since). */
+static bool mirror_free(const moshpit_t *mp, int m, uint64_t now) {
+    const mp_mirror_t *mi = &mp->mirror[m];
+    if (mi->gid == 0)
+        return true;
+    if (mi->end_ms == 0)
+        return false; /* the round in progress (another call's?) */
+    if (now - mi->end_ms > mp->cfg.round_timeout_ms)
+        return true;
+    for (size_t i = 0; i < mp->npeers; i++)
+        if (mp->peers[i]->state == MP_PEER_LIVE &&
+            mp->peers[i]->mirror_gid[m] == mi->gid)
+            return false;
+    return true;
+}
+
+/* Gather part s (of our own share's result, in the caller's buffer) in a
+ * copy that mates read it from: a part's values are copied at its first
+ * gather of the round (then the same for every mate), and stay after our
+ * call returns the caller's buffer, until every mate that was sent a
+ * reference there said DONE for the round. The two copies take turns; a
+ * round that finds neither free sends its gathers through slots. NULL
+ * then (or without memory); *m: the copy. */
+static const float *mirror_part(moshpit_t *mp, const mp_send_t *s, int *m) {
+    mp_round_t *r = &mp->round;
+    size_t pe = mp__group_part_elems(r->group);
+    mp_mirror_t *mi = NULL;
+    for (int k = 0; k < 2 && mi == NULL; k++)
+        if (mp->mirror[k].gid == r->gid)
+            mi = &mp->mirror[ *m = k];
+    if (mi == NULL) {
+        uint64_t now = mp__engine_now_ms();
+        int k = mp->mirror[0].end_ms <= mp->mirror[1].end_ms ? 0 : 1;
+        if (!mirror_free(mp, k, now))
+            k = 1 - k;
+        if (!mirror_free(mp, k, now))
+            return NULL;
+        mi = &mp->mirror[ *m = k];
+        size_t floats = (size_t)(mp__group_share_bytes(r->group, r->self) / 4u);
+        size_t parts = pe != 0 ? (floats + pe - 1) / pe : 0;
+        /* a mate that still reads the copy's old round (past its
+         * deadline) reads it no more */
+        mp__shm_window_bump(mp->win, 1u + (unsigned)k);
+        mi->gid = 0; /* set once the copy is ready for this round */
+        mi->end_ms = 0;
+        if (floats > mi->floats || mi->buf == NULL) {
+            float *b = realloc(mi->buf, (floats ? floats : 1) * 4u);
+            if (b == NULL)
+                return NULL;
+            mi->buf = b;
+            mi->floats = floats;
+        }
+        if (parts > mi->parts || mi->have == NULL) {
+            uint8_t *h = realloc(mi->have, parts ? parts : 1);
+            if (h == NULL)
+                return NULL;
+            mi->have = h;
+            mi->parts = parts;
+        }
+        memset(mi->have, 0, mi->parts);
+        mi->gid = r->gid;
+    }
+    size_t off = (size_t)s->part * pe;
+    if (s->part >= mi->parts || off > mi->floats || s->count > mi->floats - off)
+        return NULL;
+    if (!mi->have[s->part]) {
+        memcpy(mi->buf + off, s->data, (size_t)s->count * 4u);
+        mi->have[s->part] = 1;
+    }
+    return mi->buf + off;
+}
+
 /* Puts part s into our region for p (made at the session's first part)
- * once p took it; false: the part goes sealed over TCP. */
+ * once p took it, or names it for p to read directly; false: the part
+ * goes sealed over TCP. */
 static bool shm_put(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s,
                     uint8_t ref[MP_SHM_REF_BYTES]) {
     if (!p->same_host || p->keys == NULL ||
@@ -110,6 +195,12 @@ static bool shm_put(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s,
         shm_name_of(p, true, name);
         int err = 0;
         p->shm_tx = mp__shm_create(name, MP_SHM_SLOTS, MP_SHM_SLOT_BYTES, &err);
+        if (p->shm_tx != NULL && mp->win != NULL &&
+            !mp__shm_expose(p->shm_tx, mp->win))
+            mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                           "shared memory for %.8s does not name our memory: "
+                           "no direct reads",
+                           p->id_txt);
         if (p->shm_tx == NULL)
             mp__engine_log(mp, MOSHPIT_LOG_INFO,
                            "shared memory for %.8s not made (%s): parts to it "
@@ -119,7 +210,7 @@ static bool shm_put(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s,
     }
     if (p->shm_tx == NULL)
         return false;
-    if (st != MP_SHM_TAKEN) {
+    if (st != MP_SHM_TAKEN && st != MP_SHM_TAKEN_DIRECT) {
         if (++p->shm_untaken >= MP_SHM_UNTAKEN_MAX) {
             mp__engine_log(mp, MOSHPIT_LOG_INFO,
                            "%.8s did not take our shared memory: parts to it "
@@ -129,6 +220,21 @@ static bool shm_put(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s,
             p->shm_tx = NULL;
         }
         return false;
+    }
+    if (direct_ok(mp, st)) {
+        /* scatter parts from the caller's buffer (epoch 0: it changes when
+         * our call returns it), gathers from a copy (epoch 1 + m) */
+        int m = -1;
+        const void *at = s->kind == MP_PART_GATHER ? mirror_part(mp, s, &m)
+                                                   : (const void *)s->bytes;
+        if (at != NULL) {
+            mp__shm_ref_direct(mp->win, (unsigned)(m + 1), at, ref);
+            if (m >= 0)
+                p->mirror_gid[m] = mp->round.gid;
+            p->shm_untaken = 0;
+            mp->round.direct_sent++;
+            return true;
+        }
     }
     if (!mp__shm_put(p->shm_tx, p->shm_round, s->bytes, s->nbytes, ref))
         return false;
@@ -142,11 +248,13 @@ static bool shm_put(moshpit_t *mp, mp_peer_t *p, const mp_send_t *s,
  * may overwrite (an encoded scatter part), so it must leave at once. For
  * at most MP_SHM_WAIT_MS, then parts go over TCP until a slot is free
  * again. */
-static bool shm_wait(const mp_round_t *r, uint32_t i, mp_peer_t *p,
+static bool shm_wait(const moshpit_t *mp, uint32_t i, mp_peer_t *p,
                      uint64_t now) {
+    const mp_round_t *r = &mp->round;
+    int st = p->shm_tx != NULL ? mp__shm_state(p->shm_tx) : MP_SHM_CLOSED;
     if (p->shm_tx == NULL || !mp__group_has_sends_for(r->group, i) ||
-        mp__shm_state(p->shm_tx) != MP_SHM_TAKEN ||
-        mp__shm_room(p->shm_tx, p->shm_round)) {
+        (st != MP_SHM_TAKEN && st != MP_SHM_TAKEN_DIRECT) ||
+        direct_ok(mp, st) || mp__shm_room(p->shm_tx, p->shm_round)) {
         p->shm_wait_ms = 0;
         return false;
     }
@@ -287,6 +395,8 @@ void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
         }
         r->bytes_received += wire;
         r->shm_recv++;
+        if (mp__shm_ref_direct_is(ref))
+            r->direct_recv++;
         deliver(mp, p, from, h, wire, fin);
         return;
     }
@@ -505,6 +615,25 @@ static bool take_part(moshpit_t *mp, uint32_t i, uint64_t now, mp_send_t *s) {
     return true;
 }
 
+/* Logs (DEBUG, once a round) when every part this peer sends in the
+ * round has gone to the sockets: its own share is final and nothing is
+ * left to send or stashed. From then on it only receives. */
+static void log_all_sent(moshpit_t *mp) {
+    mp_round_t *r = &mp->round;
+    if (r->all_sent || mp__group_has_sends(r->group))
+        return;
+    mp_group_times_t gt;
+    mp__group_times(r->group, &gt);
+    if (gt.own_final_ms == 0)
+        return;
+    for (uint32_t i = 0; i < r->n; i++)
+        if (r->members[i] != NULL && r->members[i]->stash_full)
+            return;
+    r->all_sent = true;
+    mp__engine_log(mp, MOSHPIT_LOG_DEBUG, "round %016llx: all our parts sent",
+                   (unsigned long long)r->gid);
+}
+
 uint64_t mp__engine_pump_wakeup(const moshpit_t *mp) {
     const mp_round_t *r = &mp->round;
     if (r->group == NULL)
@@ -545,7 +674,7 @@ void mp__engine_pump_sends(moshpit_t *mp) {
             p->shm_round = r->gid;
             if (!p->stash_full && !mp__engine_resume_mark(mp, p, i)) {
                 mp_send_t s;
-                p->shm_waiting = shm_wait(r, i, p, now);
+                p->shm_waiting = shm_wait(mp, i, p, now);
                 if (p->shm_waiting || !take_part(mp, i, now, &s))
                     continue;
                 if (!seal_part(mp, p, &s)) {
@@ -563,4 +692,5 @@ void mp__engine_pump_sends(moshpit_t *mp) {
             }
         }
     }
+    log_all_sent(mp);
 }

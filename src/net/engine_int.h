@@ -74,6 +74,9 @@ _Static_assert(sizeof(zmq_msg_t) <= 64, "zmq_msg_t storage in mp_peer_t");
  * connection on our ROUTER */
 #define ROUTER_RETRY_MS 2
 #define POLL_MAX_MS 1000
+/* a turn of the engine loop this much longer than its poll's timeout:
+ * the process was stopped or the machine slept (engine.c, on_pause) */
+#define MP_PAUSE_MS 250u
 #define BATCH 64
 
 bool mp__engine_authorized(const moshpit_t *mp, const uint8_t id[32]);

@@ -93,6 +93,13 @@ static void state_free(moshpit_t *mp) {
     free(mp->auth);
     mp__crypto_secure_free(mp->sec);
     mp__crypto_secure_free(mp->swarm_secret);
+    if (mp->win != NULL)
+        mp__shm_window_wipe(mp->win); /* what mates read of us is gone */
+    free(mp->win);
+    for (int m = 0; m < 2; m++) {
+        free(mp->mirror[m].buf);
+        free(mp->mirror[m].have);
+    }
     free(mp->scratch);
     free(mp->encbuf);
     free(mp->msgbuf);
@@ -118,8 +125,12 @@ static moshpit_err_t state_init(moshpit_t *mp, const moshpit_config_t *cfg) {
     mp->ciphers = mp__session_ciphers();
     mp->has_host = mp->cfg.shared_memory == MOSHPIT_SHM_AUTO &&
                    mp__shm_host_id(mp->host_id);
-    if (mp->has_host)
+    if (mp->has_host) {
         mp__shm_sweep();
+        mp->win = calloc(1, sizeof(*mp->win));
+        if (mp->win != NULL)
+            mp__shm_window_init(mp->win);
+    }
     mp->rng = mp__crypto_random_u64();
     mp->join_seq = mp__crypto_random_u64() >> 16;
     moshpit_err_t e =

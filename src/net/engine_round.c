@@ -14,9 +14,15 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "shm.h"
+
 /* rounds                                                              */
 
 void mp__engine_complete_cmd(moshpit_t *mp, mp_cmd_t *c, moshpit_err_t e) {
+    /* the caller's values go back to it: a mate that reads a part of them
+     * (directly: shm.h) from now on finds the epoch changed */
+    if (mp->win != NULL)
+        mp__shm_window_bump(mp->win, 0);
     mp_plat_mutex_lock(&mp->lock);
     c->result = e;
     c->done = true;
@@ -427,6 +433,9 @@ void mp__engine_round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
         mp->owed_gid = r->gid;
         mp->owed_n = 0;
     }
+    for (int m = 0; m < 2; m++)
+        if (r->group != NULL && mp->mirror[m].gid == r->gid)
+            mp->mirror[m].end_ms = now != 0 ? now : 1;
     if (r->group != NULL) {
         uint32_t resent = mp__group_resent(r->group);
         if (resent > 0)
@@ -440,9 +449,10 @@ void mp__engine_round_end(moshpit_t *mp, moshpit_err_t e, bool alone) {
         if (r->shm_sent > 0 || r->shm_recv > 0)
             mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
                            "round %016llx: %u parts sent and %u received "
-                           "through shared memory",
-                           (unsigned long long)r->gid, r->shm_sent,
-                           r->shm_recv);
+                           "through shared memory, %u and %u of them read "
+                           "directly",
+                           (unsigned long long)r->gid, r->shm_sent, r->shm_recv,
+                           r->direct_sent, r->direct_recv);
     }
     mp_group_times_t gt;
     mp__group_times(r->group, &gt);

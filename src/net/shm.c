@@ -9,7 +9,11 @@
  *   12   u32 bytes of a slot, 1..MP_SHM_SLOT_BYTES
  *   16   u32 state: 0 made, 1 taken by the receiver, 2 closed by either
  *        end (the other end then closes it too; mp__shm_state)
- *   20   u32 the sender's process id (mp__shm_sweep)
+ *   16   ... 3 taken by the receiver, which reads the sender's memory
+ *        directly (mp__shm_expose)
+ *   20   u32 the sender's process id (mp__shm_sweep, direct reads)
+ *   24   u64 the address of the sender's window (0: none; direct reads)
+ *   32   u64 the window's magic
  *   64   per slot i, 8 bytes: u32 generation (sender), u32 freed (receiver)
  *   4096 the slots' bytes, slot i at 4096 + i * bytes of a slot
  *
@@ -24,10 +28,23 @@
  * the receiver reads the generation, the bytes, and the generation again,
  * and takes the bytes only when both equal the one the (authenticated)
  * reference names.
+ *
+ * Direct reads (shm.h, mp_shm_window_t) go through process_vm_readv, which
+ * the kernel allows only where this process may ptrace the sender (same
+ * user, not refused by Yama's ptrace_scope or a seccomp filter), and
+ * which fails with EFAULT, not a signal, on memory the sender no longer
+ * has. The receiver tries it once when it takes the region, on the
+ * window the header names, and says in the state word whether it worked;
+ * a process id that names another process (another process id
+ * namespace) finds no window with the magic there.
  */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* process_vm_readv */
+#endif
 #include "shm.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +57,8 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #endif
@@ -59,6 +78,11 @@ struct mp_shm {
     uint32_t gen[MP_SHM_SLOTS_MAX];
     uint64_t round[MP_SHM_SLOTS_MAX];
     uint32_t next_gen, next_slot;
+    /* receiver: the sender's memory is readable directly (its process,
+     * its window and the window's magic) */
+    bool direct;
+    int pid;
+    uint64_t win_addr, win_magic;
 };
 
 static void put_le(uint8_t *b, uint64_t v, unsigned n) {
@@ -81,6 +105,51 @@ void mp__shm_name(const uint8_t secret[16], char name[MP_SHM_NAME_MAX]) {
         name[n++] = hex[secret[i] & 15];
     }
     name[n] = '\0';
+}
+
+/* A new random epoch k (k in its low 2 bits, never 0), other than the
+ * last one. */
+static uint64_t new_epoch(uint64_t old, unsigned k) {
+    uint64_t e;
+    do
+        e = (mp__crypto_random_u64() & ~(uint64_t)3) | k;
+    while (e == 0 || e == old);
+    return e;
+}
+
+void mp__shm_window_init(mp_shm_window_t *w) {
+    uint64_t m;
+    do
+        m = mp__crypto_random_u64();
+    while (m == 0);
+    w->magic = m;
+    for (unsigned k = 0; k < MP_SHM_EPOCHS; k++)
+        w->epoch[k] = new_epoch(0, k);
+    atomic_thread_fence(memory_order_seq_cst);
+}
+
+void mp__shm_window_bump(mp_shm_window_t *w, unsigned k) {
+    if (k >= MP_SHM_EPOCHS)
+        return;
+    w->epoch[k] = new_epoch(w->epoch[k], k);
+    /* the new epoch is visible before any write to the buffer after it */
+    atomic_thread_fence(memory_order_seq_cst);
+}
+
+void mp__shm_window_wipe(mp_shm_window_t *w) {
+    w->magic = 0;
+    for (unsigned k = 0; k < MP_SHM_EPOCHS; k++)
+        mp__shm_window_bump(w, k);
+}
+
+void mp__shm_ref_direct(const mp_shm_window_t *w, unsigned k, const void *addr,
+                        uint8_t ref[MP_SHM_REF_BYTES]) {
+    put_le(ref, (uint64_t)(uintptr_t)addr, 8);
+    put_le(ref + 8, k < MP_SHM_EPOCHS ? w->epoch[k] : 0, 8);
+}
+
+bool mp__shm_ref_direct_is(const uint8_t ref[MP_SHM_REF_BYTES]) {
+    return get_le(ref + 8, 8) != 0;
 }
 
 #if defined(__linux__)
@@ -205,6 +274,114 @@ mp_shm_t *mp__shm_create(const char *name, uint32_t nslots, uint32_t slot_bytes,
     return s;
 }
 
+/* Reads len bytes at addr in process pid: all of them or false. */
+static bool vm_read(int pid, uint64_t addr, void *dst, size_t len) {
+    if (pid <= 0 || addr == 0 || addr > UINTPTR_MAX - len)
+        return false;
+    struct iovec l = {.iov_base = dst, .iov_len = len};
+    struct iovec r = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
+    return process_vm_readv((pid_t)pid, &l, 1, &r, 1, 0) == (ssize_t)len;
+}
+
+/* The sender's window holds the magic and epoch `epoch` (its low 2 bits
+ * tell which) now. */
+static bool window_holds(const mp_shm_t *s, uint64_t epoch) {
+    uint64_t w[1 + MP_SHM_EPOCHS];
+    unsigned k = (unsigned)(epoch & 3u);
+    return k < MP_SHM_EPOCHS && vm_read(s->pid, s->win_addr, w, sizeof(w)) &&
+           w[0] == s->win_magic && w[1 + k] == epoch;
+}
+
+/* pid's thread group (the process a thread id belongs to), -1 if unknown. */
+static int tgid_of(int pid) {
+    char path[40], line[128];
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return -1;
+    int tgid = -1;
+    while (tgid < 0 && fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "Tgid: %d", &tgid) != 1)
+            tgid = -1;
+    fclose(f);
+    return tgid;
+}
+
+/* pid is another process than this one, with its own memory: not this
+ * process, not one of its threads (whose /proc/<tid>/fd is this
+ * process's table, and whose memory is this one's), not a process that
+ * shares this one's memory (kcmp, where the kernel has it). */
+static bool another_process(int pid) {
+    if (pid <= 0 || pid == (int)getpid() || tgid_of(pid) != pid)
+        return false;
+#if defined(SYS_kcmp)
+    if (syscall(SYS_kcmp, (long)getpid(), (long)pid, 1L /* KCMP_VM */, 0L,
+                0L) == 0)
+        return false;
+#endif
+    return true;
+}
+
+/* Process pid (another one: another_process) holds this region (fd) open:
+ * one of its descriptors links to /dev/shm/<name> and is the same file
+ * (device and inode) as ours. Only links with that exact text are looked
+ * at closer (stat of a tmpfs file: nothing else of the target is touched,
+ * so a file on a stalled file system cannot block this); a name unlinked
+ * meanwhile (" (deleted)", an older region of that name that a process
+ * this one forked may hold) is no match. The header that names the
+ * process is the sender's to write: without this check a peer could name
+ * this very process, one of its threads or children, or another that
+ * this one may read, and have its memory read into parts. */
+static bool holds_region(int pid, const char *name, int fd) {
+    struct stat mine;
+    if (!another_process(pid) || fstat(fd, &mine) != 0)
+        return false;
+    char dir[32], want[MP_SHM_NAME_MAX + 16], link[MP_SHM_NAME_MAX + 32];
+    snprintf(dir, sizeof(dir), "/proc/%d/fd", pid);
+    snprintf(want, sizeof(want), "/dev/shm%s", name);
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return false;
+    bool found = false;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        ssize_t n = readlinkat(dirfd(d), e->d_name, link, sizeof(link) - 1);
+        if (n <= 0)
+            continue;
+        link[n] = '\0';
+        struct stat st;
+        found = strcmp(link, want) == 0 &&
+                fstatat(dirfd(d), e->d_name, &st, 0) == 0 &&
+                st.st_dev == mine.st_dev && st.st_ino == mine.st_ino;
+    }
+    closedir(d);
+    return found;
+}
+
+/* The sender's window is there and readable, in the process that made
+ * the region: direct reads work. */
+static bool probe_direct(const mp_shm_t *s) {
+    uint64_t w[1 + MP_SHM_EPOCHS];
+    if (s->win_magic == 0 || !holds_region(s->pid, s->name, s->fd) ||
+        !vm_read(s->pid, s->win_addr, w, sizeof(w)) || w[0] != s->win_magic)
+        return false;
+    for (unsigned k = 0; k < MP_SHM_EPOCHS; k++)
+        if (w[1 + k] == 0 || (w[1 + k] & 3u) != k)
+            return false;
+    return true;
+}
+
+bool mp__shm_expose(mp_shm_t *s, const mp_shm_window_t *w) {
+    if (s == NULL || !s->sender || w == NULL)
+        return false;
+    uint8_t b[16];
+    put_le(b, (uint64_t)(uintptr_t)w, 8);
+    put_le(b + 8, w->magic, 8);
+    return pwrite_all(s->fd, b, sizeof(b), 24);
+}
+
 mp_shm_t *mp__shm_attach(const char *name, int *err) {
     int e = EINVAL;
     mp_shm_t *s = name != NULL ? calloc(1, sizeof(*s)) : NULL;
@@ -235,9 +412,12 @@ mp_shm_t *mp__shm_attach(const char *name, int *err) {
         s->slot_bytes > MP_SHM_SLOT_BYTES ||
         (uint64_t)sb.st_size != region_bytes(s->nslots, s->slot_bytes))
         goto fail;
-    uint32_t st = 0;
-    if (!write_u32(s->fd, 16, MP_SHM_TAKEN) || !read_u32(s->fd, 16, &st) ||
-        st != MP_SHM_TAKEN)
+    s->pid = (int)get_le(hdr + 20, 4);
+    s->win_addr = get_le(hdr + 24, 8);
+    s->win_magic = get_le(hdr + 32, 8);
+    s->direct = probe_direct(s);
+    uint32_t want = s->direct ? MP_SHM_TAKEN_DIRECT : MP_SHM_TAKEN, st = 0;
+    if (!write_u32(s->fd, 16, want) || !read_u32(s->fd, 16, &st) || st != want)
         goto fail; /* closed meanwhile: a new one may come by that name */
     /* the name goes (the region lives while the two descriptors do),
      * unless it names a newer region already */
@@ -260,7 +440,7 @@ fail:
 
 int mp__shm_state(mp_shm_t *s) {
     uint32_t st = 0;
-    if (s == NULL || !read_u32(s->fd, 16, &st) || st > MP_SHM_CLOSED)
+    if (s == NULL || !read_u32(s->fd, 16, &st) || st > MP_SHM_TAKEN_DIRECT)
         return MP_SHM_CLOSED;
     if (st != MP_SHM_MADE && s->sender)
         s->linked = false; /* the receiver removed the name */
@@ -309,6 +489,7 @@ bool mp__shm_put(mp_shm_t *s, uint64_t round, const void *src, size_t len,
         s->next_slot = (i + 1) % s->nslots;
         put_le(ref, i, 4);
         put_le(ref + 4, g, 4);
+        put_le(ref + 8, 0, 8);
         return true;
     }
     return false;
@@ -318,6 +499,20 @@ bool mp__shm_get(mp_shm_t *s, const uint8_t ref[MP_SHM_REF_BYTES], void *dst,
                  size_t len) {
     if (s == NULL || s->sender)
         return false;
+    uint64_t epoch = get_le(ref + 8, 8);
+    if (epoch != 0) {
+        /* the window, the bytes, the window again: each read completes
+         * before the next begins (the fences order this thread's loads,
+         * which the kernel did for it) */
+        uint64_t addr = get_le(ref, 8);
+        if (!s->direct || len > MP_SHM_SLOT_BYTES || !window_holds(s, epoch))
+            return false;
+        atomic_thread_fence(memory_order_acquire);
+        if (!vm_read(s->pid, addr, dst, len))
+            return false;
+        atomic_thread_fence(memory_order_acquire);
+        return window_holds(s, epoch);
+    }
     uint32_t i = (uint32_t)get_le(ref, 4);
     uint32_t g = (uint32_t)get_le(ref + 4, 4);
     uint32_t g1 = 0, g2 = 0;
@@ -407,6 +602,11 @@ mp_shm_t *mp__shm_create(const char *name, uint32_t nslots, uint32_t slot_bytes,
     if (err != NULL)
         *err = ENOSYS;
     return NULL;
+}
+
+bool mp__shm_expose(mp_shm_t *s, const mp_shm_window_t *w) {
+    (void)s, (void)w;
+    return false;
 }
 
 mp_shm_t *mp__shm_attach(const char *name, int *err) {

@@ -241,10 +241,11 @@ int mp__wire_buf_write(void *data, const char *p, size_t n);
 #define MP_DATA_TAG_BYTES 16u
 #define MP_DATA_MAX_COUNT (1u << 20) /* floats per frame */
 #define MP_DATA_LAYOUT_MAX 2u        /* parts of 16384 elements */
-/* layout bit: the values are in a slot of shared memory, and the frame
- * carries the slot's reference (MP_DATA_SHM_REF_BYTES) instead */
+/* layout bit: the values are in shared memory (a slot of a region, or
+ * the sender's own memory read directly), and the frame carries a
+ * reference to them (MP_DATA_SHM_REF_BYTES) instead */
 #define MP_DATA_LAYOUT_SHM 0x80u
-#define MP_DATA_SHM_REF_BYTES 8u
+#define MP_DATA_SHM_REF_BYTES 16u
 
 typedef struct mp_data_hdr {
     uint8_t kind;

@@ -37,7 +37,8 @@ enum {
     CMD_FETCH,
     CMD_WAIT_MEMBERS_MAX,
     CMD_LOG_COUNT,
-    CMD_CLOSE
+    CMD_CLOSE,
+    CMD_RELEASE
 };
 
 /* flags of CMD_AVERAGE (in rec.err) */
@@ -201,7 +202,7 @@ static int g_fd = -1;
 static int g_log_fd = -1; /* cfg log_dir: the peer's log file */
 
 static const char *g_notify_log;
-static uint32_t g_stop_at_group, g_groups_seen;
+static uint32_t g_stop_at_group, g_hold_at_log, g_groups_seen;
 
 /* the peer's log so far (the log callback runs on the engine thread) */
 #define LOG_KEEP_MAX ((size_t)4 << 20)
@@ -270,8 +271,13 @@ static void peer_log(void *user, int level, const char *msg) {
         memset(&r, 0, sizeof(r));
         r.type = EV_GROUP;
         (void)send_all(g_fd, &r, sizeof(r));
-        if (g_stop_at_group != 0 && ++g_groups_seen == g_stop_at_group)
+        ++g_groups_seen;
+        if (g_stop_at_group != 0 && g_groups_seen == g_stop_at_group)
             (void)raise(SIGSTOP);
+        /* the engine thread waits here (the peer's main thread is in its
+         * call and reads nothing) until the test releases it */
+        if (g_hold_at_log != 0 && g_groups_seen == g_hold_at_log)
+            (void)recv_all(g_fd, &r, sizeof(r), 600000);
     }
 }
 
@@ -380,6 +386,7 @@ static int peer_main(const it_peer_cfg_t *pc, int fd) {
     cfg.compression = pc->compression;
     g_notify_log = pc->notify_log;
     g_stop_at_group = pc->stop_at_group;
+    g_hold_at_log = pc->hold_at_log;
     g_groups_seen = 0;
     cfg.grid_position = pc->grid ? pc->grid_position : -1;
     const char *boot[2] = {pc->bootstrap, NULL};
@@ -945,4 +952,11 @@ void it_check_settings_apart(const char *swarm,
     free(v);
     for (size_t i = 0; i < 4; i++)
         it_stop(&peers[i]);
+}
+
+int it_release(it_peer_t *p) {
+    rec_t c;
+    memset(&c, 0, sizeof(c));
+    c.type = CMD_RELEASE;
+    return send_all(p->fd, &c, sizeof(c));
 }

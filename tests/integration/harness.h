@@ -67,6 +67,11 @@ typedef struct it_peer_cfg {
      * ZeroMQ's I/O thread then, and some or all of its mates never get
      * theirs: stop a peer that is not the matchmaker (rendezvous order) */
     uint32_t stop_at_group;
+    /* with notify_group: nonzero k makes the peer's engine thread wait,
+     * right after it reported its k-th notification, until the test calls
+     * it_release: an engine that stalls (it reads and sends nothing
+     * meanwhile, while ZeroMQ's threads deliver what it sent before) */
+    uint32_t hold_at_log;
 } it_peer_cfg_t;
 
 typedef struct it_peer {
@@ -146,6 +151,8 @@ int it_average_close_async(it_peer_t *p, size_t count);
  * exits; the process is reaped. 0, or -1 if it did not report within
  * timeout_ms (then it is killed). */
 int it_close(it_peer_t *p, uint64_t *close_ms, int timeout_ms);
+/* Lets a peer held by hold_at_log go on. 0, or -1. */
+int it_release(it_peer_t *p);
 /* Collects the result; values (count floats) receive the peer's vector
  * after the call. Returns 0, or -1 on timeout/death. If a GROUP event
  * arrives first and on_group is set, it is called (e.g. to kill). */

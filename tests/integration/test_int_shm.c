@@ -50,7 +50,30 @@
  *    in round 2 every peer sent and received parts through shared memory.
  *    (A part held with its encoded bytes in a shared buffer that the next
  *    part overwrote gave a mate another mate's values here.)
+ * 6. Direct reads: where one peer process may read another's memory (as
+ *    two children of this test find out: direct_reads_allowed), every
+ *    float32 part that went through shared memory in 1, 2 and rounds 4-5
+ *    of 3, after the first round, was read directly from the sender's
+ *    memory ("N and M of them read directly" equal to the counts); where
+ *    it may not, none was. FP16 parts (5) never are.
+ * 7. A mate that reads a result after the sender's call returned: three
+ *    AUTO peers S, A, B (groups of 3, at least 2; A and B announce 1
+ *    Mbit/s, so S's share is nearly all), LATE_COUNT values,
+ *    peer_timeout_ms LATE_PEER_TIMEOUT_MS; round 1 all three, exact; in
+ *    round 2 B's engine is held (the harness's hold_at_log) once it has
+ *    sent all its parts, before it read S's result; S's and A's round 2
+ *    results are OK in the group of 3, wholly averaged and exact; S and A
+ *    then average rounds 3 and 4 without B (each OK in a group of 2 and
+ *    exact: S's vector is overwritten, and its results go into its copies
+ *    of the share's result) and only then B goes on: its round 2 result
+ *    is OK in the group of 3, wholly averaged and exact, so what it read
+ *    of S's round 2 result after S's call returned was that result (with
+ *    direct reads: from S's copy, which S's rounds 3 and 4 did not
+ *    rewrite, since B had not said DONE). S's log shows that its round 2
+ *    ended only when its wait for B's DONE ran out (2 x peer_timeout_ms
+ *    after its own); no region is left.
  */
+#define _GNU_SOURCE /* process_vm_readv */
 #include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
@@ -58,6 +81,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -150,10 +175,12 @@ static void check_no_regions_left(const char *what, const names_t *before,
 #define EVENTS_MAX 16
 
 typedef struct shm_round {
-    uint64_t gid;        /* the round's group id */
-    int logged;          /* its "through shared memory" line was there */
-    unsigned sent, recv; /* the counts that line gave */
-    unsigned pe;         /* values per part ("group of" line) */
+    uint64_t gid;              /* the round's group id */
+    int logged;                /* its "through shared memory" line was there */
+    unsigned sent, recv;       /* the counts that line gave */
+    unsigned dsent, drecv;     /* of them read directly from the sender */
+    unsigned pe;               /* values per part ("group of" line) */
+    long long done_ms, end_ms; /* its timeline: DONE sent, end */
 } shm_round_t;
 
 /* A log line about a mate's region: the mate's id (its first 8
@@ -211,7 +238,7 @@ static void read_log(const char *dir, size_t i, peer_log_t *pl) {
     while (fgets(line, sizeof(line), f) != NULL) {
         const char *t = strstr(line, "round ");
         unsigned long long gid = 0;
-        unsigned a = 0, b = 0, pe = 0;
+        unsigned a = 0, b = 0, pe = 0, da = 0, db = 0;
         if (strstr(line, "through shared memory") != NULL)
             pl->shm_any++;
         if (strstr(line, "names shared memory we never took") != NULL)
@@ -234,6 +261,16 @@ static void read_log(const char *dir, size_t i, peer_log_t *pl) {
             id_add(pl->session_id, &pl->sessions, 8, id);
         if (t == NULL)
             continue;
+        long long dn = 0, en = 0;
+        const char *tl = strstr(t, "DONE sent ");
+        if (strstr(t, " timeline ") != NULL && tl != NULL &&
+            sscanf(t, "round %llx", &gid) == 1 &&
+            sscanf(tl, "DONE sent %lld, end %lld", &dn, &en) == 2)
+            for (int r = 0; r < pl->rounds; r++)
+                if (pl->round[r].gid == gid) {
+                    pl->round[r].done_ms = dn;
+                    pl->round[r].end_ms = en;
+                }
         if (sscanf(t, "round %llx: group of %u, index %u, parts of %u values",
                    &gid, &a, &b, &pe) == 4) {
             IT_CHECK(pl->rounds < ROUNDS_MAX, "peer %zu: more than %d rounds",
@@ -244,14 +281,16 @@ static void read_log(const char *dir, size_t i, peer_log_t *pl) {
             }
         } else if (sscanf(t,
                           "round %llx: %u parts sent and %u received through "
-                          "shared memory",
-                          &gid, &a, &b) == 3) {
+                          "shared memory, %u and %u of them read directly",
+                          &gid, &a, &b, &da, &db) == 5) {
             int hit = 0;
             for (int r = 0; r < pl->rounds; r++)
                 if (pl->round[r].gid == gid && !pl->round[r].logged) {
                     pl->round[r].logged = 1;
                     pl->round[r].sent = a;
                     pl->round[r].recv = b;
+                    pl->round[r].dsent = da;
+                    pl->round[r].drecv = db;
                     hit = 1;
                 }
             IT_CHECK(hit,
@@ -277,21 +316,75 @@ static unsigned all_mates_min(unsigned pe, unsigned n) {
     return pe == 0 ? 0 : (COUNT + pe - 1) / pe + n - 2;
 }
 
+/* ---- direct reads ---- */
+
+/* Whether one process of ours may read another's memory (process_vm_readv
+ * from one child of this test to another, as between two peers): Yama's
+ * ptrace_scope or a seccomp filter may refuse it, and the peers then use
+ * slots only. */
+static int direct_reads_allowed(void) {
+    static volatile uint64_t mark = 0x6d6f736870697421ull;
+    int hold[2];
+    if (pipe(hold) != 0)
+        return 0;
+    pid_t a = fork();
+    if (a == 0) {
+        char c;
+        close(hold[1]);
+        while (read(hold[0], &c, 1) > 0)
+            ; /* until the test closes its end */
+        _exit(0);
+    }
+    close(hold[0]);
+    pid_t b = a > 0 ? fork() : -1;
+    if (b == 0) {
+        uint64_t v = 0;
+        struct iovec l = {.iov_base = &v, .iov_len = sizeof(v)};
+        struct iovec r = {.iov_base = (void *)&mark, .iov_len = sizeof(v)};
+        _exit(process_vm_readv(a, &l, 1, &r, 1, 0) == (ssize_t)sizeof(v) &&
+                      v == mark
+                  ? 0
+                  : 1);
+    }
+    int st = 1;
+    if (b > 0)
+        waitpid(b, &st, 0);
+    close(hold[1]);
+    if (a > 0)
+        waitpid(a, NULL, 0);
+    return b > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* 6: round r of a peer's log read (direct) all or (!direct) none of its
+ * parts through shared memory directly. */
+static void check_direct(const char *what, size_t i, int r,
+                         const shm_round_t *sr, int direct) {
+    unsigned ws = direct ? sr->sent : 0, wr = direct ? sr->recv : 0;
+    IT_CHECK(sr->dsent == ws && sr->drecv == wr,
+             "%s peer %zu round %d: %u of %u parts sent and %u of %u "
+             "received through shared memory went directly (want %u and %u)",
+             what, i, r + 1, sr->dsent, sr->sent, sr->drecv, sr->recv, ws, wr);
+}
+
 /* ---- a swarm ---- */
 
-/* Starts n peers of cfg, peer i with shared_memory shm[i], peer 0 first
+/* Starts n peers of cfg, peer i with shared_memory shm[i] (and, with
+ * tweak, the settings tweak makes of cfg for peer i), peer 0 first
  * and the others bootstrapping from it, and waits until each sees all n.
  * *started receives how many started (their process ids in pids); returns
  * how many of them saw all n. */
-static size_t start_peers(it_peer_t *peers, pid_t *pids, size_t n,
-                          it_peer_cfg_t *cfg, const uint32_t *shm,
-                          size_t *started) {
+static size_t start_peers_tweak(it_peer_t *peers, pid_t *pids, size_t n,
+                                it_peer_cfg_t *cfg, const uint32_t *shm,
+                                void (*tweak)(it_peer_cfg_t *, size_t),
+                                size_t *started) {
     size_t up = 0;
     *started = 0;
     cfg->expect_members = n;
     for (size_t i = 0; i < n; i++) {
         cfg->index = i;
         cfg->shared_memory = shm[i];
+        if (tweak != NULL)
+            tweak(cfg, i);
         if (i > 0)
             snprintf(cfg->bootstrap, sizeof(cfg->bootstrap), "%s",
                      peers[0].endpoint);
@@ -305,6 +398,12 @@ static size_t start_peers(it_peer_t *peers, pid_t *pids, size_t n,
     IT_CHECK(up == n, "%s: %zu of %zu peers started and saw everyone",
              cfg->swarm, up, n);
     return up;
+}
+
+static size_t start_peers(it_peer_t *peers, pid_t *pids, size_t n,
+                          it_peer_cfg_t *cfg, const uint32_t *shm,
+                          size_t *started) {
+    return start_peers_tweak(peers, pids, n, cfg, shm, NULL, started);
 }
 
 /* The settings of a swarm of N in one group, logging into dir. */
@@ -357,7 +456,9 @@ static void run(const char *swarm, const char *dir, const uint32_t shm[N],
                swarm, i, shm[i] == MOSHPIT_SHM_OFF ? "OFF" : "AUTO",
                logs[i].rounds, logs[i].taken);
         for (int r = 0; r < logs[i].rounds; r++)
-            printf(" %u/%u", logs[i].round[r].sent, logs[i].round[r].recv);
+            printf(" %u/%u (%u/%u direct)", logs[i].round[r].sent,
+                   logs[i].round[r].recv, logs[i].round[r].dsent,
+                   logs[i].round[r].drecv);
         printf(" (with all mates that way: at least %u)\n",
                logs[i].rounds > 0 ? all_mates_min(logs[i].round[0].pe, N) : 0);
         IT_CHECK(logs[i].rounds == ROUNDS, "%s peer %zu: %d rounds logged",
@@ -498,7 +599,7 @@ static int events_of(const shm_event_t *ev, int n, const char *id, int lo,
 /* The checks of 3 on the logs of run_asym. Peers 0 and 1 took part in
  * rounds 1 to 5 (their round k is round k), peer 2 in rounds 1, 3, 4, 5
  * (its rounds 1 to 4). */
-static void check_asym(const peer_log_t logs[ASYM_N]) {
+static void check_asym(const peer_log_t logs[ASYM_N], int direct) {
     const size_t sat = ASYM_N - 1; /* the peer that sat out round 2 */
     char id[ASYM_N][9];
     for (size_t i = 0; i < ASYM_N; i++)
@@ -564,7 +665,134 @@ static void check_asym(const peer_log_t logs[ASYM_N]) {
                      "received through shared memory (with both mates "
                      "that way: at least %u)",
                      i, r, sr->sent, sr->recv, least);
+            check_direct("it-shm-asym", i, r - 1, sr, direct);
         }
+}
+
+/* ---- 7: a mate that reads a result after the sender's call returned ---- */
+
+#define LATE_COUNT (4u << 20)
+#define LATE_ROUND_MS 60000
+#define LATE_PEER_TIMEOUT_MS 500 /* a call waits 2x this for mates' DONE */
+
+/* Peer i's round r result among the n peers from 0 (collected now):
+ * OK in the group of all n, wholly averaged, within 1e-5 of the
+ * weighted mean of seeds/w. 0, or -1 if no result came. */
+static int late_check(it_peer_t *p, size_t i, int r, size_t n,
+                      const uint64_t *seeds, const double *w, float *v) {
+    it_result_t res;
+    if (it_collect(p, &res, v, LATE_COUNT, LATE_ROUND_MS) != 0) {
+        IT_CHECK(0, "it-shm-late round %d peer %zu gave no result", r, i);
+        return -1;
+    }
+    IT_CHECK(res.err == MOSHPIT_OK && res.info.group_size == n &&
+                 res.info.fraction_averaged == 1.0,
+             "it-shm-late round %d peer %zu: %s, group of %u (want %zu), "
+             "fraction averaged %g",
+             r, i, moshpit_strerror((moshpit_err_t)res.err),
+             res.info.group_size, n, res.info.fraction_averaged);
+    double d = it_dev_from_mean(v, LATE_COUNT, seeds, w, n);
+    IT_CHECK(d <= 1e-5, "it-shm-late round %d peer %zu deviates %g", r, i, d);
+    return 0;
+}
+
+/* A and B (peers 1 and 2) announce 1 Mbit/s: their shares are small,
+ * S's is nearly all, so B has sent all its parts (its result too) long
+ * before it has read S's result; and B's engine is held when it logs
+ * that in round 2 */
+static void late_tweak(it_peer_cfg_t *cfg, size_t i) {
+    cfg->bandwidth_mbps = i == 0 ? 1000 : 1;
+    cfg->hold_at_log = i == 2 ? 2 : 0;
+}
+
+static void run_late(const char *dir, int direct) {
+    static const uint32_t shm[3] = {MOSHPIT_SHM_AUTO, MOSHPIT_SHM_AUTO,
+                                    MOSHPIT_SHM_AUTO};
+    names_t before;
+    list_regions(&before);
+    it_peer_t peers[3];
+    pid_t pids[3];
+    it_peer_cfg_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.swarm = "it-shm-late";
+    cfg.group_size = 3;
+    cfg.min_group_size = 2;
+    cfg.matchmaking_ms = 500; /* S and A's round 3 forms without B then */
+    cfg.round_timeout_ms = 30000;
+    cfg.peer_timeout_ms = LATE_PEER_TIMEOUT_MS;
+    cfg.notify_group = 1;
+    cfg.notify_log = "all our parts sent";
+    cfg.log_dir = dir;
+    size_t started = 0;
+    size_t up =
+        start_peers_tweak(peers, pids, 3, &cfg, shm, late_tweak, &started);
+    it_peer_t *b = &peers[2];
+    float *v = malloc(LATE_COUNT * sizeof(float));
+    int ok = up == 3 && v != NULL;
+    for (int r = 1; r <= 4 && ok; r++) {
+        /* rounds 3 and 4: S and A only */
+        size_t n = r >= 3 ? 2 : 3;
+        uint64_t seeds[3];
+        double w[3];
+        for (size_t i = 0; i < n; i++) {
+            seeds[i] = (uint64_t)(1100 + r * 10 + (int)i);
+            w[i] = it_weight(seeds[i]);
+            ok &= it_average_async(&peers[i], LATE_COUNT, seeds[i], w[i]) == 0;
+        }
+        if (r == 2) {
+            /* B's engine is held once it sent all its parts (its result
+             * too), before it read S's result: S's call returns without
+             * B's DONE (it waits 2 x peer_timeout_ms for it) */
+            int rc = ok ? it_wait_group(b, LATE_ROUND_MS) : -1;
+            IT_CHECK(rc == 0, "it-shm-late: B did not send all its parts");
+            ok &= rc == 0;
+        }
+        for (size_t i = 0; i < 2 && ok; i++)
+            ok &= late_check(&peers[i], i, r, n, seeds, w, v) == 0;
+        if (r == 1)
+            ok &= ok && late_check(b, 2, r, n, seeds, w, v) == 0;
+        if (r == 4) {
+            /* S's rounds 3 and 4 are over (its vector overwritten, round
+             * 3's result in the other copy; round 4's in that one again,
+             * as A said DONE for round 3, not in round 2's, which B has
+             * not read yet); B goes on and reads S's round 2 result */
+            ok &= it_release(b) == 0;
+            seeds[2] = (uint64_t)(1100 + 2 * 10 + 2);
+            for (size_t i = 0; i < 3; i++) {
+                seeds[i] = (uint64_t)(1100 + 2 * 10 + (int)i);
+                w[i] = it_weight(seeds[i]);
+            }
+            ok &= ok && late_check(b, 2, 2, 3, seeds, w, v) == 0;
+        }
+    }
+    if (up == 3 && !ok)
+        it_release(b); /* it may be held still */
+    free(v);
+    for (size_t i = 0; i < started; i++)
+        it_stop(&peers[i]);
+    check_no_regions_left("it-shm-late", &before, pids, started);
+    for (size_t i = 0; i < started && up == 3; i++) {
+        peer_log_t pl;
+        read_log(dir, i, &pl);
+        printf("it-shm-late peer %zu: %d rounds; parts sent/received through "
+               "shared memory:",
+               i, pl.rounds);
+        for (int r = 0; r < pl.rounds; r++)
+            printf(" %u/%u (%u/%u direct)", pl.round[r].sent, pl.round[r].recv,
+                   pl.round[r].dsent, pl.round[r].drecv);
+        printf("\n");
+        if (pl.rounds >= 2)
+            check_direct("it-shm-late", i, 1, &pl.round[1], direct);
+        /* the case this swarm is for: S's call returned without B's DONE,
+         * so B read S's result after S's call returned */
+        if (i == 0)
+            IT_CHECK(
+                pl.rounds >= 2 && pl.round[1].end_ms - pl.round[1].done_ms >=
+                                      2 * LATE_PEER_TIMEOUT_MS,
+                "it-shm-late: S's round 2 ended %lld ms after its DONE, "
+                "before B's DONE could come",
+                pl.rounds >= 2 ? pl.round[1].end_ms - pl.round[1].done_ms : -1);
+    }
 }
 
 /* ---- 5: FP16 parts with a mate's slots full ---- */
@@ -687,6 +915,9 @@ static int run_fp16(const char *dir, peer_log_t logs[N]) {
 
 int main(void) {
     char dir_all[256], dir_mix[256], dir_asym[256], dir_fp16[256];
+    int direct = direct_reads_allowed();
+    printf("direct reads between peer processes %s here\n",
+           direct ? "allowed" : "refused");
     if (it_log_dir_make(dir_all, sizeof(dir_all), "shm-auto") != 0 ||
         it_log_dir_make(dir_mix, sizeof(dir_mix), "shm-mixed") != 0 ||
         it_log_dir_make(dir_asym, sizeof(dir_asym), "shm-asym") != 0 ||
@@ -701,11 +932,13 @@ int main(void) {
         IT_CHECK(all[i].taken == N - 1,
                  "AUTO swarm peer %zu took the regions of %d of its %d mates",
                  i, all[i].taken, N - 1);
-        for (int r = 1; r < all[i].rounds; r++)
+        for (int r = 1; r < all[i].rounds; r++) {
             IT_CHECK(all[i].round[r].sent > 0 && all[i].round[r].recv > 0,
                      "AUTO swarm peer %zu round %d: %u parts sent and %u "
                      "received through shared memory",
                      i, r + 1, all[i].round[r].sent, all[i].round[r].recv);
+            check_direct("AUTO swarm", i, r, &all[i].round[r], direct);
+        }
     }
 
     /* 2: peers 0 and 2 with shared memory, 1 and 3 without */
@@ -734,6 +967,7 @@ int main(void) {
                      i, r + 1, a->recv, b->sent);
             if (r == 0)
                 continue;
+            check_direct("mixed swarm", i, r, a, direct);
             IT_CHECK(a->sent > 0 && a->recv > 0,
                      "AUTO peer %zu round %d: %u parts sent and %u received "
                      "through shared memory",
@@ -751,7 +985,7 @@ int main(void) {
     /* 3: peer 2 sits out round 2, its mates average without it */
     peer_log_t asym[ASYM_N];
     if (run_asym(dir_asym, asym) == 0)
-        check_asym(asym);
+        check_asym(asym, direct);
 
     /* 5: FP16 parts, a mate's slots full */
     peer_log_t fp16[N];
@@ -760,6 +994,8 @@ int main(void) {
             IT_CHECK(fp16[i].rounds == FP16_ROUNDS,
                      "FP16 swarm peer %zu: %d rounds logged", i,
                      fp16[i].rounds);
+            for (int r = 0; r < fp16[i].rounds; r++)
+                check_direct("FP16 swarm", i, r, &fp16[i].round[r], 0);
             IT_CHECK(fp16[i].rounds >= 2 && fp16[i].round[1].sent > 0 &&
                          fp16[i].round[1].recv > 0,
                      "FP16 swarm peer %zu round 2: %u parts sent and %u "
@@ -770,6 +1006,13 @@ int main(void) {
     it_log_dir_done(dir_mix);
     it_log_dir_done(dir_asym);
     it_log_dir_done(dir_fp16);
+
+    /* 7: a mate that reads a result after the sender's call returned */
+    char dir_late[256];
+    if (it_log_dir_make(dir_late, sizeof(dir_late), "shm-late") == 0) {
+        run_late(dir_late, direct);
+        it_log_dir_done(dir_late);
+    }
     printf("%s\n", it_failures ? "FAILED" : "ok");
     return it_failures ? 1 : 0;
 }

@@ -291,6 +291,33 @@ static void case_breaks(void) {
     net_free(&t);
 }
 
+/* A pause of the driver (its process stopped): every member's silence
+ * counts from the pause's end, so none is dropped for the time nothing
+ * could be read; one that stays silent afterwards still is. */
+static void case_pause(void) {
+    net_t t;
+    net_init(&t, 100000);
+    mp_group_t *g = t.g[0];
+    mp__group_set_silence(g, 1, 300);
+    mp__group_set_silence(g, 2, 300);
+    mp__group_heard(g, 100, 1);
+    mp__group_pause(g, 2000);
+    mp__group_pause(NULL, 5); /* no group: nothing */
+    mp__group_on_tick(g, 2250);
+    CHECK(mp__group_member_alive(g, 1) && mp__group_member_alive(g, 2),
+          "a member dropped for the silence of a pause");
+    mp__group_on_tick(g, 2299);
+    CHECK(mp__group_member_alive(g, 2), "member 2 dropped before its limit");
+    mp__group_on_tick(g, 2300);
+    CHECK(!mp__group_member_alive(g, 2),
+          "member 2 (silent from 0, then a pause of 2000) alive at 2300");
+    CHECK(mp__group_member_alive(g, 1), "member 1 (heard at 100) dropped");
+    mp__group_on_tick(g, 2400);
+    CHECK(!mp__group_member_alive(g, 1),
+          "member 1 (heard at 100, then a pause of 2000) alive at 2400");
+    net_free(&t);
+}
+
 /* A MARK flood: member 1 sends no part and answers every quiet HAVE of
  * member 0 with a MARK after reply_ms, as the engine drives the machine
  * (engine_resume.c: mp__group_have_due then mp__group_quiet for a quiet
@@ -402,6 +429,7 @@ static void case_uneven_drop(void) {
 
 int main(void) {
     case_breaks();
+    case_pause();
     case_mark_flood();
     case_uneven_drop();
     case_repeat_cap();

@@ -8,9 +8,14 @@
  * range, and a sender in another process racing the receiver: no part
  * got is ever mixed); hostile regions the receiver must refuse (bad header, bad
  * size, open to others) and one shrunk under it; the sweep of regions whose
- * maker is gone. Every region has a fresh name (from the process id and
- * the time) and none is left in /dev/shm at the end.
+ * maker is gone. Direct reads of the sender's memory: the window, taking
+ * a region with and without them, references to the caller's buffer and
+ * to another epoch, a window wiped, a maker that is not there, and a
+ * writer in another process racing the reader (a part got is never
+ * mixed, and one not raced is always got). Every region has a fresh name (from
+ * the process id and the time) and none is left in /dev/shm at the end.
  */
+#define _GNU_SOURCE /* process_vm_readv */
 #include "net/shm.h"
 
 #include <errno.h>
@@ -25,7 +30,11 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #endif
@@ -555,7 +564,7 @@ static void test_race(void) {
         tries++;
         if (!read_u32(fd, TABLE_OFF, &g) || g == 0 || (g & 1u) != 0)
             continue;
-        put_le(ref, 0, 4);
+        memset(ref, 0, sizeof(ref)); /* a slot reference */
         put_le(ref + 4, g, 4);
         if (!mp__shm_get(rx, ref, buf, sizeof(buf)))
             continue;
@@ -731,6 +740,420 @@ static void test_sweep(void) {
     shm_unlink(young);
 }
 
+/* ---- direct reads ---- */
+
+static void test_window(void) {
+    mp_shm_window_t w;
+    mp__shm_window_init(&w);
+    CHECK(w.magic != 0, "a new window has a magic");
+    for (unsigned k = 0; k < MP_SHM_EPOCHS; k++)
+        CHECK(w.epoch[k] != 0 && (w.epoch[k] & 3u) == k,
+              "a new window's epoch %u: %llx", k,
+              (unsigned long long)w.epoch[k]);
+    for (unsigned k = 0; k < MP_SHM_EPOCHS; k++) {
+        uint64_t before[MP_SHM_EPOCHS];
+        for (unsigned j = 0; j < MP_SHM_EPOCHS; j++)
+            before[j] = w.epoch[j];
+        mp__shm_window_bump(&w, k);
+        bool others = true;
+        for (unsigned j = 0; j < MP_SHM_EPOCHS; j++)
+            others &= j == k || w.epoch[j] == before[j];
+        CHECK(w.epoch[k] != before[k] && w.epoch[k] != 0 &&
+                  (w.epoch[k] & 3u) == k && others,
+              "bump of epoch %u: %llx -> %llx, the others kept", k,
+              (unsigned long long)before[k], (unsigned long long)w.epoch[k]);
+    }
+    uint64_t e2 = w.epoch[2];
+    mp__shm_window_bump(&w, MP_SHM_EPOCHS);
+    CHECK(w.epoch[2] == e2, "no epoch past the last");
+    uint8_t ref[MP_SHM_REF_BYTES];
+    static const float x = 1.0f;
+    mp__shm_ref_direct(&w, 1, &x, ref);
+    CHECK(mp__shm_ref_direct_is(ref), "a direct reference is one");
+    uint8_t slot[MP_SHM_REF_BYTES] = {3, 0, 0, 0, 2, 0, 0, 0};
+    CHECK(!mp__shm_ref_direct_is(slot), "a slot reference is not");
+    uint64_t m = w.magic, e0 = w.epoch[0], e1 = w.epoch[1];
+    e2 = w.epoch[2];
+    mp__shm_window_wipe(&w);
+    CHECK(w.magic == 0 && w.epoch[0] != e0 && w.epoch[1] != e1 &&
+              w.epoch[2] != e2 && m != 0,
+          "wiped: no magic, every epoch changed");
+}
+
+/* The sender of the direct read tests: a child process that makes the
+ * region `name` naming window w (inherited, so this process knows its
+ * values and where it and the child's buffers are), says 'r' on `out`,
+ * then on each command byte from `in` bumps epoch k ('0' + k) or wipes
+ * the window ('w') and answers with the window's bytes, until 'q'. */
+static pid_t direct_sender(const char *name, mp_shm_window_t *w, int in,
+                           int out) {
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    int err = 0;
+    mp_shm_t *tx = mp__shm_create(name, 2, 4096, &err);
+    char c = 'r';
+    if (tx == NULL || !mp__shm_expose(tx, w) || write(out, &c, 1) != 1)
+        _exit(2);
+    while (read(in, &c, 1) == 1 && c != 'q') {
+        if (c == 'w')
+            mp__shm_window_wipe(w);
+        else
+            mp__shm_window_bump(w, (unsigned)(c - '0'));
+        if (write(out, (const void *)w, sizeof(*w)) != (ssize_t)sizeof(*w))
+            _exit(3);
+    }
+    mp__shm_free(tx);
+    _exit(0);
+}
+
+/* Sends command c to the sender and takes its window back into w. */
+static bool direct_cmd(int in, int out, char c, mp_shm_window_t *w) {
+    mp_shm_window_t got;
+    size_t have = 0;
+    if (write(in, &c, 1) != 1)
+        return false;
+    while (have < sizeof(got)) {
+        ssize_t r = read(out, (uint8_t *)&got + have, sizeof(got) - have);
+        if (r <= 0)
+            return false;
+        have += (size_t)r;
+    }
+    memcpy((void *)w, &got, sizeof(got));
+    return true;
+}
+
+/* A thread of this process that waits (helper_tid: its thread id, made
+ * at the first call; helper_stop ends it). */
+static pthread_t g_helper;
+static int g_helper_pipe[2] = {-1, -1};
+static volatile pid_t g_helper_tid;
+
+static void *helper_main(void *arg) {
+    (void)arg;
+    char c;
+    g_helper_tid = (pid_t)syscall(SYS_gettid);
+    while (read(g_helper_pipe[0], &c, 1) > 0)
+        ;
+    return NULL;
+}
+
+static pid_t helper_tid(void) {
+    if (g_helper_pipe[0] < 0) {
+        if (pipe(g_helper_pipe) != 0 ||
+            pthread_create(&g_helper, NULL, helper_main, NULL) != 0)
+            return -1;
+        while (g_helper_tid == 0)
+            sched_yield();
+    }
+    return g_helper_tid;
+}
+
+static void helper_stop(void) {
+    if (g_helper_pipe[0] < 0)
+        return;
+    close(g_helper_pipe[1]);
+    pthread_join(g_helper, NULL);
+    close(g_helper_pipe[0]);
+    g_helper_pipe[0] = g_helper_pipe[1] = -1;
+    g_helper_tid = 0;
+}
+
+/* Whether this process may read another's memory (process_vm_readv on a
+ * child): not under qemu-user (no such system call there), Yama's
+ * ptrace_scope 3, or a seccomp filter that refuses it. The direct read
+ * tests then check that regions are taken for slots only. */
+static bool g_direct_ok;
+
+static bool direct_reads_work(void) {
+    static volatile uint64_t mark = 0x6d6f736870697421ull;
+    int hold[2];
+    if (pipe(hold) != 0)
+        return false;
+    pid_t pid = fork();
+    if (pid == 0) {
+        char c;
+        close(hold[1]);
+        while (read(hold[0], &c, 1) > 0)
+            ;
+        _exit(0);
+    }
+    close(hold[0]);
+    uint64_t v = 0;
+    struct iovec l = {.iov_base = &v, .iov_len = sizeof(v)};
+    struct iovec r = {.iov_base = (void *)&mark, .iov_len = sizeof(v)};
+    bool ok = pid > 0 &&
+              process_vm_readv(pid, &l, 1, &r, 1, 0) == (ssize_t)sizeof(v) &&
+              v == mark;
+    close(hold[1]);
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
+    return ok;
+}
+
+static void test_direct(void) {
+    static mp_shm_window_t w;
+    static float vals[1024], got[1024];
+    mp__shm_window_init(&w);
+    for (unsigned k = 0; k < 1024; k++)
+        vals[k] = (float)k * 0.5f;
+    int to_tx[2], to_rx[2];
+    if (pipe(to_tx) != 0 || pipe(to_rx) != 0) {
+        CHECK(0, "pipes");
+        return;
+    }
+    const char *name = fresh_name();
+    pid_t pid = direct_sender(name, &w, to_tx[0], to_rx[1]);
+    char c = 0;
+    int err = 0;
+    mp_shm_t *rx = NULL;
+    if (pid > 0 && read(to_rx[0], &c, 1) == 1 && c == 'r')
+        rx = mp__shm_attach(name, &err);
+    uint8_t ref[MP_SHM_REF_BYTES], old[MP_SHM_REF_BYTES];
+    if (!g_direct_ok) {
+        /* refused here (qemu-user has no process_vm_readv; Yama; a
+         * seccomp filter): taken for slots only */
+        CHECK(rx != NULL && mp__shm_state(rx) == MP_SHM_TAKEN,
+              "taken without direct reads where they are refused: err %d, "
+              "state %d",
+              err, rx != NULL ? mp__shm_state(rx) : -1);
+        mp__shm_ref_direct(&w, 0, vals, ref);
+        CHECK(!mp__shm_get(rx, ref, got, 64),
+              "a direct reference refused where direct reads are");
+    } else {
+        CHECK(rx != NULL && mp__shm_state(rx) == MP_SHM_TAKEN_DIRECT,
+              "taken with direct reads: err %d, state %d", err,
+              rx != NULL ? mp__shm_state(rx) : -1);
+        mp__shm_ref_direct(&w, 0, vals + 10, ref);
+        memset(got, 0, sizeof(got));
+        CHECK(mp__shm_get(rx, ref, got, 100 * sizeof(float)) &&
+                  memcmp(got, vals + 10, 100 * sizeof(float)) == 0,
+              "a part read directly from the sender");
+        CHECK(mp__shm_get(rx, ref, got, 100 * sizeof(float)),
+              "read again (nothing to free)");
+        /* an epoch number the window does not hold, one of no buffer */
+        memcpy(old, ref, sizeof(old));
+        put_le(old + 8, w.epoch[0] + 4u, 8);
+        CHECK(!mp__shm_get(rx, old, got, 4), "a reference to another epoch");
+        put_le(old + 8, (w.epoch[0] & ~(uint64_t)3) | 3u, 8);
+        CHECK(!mp__shm_get(rx, old, got, 4), "an epoch of buffer 3");
+        /* longer than a slot */
+        CHECK(!mp__shm_get(rx, ref, got, MP_SHM_SLOT_BYTES + 4u),
+              "a read longer than a slot");
+        memcpy(old, ref, sizeof(old));
+        CHECK(direct_cmd(to_tx[1], to_rx[0], '0', &w), "bump epoch 0");
+        CHECK(!mp__shm_get(rx, old, got, 100 * sizeof(float)),
+              "a reference to an epoch gone");
+        mp__shm_ref_direct(&w, 0, vals + 10, ref);
+        CHECK(mp__shm_get(rx, ref, got, 100 * sizeof(float)),
+              "the new epoch's reference");
+        CHECK(direct_cmd(to_tx[1], to_rx[0], '1', &w) &&
+                  direct_cmd(to_tx[1], to_rx[0], '2', &w),
+              "bump epochs 1 and 2");
+        CHECK(mp__shm_get(rx, ref, got, 100 * sizeof(float)),
+              "epoch 0 holds when the others change");
+        for (unsigned k = 1; k < MP_SHM_EPOCHS; k++) {
+            mp__shm_ref_direct(&w, k, vals, old);
+            CHECK(mp__shm_get(rx, old, got, 64) && memcmp(got, vals, 64) == 0,
+                  "a reference under epoch %u", k);
+        }
+        /* addresses the sender does not have */
+        uint8_t bad[MP_SHM_REF_BYTES];
+        memcpy(bad, ref, sizeof(bad));
+        put_le(bad, 8, 8);
+        CHECK(!mp__shm_get(rx, bad, got, 64), "address 8: EFAULT, no signal");
+        put_le(bad, UINT64_MAX - 16, 8);
+        CHECK(!mp__shm_get(rx, bad, got, 64), "an address that wraps");
+        CHECK(direct_cmd(to_tx[1], to_rx[0], 'w', &w), "wipe");
+        CHECK(!mp__shm_get(rx, ref, got, 64), "a window wiped");
+    }
+    c = 'q';
+    CHECK(write(to_tx[1], &c, 1) == 1, "quit");
+    int st = 0;
+    if (pid > 0)
+        waitpid(pid, &st, 0);
+    CHECK(pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "the sender ended well (%d)", st);
+    CHECK(!mp__shm_get(rx, ref, got, 64), "a sender gone");
+    mp__shm_free(rx);
+    close(to_tx[0]);
+    close(to_tx[1]);
+    close(to_rx[0]);
+    close(to_rx[1]);
+
+    /* regions taken without direct reads: one naming no window, one
+     * naming this very process (a peer must not make us read our own
+     * memory into parts), one with a magic the window does not hold, one
+     * naming a live process that does not hold the region (the parent of
+     * this test), one whose maker is gone, one naming a thread of this
+     * process (its /proc/<tid>/fd is this process's table, which holds
+     * the region), one naming a child of this process that holds an
+     * older region of the name */
+    mp__shm_window_init(&w);
+    for (int k = 0; k < 7; k++) {
+        static const char *what[] = {
+            "no window",
+            "this process",
+            "another magic",
+            "a process without it",
+            "a maker gone",
+            "a thread of this process",
+            "a child holding an older region of that name"};
+        const char *n = fresh_name();
+        /* 6: a child forked while an older region of the name was open
+         * here keeps it open (the same window address and magic in its
+         * copy of this memory), after the name went to a new region */
+        pid_t child = -1;
+        int hold[2] = {-1, -1};
+        if (k == 6) {
+            mp_shm_t *prev = mp__shm_create(n, 2, 4096, &err);
+            if (prev != NULL && pipe(hold) == 0) {
+                child = fork();
+                if (child == 0) {
+                    char b;
+                    close(hold[1]);
+                    while (read(hold[0], &b, 1) > 0)
+                        ;
+                    _exit(0);
+                }
+                close(hold[0]);
+            }
+            mp__shm_free(prev); /* the name goes, the child keeps it */
+        }
+        mp_shm_t *tx = mp__shm_create(n, 2, 4096, &err);
+        int fd = tx != NULL ? shm_open(n, O_RDWR | O_CLOEXEC, 0) : -1;
+        bool ok = fd >= 0 && (k == 0 || mp__shm_expose(tx, &w));
+        if (ok && k == 2) {
+            uint8_t m[8];
+            put_le(m, w.magic ^ 1u, 8);
+            ok = pwrite(fd, m, 8, 32) == 8;
+        }
+        if (ok && k >= 3) {
+            pid_t named = k == 3   ? getppid()
+                          : k == 4 ? dead_pid()
+                          : k == 5 ? helper_tid()
+                                   : child;
+            ok = named > 0 && write_u32(fd, 20, (uint32_t)named);
+        }
+        mp_shm_t *r = ok ? mp__shm_attach(n, &err) : NULL;
+        CHECK(r != NULL && mp__shm_state(tx) == MP_SHM_TAKEN,
+              "%s: taken without direct reads (state %d)", what[k],
+              mp__shm_state(tx));
+        mp__shm_ref_direct(&w, 0, vals, ref);
+        CHECK(r == NULL || !mp__shm_get(r, ref, got, 64),
+              "%s: a direct reference is refused", what[k]);
+        if (fd >= 0)
+            close(fd);
+        mp__shm_free(r);
+        mp__shm_free(tx);
+        if (child > 0) {
+            close(hold[1]);
+            waitpid(child, NULL, 0);
+        }
+    }
+    helper_stop();
+}
+
+/* A writer in another process changes its buffer under the epoch's
+ * seqlock while this one reads it: in odd rounds the writer goes on to
+ * the next round the moment the reader starts its read (the two race),
+ * in even ones it waits until the read is over (then the read must
+ * succeed). Never a mixed part. */
+static void test_direct_race(void) {
+    enum { WORDS = MP_SHM_SLOT_BYTES / 4u, ROUNDS = 1000 };
+    if (!g_direct_ok) {
+        printf("direct race: skipped, direct reads refused here\n");
+        return;
+    }
+    static mp_shm_window_t w;
+    static uint32_t buf[WORDS], got[WORDS];
+    int to_rx[2], to_tx[2];
+    if (pipe(to_rx) != 0 || pipe(to_tx) != 0) {
+        CHECK(0, "pipes");
+        return;
+    }
+    const char *name = fresh_name();
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        /* the sender: its region names its own window and process */
+        int err = 0;
+        char c = 0;
+        mp__shm_window_init(&w);
+        mp_shm_t *tx = mp__shm_create(name, 1, 64, &err);
+        if (tx == NULL || !mp__shm_expose(tx, &w) ||
+            write(to_rx[1], &c, 1) != 1)
+            _exit(2);
+        for (uint32_t round = 1; round <= ROUNDS; round++) {
+            uint8_t msg[MP_SHM_REF_BYTES + 4];
+            mp__shm_window_bump(&w, 0);
+            for (uint32_t k = 0; k < WORDS; k++)
+                buf[k] = round;
+            mp__shm_ref_direct(&w, 0, buf, msg);
+            put_le(msg + MP_SHM_REF_BYTES, round, 4);
+            if (write(to_rx[1], msg, sizeof(msg)) != (ssize_t)sizeof(msg) ||
+                read(to_tx[0], &c, 1) != 1)
+                _exit(3);
+        }
+        mp__shm_free(tx);
+        _exit(0);
+    }
+    char c = 0;
+    mp_shm_t *rx = NULL;
+    int err = 0;
+    if (pid > 0 && read(to_rx[0], &c, 1) == 1)
+        rx = mp__shm_attach(name, &err);
+    CHECK(rx != NULL, "the sender's region taken: err %d", err);
+    long ok = 0, mixed = 0, even_failed = 0, odd_failed = 0;
+    for (uint32_t n = 0; rx != NULL && n < ROUNDS; n++) {
+        uint8_t msg[MP_SHM_REF_BYTES + 4];
+        size_t have = 0;
+        while (have < sizeof(msg)) {
+            ssize_t r = read(to_rx[0], msg + have, sizeof(msg) - have);
+            if (r <= 0)
+                break;
+            have += (size_t)r;
+        }
+        if (have < sizeof(msg))
+            break;
+        uint32_t round = get_le32(msg + MP_SHM_REF_BYTES);
+        if ((round & 1u) == 1 && write(to_tx[1], &c, 1) != 1)
+            break; /* go on: the writer's next round races this read */
+        if (mp__shm_get(rx, msg, got, sizeof(got))) {
+            ok++;
+            for (uint32_t k = 0; k < WORDS; k++)
+                if (got[k] != round) {
+                    mixed++;
+                    break;
+                }
+        } else if ((round & 1u) == 0) {
+            even_failed++;
+        } else {
+            odd_failed++;
+        }
+        if ((round & 1u) == 0 && write(to_tx[1], &c, 1) != 1)
+            break;
+    }
+    int st = 0;
+    if (pid > 0)
+        waitpid(pid, &st, 0);
+    CHECK(pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "the sender ran to its end (%d)", st);
+    CHECK(ok >= ROUNDS / 2 && even_failed == 0,
+          "every read not raced succeeded: %ld of %d got, %ld not raced "
+          "failed",
+          ok, ROUNDS, even_failed);
+    CHECK(mixed == 0, "%ld of %ld parts got were mixed", mixed, ok);
+    printf("direct race: %ld of %d reads got (%ld raced reads refused), %ld "
+           "mixed\n",
+           ok, ROUNDS, odd_failed, mixed);
+    mp__shm_free(rx);
+    close(to_rx[0]);
+    close(to_rx[1]);
+    close(to_tx[0]);
+    close(to_tx[1]);
+}
+
 static void test_nothing_left(void) {
     for (unsigned i = 0; i < nnames; i++) {
         int e = name_exists(names[i]);
@@ -756,6 +1179,11 @@ int main(void) {
     test_race();
     test_hostile();
     test_sweep();
+    test_window();
+    g_direct_ok = direct_reads_work();
+    printf("direct reads %s here\n", g_direct_ok ? "work" : "are refused");
+    test_direct();
+    test_direct_race();
     test_nothing_left();
 #else
     int err = 0;
