@@ -446,6 +446,7 @@ void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
 }
 
 void mp__engine_on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {
+    (void)mp__engine_awake(mp);
     const uint8_t *buf = zmq_msg_data(zm);
     size_t len = zmq_msg_size(zm);
     mp_data_hdr_t h;

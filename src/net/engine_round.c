@@ -91,6 +91,10 @@ static void adapt_deadlines(moshpit_t *mp, uint64_t now) {
             mp__add_sat_u64(MP_LINK_DEADLINE_FLOOR_MS,
                             sum > UINT64_MAX / 4 ? UINT64_MAX : 4 * sum);
         mp__rnd_set_deadline(mp->rnd, mp__add_sat_u64(now, r->span_ms));
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                       "round %016llx: measured end %llu ms from now",
+                       (unsigned long long)r->gid,
+                       (unsigned long long)r->span_ms);
     }
 }
 
