@@ -651,28 +651,32 @@ static void check_cancel(moshpit_t *mp) {
  * the round's members sent meanwhile waits in the sockets, unread, so
  * their silence in that time is not counted against them (the group
  * machine's silence limits start again from the end of the pause). Found
- * at the top of the loop, after the poll and before each message is
- * read (mp__engine_awake), so that no part is taken with the pause's
- * time as if the round's end had passed meanwhile. */
+ * at the top of the loop, around the poll, before each message is read
+ * and wherever the round machines are handed the time (a part delivered,
+ * a HAVE, a member failed, the round's end checked: mp__engine_awake),
+ * so that no part is taken with the pause's time as if the round's end
+ * had passed meanwhile. */
 static void on_pause(moshpit_t *mp, uint64_t gap_ms) {
-    mp__engine_log(mp, MOSHPIT_LOG_INFO,
-                   "the engine did not run for %llu ms (the process was "
-                   "stopped or the machine slept): members' silence in that "
-                   "time not counted",
-                   (unsigned long long)gap_ms);
     mp__group_pause(mp->round.group, gap_ms);
     /* and the round's measured end (a forecast of the link's time) starts
      * afresh, as after a connection broke; never past the configured one */
     if (mp->round.group != NULL && mp->round.span_ms > 0)
         mp__rnd_extend_deadline(
             mp->rnd, mp__add_sat_u64(mp__engine_now_ms(), mp->round.span_ms));
+    mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                   "the engine did not run for %llu ms (the process was "
+                   "stopped or the machine slept): members' silence in that "
+                   "time not counted",
+                   (unsigned long long)gap_ms);
 }
 
 uint64_t mp__engine_awake(moshpit_t *mp) {
     uint64_t now = mp__engine_now_ms();
     if (mp->awake_ms != 0 && now > mp->awake_ms &&
-        now - mp->awake_ms > mp->sleep_ms + MP_PAUSE_MS)
+        now - mp->awake_ms > mp->sleep_ms + MP_PAUSE_MS) {
         on_pause(mp, now - mp->awake_ms - mp->sleep_ms);
+        now = mp__engine_now_ms(); /* after its log, which may block */
+    }
     mp->awake_ms = now;
     mp->sleep_ms = 0;
     return now;

@@ -61,7 +61,9 @@
  *    Mbit/s, so S's share is nearly all), LATE_COUNT values,
  *    peer_timeout_ms LATE_PEER_TIMEOUT_MS; round 1 all three, exact; in
  *    round 2 B's engine is held (the harness's hold_at_log) once it has
- *    sent all its parts, before it read S's result; S's and A's round 2
+ *    sent all its parts, before it read S's result, and for at least its
+ *    round's measured end (the frames that wait for it meanwhile must
+ *    not be taken for late once it goes on); S's and A's round 2
  *    results are OK in the group of 3, wholly averaged and exact; S and A
  *    then average rounds 3 and 4 without B (each OK in a group of 2 and
  *    exact: S's vector is overwritten, and its results go into its copies
@@ -697,8 +699,8 @@ static int late_check(it_peer_t *p, size_t i, int r, size_t n,
     return 0;
 }
 
-/* The measured end B logged last (its round's, ms from the group's
- * start), or 0 if it logged none. */
+/* The measured end B logged last (its round's, ms from when the group
+ * formed there), or 0 if it logged none. */
 static uint64_t late_span_ms(const char *dir) {
     char path[512], line[1100];
     snprintf(path, sizeof(path), "%s/peer-2.log", dir);
