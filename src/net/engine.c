@@ -170,7 +170,7 @@ static void ctrl_msg(moshpit_t *mp, const uint8_t id[32], mp_peer_t *p,
                      zmq_msg_t *body, zmq_msg_t *pb, bool has_pb) {
     char uid[41];
     zmq_z85_encode(uid, id, 32);
-    uint64_t now = mp__engine_now_ms();
+    uint64_t now = mp__engine_awake(mp);
     if (p != NULL) {
         p->last_rx_ms = now; /* not frozen (mp__engine_swim_check_sessions) */
         p->used_ms = now;    /* in use (mp__engine_sessions_trim) */
@@ -646,24 +646,40 @@ static void check_cancel(moshpit_t *mp) {
         mp__engine_round_end(mp, MOSHPIT_ETIMEDOUT, true);
 }
 
-/* The engine thread did not run for about gap_ms (between two turns of
- * its loop, past the poll's timeout: the process was stopped, the
- * machine slept or swapped): what the round's
- * members sent meanwhile waits in the sockets, unread, so their silence
- * in that time is not counted against them (the group machine's silence
- * limits start again from the end of the pause). */
+/* The engine thread did not run for about gap_ms (past its poll's
+ * timeout: the process was stopped, the machine slept or swapped): what
+ * the round's members sent meanwhile waits in the sockets, unread, so
+ * their silence in that time is not counted against them (the group
+ * machine's silence limits start again from the end of the pause). Found
+ * at the top of the loop, around the poll, before each message is read
+ * and wherever the round machines are handed the time (a part delivered,
+ * a HAVE, a member failed, the round's end checked: mp__engine_awake),
+ * so that no part is taken with the pause's time as if the round's end
+ * had passed meanwhile. */
 static void on_pause(moshpit_t *mp, uint64_t gap_ms) {
-    mp__engine_log(mp, MOSHPIT_LOG_INFO,
-                   "the engine did not run for %llu ms (the process was "
-                   "stopped or the machine slept): members' silence in that "
-                   "time not counted",
-                   (unsigned long long)gap_ms);
     mp__group_pause(mp->round.group, gap_ms);
     /* and the round's measured end (a forecast of the link's time) starts
      * afresh, as after a connection broke; never past the configured one */
     if (mp->round.group != NULL && mp->round.span_ms > 0)
         mp__rnd_extend_deadline(
             mp->rnd, mp__add_sat_u64(mp__engine_now_ms(), mp->round.span_ms));
+    mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                   "the engine did not run for %llu ms (the process was "
+                   "stopped or the machine slept): members' silence in that "
+                   "time not counted",
+                   (unsigned long long)gap_ms);
+}
+
+uint64_t mp__engine_awake(moshpit_t *mp) {
+    uint64_t now = mp__engine_now_ms();
+    if (mp->awake_ms != 0 && now > mp->awake_ms &&
+        now - mp->awake_ms > mp->sleep_ms + MP_PAUSE_MS) {
+        on_pause(mp, now - mp->awake_ms - mp->sleep_ms);
+        now = mp__engine_now_ms(); /* after its log, which may block */
+    }
+    mp->awake_ms = now;
+    mp->sleep_ms = 0;
+    return now;
 }
 
 void mp__engine_main(void *arg) {
@@ -684,15 +700,8 @@ void mp__engine_main(void *arg) {
     }
     mp__engine_update_members(mp);
 
-    uint64_t last_top = 0, last_timeout = 0;
     while (!mp->stopping) {
-        uint64_t now = mp__engine_now_ms();
-        /* an iteration takes its poll's timeout and some work: far more
-         * and the thread was not running */
-        if (last_top != 0 && now - last_top > last_timeout + MP_PAUSE_MS)
-            on_pause(mp, now - last_top - last_timeout);
-        last_top = now;
-        last_timeout = 0;
+        uint64_t now = mp__engine_awake(mp);
         housekeeping(mp, now);
         mp__engine_round_progress(mp);
         check_cancel(mp);
@@ -767,15 +776,16 @@ void mp__engine_main(void *arg) {
             if ((p->stash_full || p->st_blocked) && p->outbound)
                 router_wait = true;
         }
-        now = mp__engine_now_ms();
+        now = mp__engine_awake(mp);
         uint64_t w = next_wakeup(mp);
         long timeout = w <= now                ? 0
                        : w - now > POLL_MAX_MS ? POLL_MAX_MS
                                                : (long)(w - now);
         if (router_wait && timeout > ROUTER_RETRY_MS)
             timeout = ROUTER_RETRY_MS;
+        mp->sleep_ms = timeout > 0 ? (uint64_t)timeout : 0;
         int rc = zmq_poll(items, (int)n, timeout);
-        last_timeout = (uint64_t)timeout;
+        (void)mp__engine_awake(mp);
         if (rc < 0) {
             if (errno == ETERM)
                 break;

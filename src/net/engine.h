@@ -376,6 +376,9 @@ struct moshpit {
 
     /* engine thread only */
     bool stopping;
+    /* when the engine thread last ran, and how long it may then sleep in
+     * its poll (mp__engine_awake: a longer gap is a pause) */
+    uint64_t awake_ms, sleep_ms;
     /* reachability (docs/DESIGN.md, "Peers behind NAT"): the verdict of
      * the bootstrap peers on whether they can dial ctrl_ep */
     enum { MP_REACH_UNKNOWN = 0, MP_REACH_DIALABLE, MP_REACH_OUTBOUND } reach;

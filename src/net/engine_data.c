@@ -294,7 +294,7 @@ static uint32_t member_index(const mp_round_t *r, const mp_peer_t *p) {
 /* Hands an opened part (in mp->scratch) to the group machine. */
 static void deliver(moshpit_t *mp, mp_peer_t *p, uint32_t from,
                     const mp_data_hdr_t *h, size_t len, bool finite) {
-    uint64_t now = mp__engine_now_ms();
+    uint64_t now = mp__engine_awake(mp);
     mp_round_t *r = &mp->round;
     mp_part_status_t st = mp__group_on_part_checked(
         r->group, now, from, (mp_part_kind_t)h->kind, h->share, h->part,
@@ -446,6 +446,7 @@ void mp__engine_process_frame(moshpit_t *mp, mp_peer_t *p, const uint8_t *buf,
 }
 
 void mp__engine_on_data_msg(moshpit_t *mp, zmq_msg_t *zm) {
+    (void)mp__engine_awake(mp);
     const uint8_t *buf = zmq_msg_data(zm);
     size_t len = zmq_msg_size(zm);
     mp_data_hdr_t h;

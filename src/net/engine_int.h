@@ -79,6 +79,11 @@ _Static_assert(sizeof(zmq_msg_t) <= 64, "zmq_msg_t storage in mp_peer_t");
 #define MP_PAUSE_MS 250u
 #define BATCH 64
 
+/* The time now, after noting that the engine thread runs: if it did not
+ * for MP_PAUSE_MS past the sleep it had announced (mp->sleep_ms), the
+ * process was stopped or the machine slept, and the pause is handled
+ * (engine.c, on_pause) before anything that came meanwhile is read. */
+uint64_t mp__engine_awake(moshpit_t *mp);
 bool mp__engine_authorized(const moshpit_t *mp, const uint8_t id[32]);
 bool mp__engine_is_self(const moshpit_t *mp, const uint8_t id[32]);
 mp_peer_t *mp__engine_find_peer(moshpit_t *mp, const uint8_t id[32]);

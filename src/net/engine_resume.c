@@ -59,7 +59,7 @@ void mp__engine_resume_on_have(moshpit_t *mp, mp_peer_t *p,
     if (from < MP_GROUP_MAX && r->broke_ctr[from] < upto)
         upto = r->broke_ctr[from];
     uint32_t unsure = 0;
-    uint32_t q = mp__group_on_have(r->group, mp__engine_now_ms(), from, h->sc,
+    uint32_t q = mp__group_on_have(r->group, mp__engine_awake(mp), from, h->sc,
                                    h->sc_len, h->ga, h->ga_len, upto, &unsure);
     if (q > 0)
         mp__engine_log(mp, MOSHPIT_LOG_INFO,
@@ -124,7 +124,7 @@ static void link_broke(moshpit_t *mp, const mp_peer_t *p, bool mark) {
     if (r->group == NULL || i == UINT32_MAX)
         return;
     r->repaired |= bit(i);
-    uint64_t now = mp__engine_now_ms();
+    uint64_t now = mp__engine_awake(mp);
     if (!(mark ? mp__group_on_mark(r->group, now, i)
                : mp__group_on_break(r->group, now, i)))
         return;

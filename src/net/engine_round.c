@@ -91,6 +91,10 @@ static void adapt_deadlines(moshpit_t *mp, uint64_t now) {
             mp__add_sat_u64(MP_LINK_DEADLINE_FLOOR_MS,
                             sum > UINT64_MAX / 4 ? UINT64_MAX : 4 * sum);
         mp__rnd_set_deadline(mp->rnd, mp__add_sat_u64(now, r->span_ms));
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                       "round %016llx: measured end %llu ms from now",
+                       (unsigned long long)r->gid,
+                       (unsigned long long)r->span_ms);
     }
 }
 
@@ -526,7 +530,7 @@ void mp__engine_round_pump(moshpit_t *mp) {
     bool alone = true;
     moshpit_err_t e = MOSHPIT_OK;
     if (mp->round.cmd != NULL &&
-        mp__rnd_over(mp->rnd, mp__engine_now_ms(), &alone, &e))
+        mp__rnd_over(mp->rnd, mp__engine_awake(mp), &alone, &e))
         mp__engine_round_end(mp, e, alone);
 }
 
@@ -554,7 +558,7 @@ void mp__engine_round_peer_failed(moshpit_t *mp, mp_peer_t *p) {
     mp_round_t *r = &mp->round;
     if (idle_mate(mp, p))
         return;
-    (void)mp__rnd_peer_failed(mp->rnd, mp__engine_now_ms(), p->id);
+    (void)mp__rnd_peer_failed(mp->rnd, mp__engine_awake(mp), p->id);
     if (r->cmd != NULL && r->group != NULL)
         for (uint32_t i = 0; i < r->n; i++)
             if (r->members[i] == p)
@@ -742,7 +746,7 @@ static bool round_finished(moshpit_t *mp) {
 
 void mp__engine_round_progress(moshpit_t *mp) {
     mp_round_t *r = &mp->round;
-    uint64_t now = mp__engine_now_ms();
+    uint64_t now = mp__engine_awake(mp);
     /* matchmakers run whether this peer is in a call or not */
     mp__rnd_tick(mp->rnd, now);
     if (r->cmd == NULL) {

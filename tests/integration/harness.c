@@ -783,7 +783,7 @@ int it_log_dir_make(char *dir, size_t cap, const char *name) {
 void it_log_dir_done(const char *dir) {
     char rm[320];
     snprintf(rm, sizeof(rm), "rm -rf '%s'", dir);
-    if (it_failures > 0)
+    if (it_failures > 0 || getenv("MOSHPIT_TEST_KEEP_LOGS") != NULL)
         fprintf(stderr, "the peers' logs are in %s\n", dir);
     else if (system(rm) != 0)
         fprintf(stderr, "could not remove %s\n", dir);

@@ -61,7 +61,9 @@
  *    Mbit/s, so S's share is nearly all), LATE_COUNT values,
  *    peer_timeout_ms LATE_PEER_TIMEOUT_MS; round 1 all three, exact; in
  *    round 2 B's engine is held (the harness's hold_at_log) once it has
- *    sent all its parts, before it read S's result; S's and A's round 2
+ *    sent all its parts, before it read S's result, and for at least its
+ *    round's measured end (the frames that wait for it meanwhile must
+ *    not be taken for late once it goes on); S's and A's round 2
  *    results are OK in the group of 3, wholly averaged and exact; S and A
  *    then average rounds 3 and 4 without B (each OK in a group of 2 and
  *    exact: S's vector is overwritten, and its results go into its copies
@@ -83,6 +85,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -696,6 +699,24 @@ static int late_check(it_peer_t *p, size_t i, int r, size_t n,
     return 0;
 }
 
+/* The measured end B logged last (its round's, ms from when the group
+ * formed there), or 0 if it logged none. */
+static uint64_t late_span_ms(const char *dir) {
+    char path[512], line[1100];
+    snprintf(path, sizeof(path), "%s/peer-2.log", dir);
+    FILE *f = fopen(path, "r");
+    uint64_t span = 0;
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        const char *t = strstr(line, ": measured end ");
+        unsigned long long ms = 0;
+        if (t != NULL && sscanf(t, ": measured end %llu ms", &ms) == 1)
+            span = ms;
+    }
+    if (f != NULL)
+        fclose(f);
+    return span;
+}
+
 /* A and B (peers 1 and 2) announce 1 Mbit/s: their shares are small,
  * S's is nearly all, so B has sent all its parts (its result too) long
  * before it has read S's result; and B's engine is held when it logs
@@ -729,6 +750,7 @@ static void run_late(const char *dir, int direct) {
     it_peer_t *b = &peers[2];
     float *v = malloc(LATE_COUNT * sizeof(float));
     int ok = up == 3 && v != NULL;
+    uint64_t held_ms = 0;
     for (int r = 1; r <= 4 && ok; r++) {
         /* rounds 3 and 4: S and A only */
         size_t n = r >= 3 ? 2 : 3;
@@ -746,6 +768,7 @@ static void run_late(const char *dir, int direct) {
             int rc = ok ? it_wait_group(b, LATE_ROUND_MS) : -1;
             IT_CHECK(rc == 0, "it-shm-late: B did not send all its parts");
             ok &= rc == 0;
+            held_ms = it_now_ms();
         }
         for (size_t i = 0; i < 2 && ok; i++)
             ok &= late_check(&peers[i], i, r, n, seeds, w, v) == 0;
@@ -756,6 +779,16 @@ static void run_late(const char *dir, int direct) {
              * 3's result in the other copy; round 4's in that one again,
              * as A said DONE for round 3, not in round 2's, which B has
              * not read yet); B goes on and reads S's round 2 result */
+            /* held past its round's measured end: the frames that wait
+             * for it then must not be taken for late (the pause is seen
+             * before they are read); the sleep is the pause's length */
+            uint64_t span = late_span_ms(dir);
+            IT_CHECK(span > 0, "it-shm-late: B logged no measured end");
+            while (ok && span > 0 && it_now_ms() - held_ms < span + 500)
+                nanosleep(&(struct timespec){0, 100000000L}, NULL);
+            printf("it-shm-late: B held %llu ms, its measured end %llu ms\n",
+                   (unsigned long long)(it_now_ms() - held_ms),
+                   (unsigned long long)span);
             ok &= it_release(b) == 0;
             seeds[2] = (uint64_t)(1100 + 2 * 10 + 2);
             for (size_t i = 0; i < 3; i++) {
