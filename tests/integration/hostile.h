@@ -52,6 +52,7 @@ typedef struct hostile {
     uint8_t secret[32];
     int has_secret;
     uint8_t eph_pub[32];
+    uint64_t eph_order; /* its order in our HELLOs ("eo") */
     uint64_t my_tag;
     hx_peer_t peers[HX_PEERS_MAX];
     size_t npeers;
@@ -70,6 +71,11 @@ void hx_close(hostile_t *h);
  * (with the admission proof when the swarm has a secret). Returns the
  * peer's index, or -1. */
 int hx_connect(hostile_t *h, const char *endpoint);
+
+/* Sends peer i a HELLO with a fresh ephemeral key of order `order` (the
+ * key of no session of ours: the peer may take it for a new session of
+ * ours, or, older than the one it keyed with, for a late one). 0 or -1. */
+int hx_rehello(hostile_t *h, size_t i, uint64_t order);
 
 /* Reads what arrived on our ROUTER for up to timeout_ms (returns at once
  * when something did), counting it per peer. Returns messages read. */

@@ -129,6 +129,38 @@ int main(void) {
     for (int i = 0; i < 3; i++)
         IT_CHECK(hx_wait_hello(&P, (size_t)i, 20000) == 0,
                  "no HELLO back from peer %d", i);
+    /* A HELLO with another key older than the session's ("eo" smaller:
+     * sent before the one A keyed with, delivered late, as HELLOs repeated
+     * across a cut link are) does not end the session; a newer one does.
+     * First a newer key that A keys with (its session with us is live
+     * then), then an older and a newer one. Messages on one connection
+     * arrive in order, so once A logged the last one's new session it has
+     * read the one before too. */
+    char live_txt[64], new_txt[64];
+    snprintf(live_txt, sizeof(live_txt), "%.8s: live (session established)",
+             P.pub_txt);
+    snprintf(new_txt, sizeof(new_txt), "%.8s: dead (new session)", P.pub_txt);
+    long lv0 = it_log_count(&hp[0], live_txt, 5000), lv = lv0;
+    IT_CHECK(hx_rehello(&P, 0, P.eph_order + 10) == 0, "newer HELLO");
+    for (int t = 0; t < 200 && lv <= lv0; t++) {
+        hx_pump(&P, 50);
+        lv = it_log_count(&hp[0], live_txt, 5000);
+    }
+    IT_CHECK(lv > lv0, "A did not key with our newer HELLO");
+    long ns0 = it_log_count(&hp[0], new_txt, 5000), ns = ns0;
+    IT_CHECK(hx_rehello(&P, 0, P.eph_order + 5) == 0, "older HELLO");
+    IT_CHECK(hx_rehello(&P, 0, P.eph_order + 20) == 0, "newest HELLO");
+    for (int t = 0; t < 200 && ns <= ns0; t++) {
+        hx_pump(&P, 50);
+        ns = it_log_count(&hp[0], new_txt, 5000);
+    }
+    IT_CHECK(ns == ns0 + 1,
+             "A began %ld new sessions of ours on an older and a newer "
+             "HELLO, not 1",
+             ns - ns0);
+    printf("a late HELLO with an older key left A's session alone; a newer "
+           "one began a new session (%ld)\n",
+           ns - ns0);
     long m0[3];
     for (int i = 0; i < 3; i++) {
         m0[i] = it_wait_members(&hp[i], 4, 20000);
