@@ -136,6 +136,11 @@ typedef struct mp_peer {
      * a HELLO with a different key older than the keyed one was sent
      * before it and is dropped */
     uint64_t my_eph_order, their_eph_order;
+    /* the last older key dropped so, and when it first was: one that still
+     * comes STALE_HELLO_MS later is a live sender's (a restart whose clock
+     * went back), not a late copy, and is heard */
+    uint8_t stale_eph[32];
+    uint64_t stale_since_ms;
     uint64_t their_tag; /* put on data frames we send them */
     uint64_t my_tag;    /* they put it on data frames to us */
     uint32_t bandwidth;

@@ -1017,16 +1017,31 @@ void mp__engine_on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
     }
     /* A HELLO with a key older than the keyed one was sent before the
      * HELLO we keyed with and delivered late (queued on a connection that
-     * was cut for a while): it must not end the newer session. */
+     * was cut for a while): it must not end the newer session. The same
+     * older key still arriving STALE_HELLO_MS after it was first dropped
+     * is a sender repeating its current HELLO (restarted with its clock
+     * set back): that one is heard. */
     if (p->keys != NULL && memcmp(p->their_eph, h->eph, 32) != 0 &&
         h->eph_order != 0 && p->their_eph_order != 0 &&
         h->eph_order < p->their_eph_order) {
-        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+        if (p->stale_since_ms == 0 || memcmp(p->stale_eph, h->eph, 32) != 0) {
+            memcpy(p->stale_eph, h->eph, 32);
+            p->stale_since_ms = now;
+        }
+        if (now - p->stale_since_ms < STALE_HELLO_MS) {
+            mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                           "HELLO of %.8s with a key older than its "
+                           "session's dropped (sent before, delivered late)",
+                           p->id_txt);
+            return;
+        }
+        mp__engine_log(mp, MOSHPIT_LOG_INFO,
                        "HELLO of %.8s with a key older than its session's "
-                       "dropped (sent before, delivered late)",
-                       p->id_txt);
-        return;
+                       "still repeated after %u ms: taken as its current "
+                       "one (restarted with its clock set back?)",
+                       p->id_txt, STALE_HELLO_MS);
     }
+    p->stale_since_ms = 0;
     if (p->state == MP_PEER_REFUSED || p->state == MP_PEER_IDLE) {
         /* a peer that restarted with the right secret may come back; a
          * member without a session opens one */

@@ -117,10 +117,17 @@ static int send_hello(hostile_t *h, size_t i, const uint8_t eph[32],
     return rc;
 }
 
-int hx_rehello(hostile_t *h, size_t i, uint64_t order) {
+int hx_hello_key(hostile_t *h, size_t i, const uint8_t eph[32],
+                 uint64_t order) {
+    return i < h->npeers ? send_hello(h, i, eph, order) : -1;
+}
+
+int hx_rehello(hostile_t *h, size_t i, uint64_t order, uint8_t *eph_out) {
     uint8_t eph[32], eph_sec[32];
     if (i >= h->npeers || mp__crypto_keypair(eph, eph_sec) != MOSHPIT_OK)
         return -1;
+    if (eph_out != NULL)
+        memcpy(eph_out, eph, 32);
     return send_hello(h, i, eph, order);
 }
 
@@ -177,6 +184,8 @@ static void on_router_msg(hostile_t *h, zmq_msg_t *rid, zmq_msg_t *body) {
             memcpy(p->rid, zmq_msg_data(rid), zmq_msg_size(rid));
             p->rid_len = zmq_msg_size(rid);
             p->tag = m.u.hello.tag;
+            memcpy(p->seen, m.u.hello.seen, 32);
+            p->eo = m.u.hello.eph_order;
             p->n_hello++;
             if (p->data == NULL) {
                 static const uint8_t drid[4] = {'h', 'd', 'r', 'd'};

@@ -56,6 +56,8 @@ static held_t *g_ring;
 static size_t g_cap, g_head, g_len;
 static uint64_t g_delay_ns, g_jitter_ns, g_last_due, g_rng, g_grain_ns;
 static unsigned long g_dropped, g_unstamped;
+/* packets without a timestamp in the last read of the queue */
+static unsigned long g_unstamped_now;
 /* the two clocks read just before the queue is read: a kernel timestamp
  * (wall clock) becomes a monotonic arrival time through them */
 static uint64_t g_read_mono, g_read_real;
@@ -75,6 +77,7 @@ static uint64_t now_ns(void) {
 static uint64_t arrival_ns(struct nfq_data *nfa) {
     struct timeval tv;
     if (nfq_get_timestamp(nfa, &tv) != 0) {
+        g_unstamped_now++;
         if (g_unstamped++ == 0)
             fprintf(stderr, "nn-delay: a packet without a timestamp: "
                             "arrivals are counted from when they are read\n");
@@ -84,7 +87,7 @@ static uint64_t arrival_ns(struct nfq_data *nfa) {
         (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
     uint64_t ago = g_read_real > real ? g_read_real - real : 0;
     if (ago > 1000000000ull) { /* the wall clock jumped: do not trust it */
-        g_unstamped++;
+        g_unstamped_now++;
         return now_ns();
     }
     return g_read_mono > ago ? g_read_mono - ago : 0;
@@ -217,17 +220,16 @@ int main(int argc, char **argv) {
     (void)nfnl_rcvbufsiz(nfq_nfnlh(h), 16u << 20);
     int one = 1;
     (void)setsockopt(fd, SOL_NETLINK, NETLINK_NO_ENOBUFS, &one, sizeof(one));
-    if (ready_fd >= 0) {
-        if (write((int)ready_fd, "ready\n", 6) != 6)
-            return 1;
-        close((int)ready_fd);
-    }
-
     /* A socket asking for receive timestamps makes the kernel stamp every
      * packet it receives, so the queue hands each one's arrival time. */
     int stamp_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (stamp_fd >= 0)
         (void)setsockopt(stamp_fd, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof(one));
+    if (ready_fd >= 0) {
+        if (write((int)ready_fd, "ready\n", 6) != 6)
+            return 1;
+        close((int)ready_fd);
+    }
 
     static char buf[65536] __attribute__((aligned));
     uint64_t last_wake = 0;
@@ -257,7 +259,7 @@ int main(int argc, char **argv) {
             uint64_t at = due > half ? due - half : 0;
             uint64_t soonest = last_wake + g_grain_ns;
             uint64_t latest =
-                last_wake + (g_unstamped > 0 ? 1 : 10) * g_grain_ns;
+                last_wake + (g_unstamped_now > 0 ? 1 : 10) * g_grain_ns;
             if (at < soonest)
                 at = soonest;
             if (at > latest)
@@ -276,6 +278,7 @@ int main(int argc, char **argv) {
         last_wake = now_ns();
         g_read_real = clock_ns(CLOCK_REALTIME);
         g_read_mono = now_ns();
+        g_unstamped_now = 0;
         for (;;) {
             ssize_t got = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
             if (got < 0 && errno == EINTR)
