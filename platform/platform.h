@@ -54,6 +54,10 @@ void mp_plat_sleep_ms(uint32_t ms);
  * with absolute times from outside (certificate validity), never for
  * deadlines. */
 uint64_t mp_plat_wallclock_s(void);
+/* The same clock in microseconds; 0 if it cannot be read. Only as a
+ * starting point that a later process very likely exceeds (the order of
+ * ephemeral keys), never for deadlines. */
+uint64_t mp_plat_wallclock_us(void);
 
 /* TCP congestion control per socket (Linux and FreeBSD: TCP_CONGESTION;
  * elsewhere every call returns ENOTSUP). Names are at most

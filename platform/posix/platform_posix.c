@@ -101,6 +101,13 @@ uint64_t mp_plat_clock_ms(void) {
     return mp_plat_clock_us() / 1000u;
 }
 
+uint64_t mp_plat_wallclock_us(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0 || ts.tv_sec < 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 uint64_t mp_plat_wallclock_s(void) {
     struct timespec ts;
     if (clock_gettime(CLOCK_REALTIME, &ts) != 0 || ts.tv_sec < 0)

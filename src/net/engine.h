@@ -132,8 +132,17 @@ typedef struct mp_peer {
     bool my_eph_used;      /* session keys were derived with it */
     bool my_eph_retire;    /* our session ended: the next use makes a new one */
     uint8_t their_eph[32]; /* the peer's ephemeral key of the keyed session */
-    uint64_t their_tag;    /* put on data frames we send them */
-    uint64_t my_tag;       /* they put it on data frames to us */
+    /* the order of our key and of theirs (HELLO "eo"; 0: theirs unknown):
+     * a HELLO with a different key older than the keyed one was sent
+     * before it and is dropped */
+    uint64_t my_eph_order, their_eph_order;
+    /* the last older key dropped so, and when it first was: one that still
+     * comes STALE_HELLO_MS later is a live sender's (a restart whose clock
+     * went back), not a late copy, and is heard */
+    uint8_t stale_eph[32];
+    uint64_t stale_since_ms;
+    uint64_t their_tag; /* put on data frames we send them */
+    uint64_t my_tag;    /* they put it on data frames to us */
     uint32_t bandwidth;
     uint32_t ciphers;
     bool serves_state;     /* said so in its HELLO */
@@ -329,6 +338,10 @@ struct moshpit {
      * shared_memory allows parts through shared memory and the system
      * tells */
     bool has_host;
+    /* the order of the last ephemeral key made (HELLO "eo"): starts at
+     * the wall clock in microseconds, so a restarted process's keys come
+     * after those of the process before it */
+    uint64_t eph_order;
     uint8_t host_id[32];
     /* direct reads of our parts by mates on this host (shm.h): the window
      * our regions name (NULL without has_host), and the two copies of our

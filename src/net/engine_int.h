@@ -21,6 +21,11 @@ _Static_assert(sizeof(zmq_msg_t) <= 64, "zmq_msg_t storage in mp_peer_t");
 
 #define GOSSIP_MS 1000u
 #define HELLO_RETRY_MS 1000u
+/* how long HELLOs with one older key are dropped before they count as a
+ * live sender's (docs/PROTOCOL.md, "Session setup", step 3): late copies
+ * come in a burst when a cut link heals, a sender repeats its HELLO every
+ * HELLO_RETRY_MS for 20 s */
+#define STALE_HELLO_MS 5000u
 #define HELLO_TRIES_MAX 20u
 #define DEAD_RETRY_MS 10000u
 /* HELLOs of a peer we refused less than this ago are dropped unread */

@@ -123,6 +123,7 @@ static moshpit_err_t state_init(moshpit_t *mp, const moshpit_config_t *cfg) {
     mp->msg_rate = mp->cfg.peer_msg_rate;
     mp->sessions_max = (uint32_t)mp->cfg.sessions_max;
     mp->ciphers = mp__session_ciphers();
+    mp->eph_order = mp_plat_wallclock_us();
     mp->has_host = mp->cfg.shared_memory == MOSHPIT_SHM_AUTO &&
                    mp__shm_host_id(mp->host_id);
     if (mp->has_host) {

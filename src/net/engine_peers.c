@@ -142,6 +142,7 @@ void mp__engine_peer_close(mp_peer_t *p) {
     mp__session_keys_free(p->keys);
     p->keys = NULL;
     memset(p->their_eph, 0, sizeof(p->their_eph));
+    p->their_eph_order = 0;
     p->hello_recv = false;
     mp__replay_reset(&p->rx_window);
 }
@@ -161,6 +162,7 @@ static moshpit_err_t eph_fresh(moshpit_t *mp, mp_peer_t *p) {
     }
     p->my_eph_used = false;
     p->my_eph_retire = false;
+    p->my_eph_order = ++mp->eph_order;
     p->tx_counter = 0;
     mp__engine_log(mp, MOSHPIT_LOG_DEBUG, "new ephemeral key for %.8s",
                    p->id_txt);
@@ -324,6 +326,7 @@ bool mp__engine_hello_fill(moshpit_t *mp, mp_peer_t *p, bool reply) {
     }
     memcpy(h->swarm, mp->swarm_hash, 32);
     memcpy(h->eph, p->my_eph, 32);
+    h->eph_order = p->my_eph_order;
     if (p->keys != NULL)
         memcpy(h->seen, p->their_eph, 32);
     if (mp->swarm_secret != NULL) {
@@ -1012,6 +1015,33 @@ void mp__engine_on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
         if (p == NULL)
             return;
     }
+    /* A HELLO with a key older than the keyed one was sent before the
+     * HELLO we keyed with and delivered late (queued on a connection that
+     * was cut for a while): it must not end the newer session. The same
+     * older key still arriving STALE_HELLO_MS after it was first dropped
+     * is a sender repeating its current HELLO (restarted with its clock
+     * set back): that one is heard. */
+    if (p->keys != NULL && memcmp(p->their_eph, h->eph, 32) != 0 &&
+        h->eph_order != 0 && p->their_eph_order != 0 &&
+        h->eph_order < p->their_eph_order) {
+        if (p->stale_since_ms == 0 || memcmp(p->stale_eph, h->eph, 32) != 0) {
+            memcpy(p->stale_eph, h->eph, 32);
+            p->stale_since_ms = now;
+        }
+        if (now - p->stale_since_ms < STALE_HELLO_MS) {
+            mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                           "HELLO of %.8s with a key older than its "
+                           "session's dropped (sent before, delivered late)",
+                           p->id_txt);
+            return;
+        }
+        mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                       "HELLO of %.8s with a key older than its session's "
+                       "still repeated after %u ms: taken as its current "
+                       "one (restarted with its clock set back?)",
+                       p->id_txt, STALE_HELLO_MS);
+    }
+    p->stale_since_ms = 0;
     if (p->state == MP_PEER_REFUSED || p->state == MP_PEER_IDLE) {
         /* a peer that restarted with the right secret may come back; a
          * member without a session opens one */
@@ -1124,6 +1154,7 @@ void mp__engine_on_hello(moshpit_t *mp, mp_peer_t *p, const uint8_t id[32],
         }
         p->my_eph_used = true;
         memcpy(p->their_eph, h->eph, 32);
+        p->their_eph_order = h->eph_order;
         mp__replay_reset(&p->rx_window);
         uint64_t txid, rxid;
         mp__session_keys_ids(p->keys, &txid, &rxid);

@@ -78,6 +78,7 @@ enum {
     K_BA,
     K_PP,
     K_HI,
+    K_EO,
     K_COUNT
 };
 
@@ -93,7 +94,7 @@ static const char *const key_names[K_COUNT] = {
     [K_MK] = "mk",   [K_RW] = "rw",       [K_OB] = "ob",   [K_DR] = "dr",
     [K_NR] = "nr",   [K_OA] = "oa",       [K_NS] = "ns",   [K_UP] = "up",
     [K_LK] = "lk",   [K_BQ] = "bq",       [K_BA] = "ba",   [K_PP] = "pp",
-    [K_HI] = "hi",
+    [K_HI] = "hi",   [K_EO] = "eo",
 };
 
 /* ------------------------------------------------------------------ */
@@ -224,7 +225,8 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
                   2u * msg->u.hello.outbound + msg->u.hello.not_reached +
                   (msg->u.hello.observed[0] != '\0') +
                   (msg->u.hello.dialback_req != 0) +
-                  (msg->u.hello.dialback_ans != 0) + msg->u.hello.has_host;
+                  (msg->u.hello.dialback_ans != 0) + msg->u.hello.has_host +
+                  (msg->u.hello.eph_order != 0);
         break;
     case MP_MSG_STATE_REQ:
         entries = 6;
@@ -324,6 +326,8 @@ static void pack_msg(msgpack_packer *pk, const mp_msg_t *msg) {
             put_key(pk, K_HI);
             mp__pack_bin(pk, h->host, sizeof(h->host));
         }
+        if (h->eph_order != 0)
+            put_u64(pk, K_EO, h->eph_order);
         break;
     }
     case MP_MSG_STATE_REQ: {
@@ -718,6 +722,9 @@ static int decode_hello(const msgpack_object *const *val, mp_hello_t *h) {
         memcpy(h->host, d->via.bin.ptr, sizeof(h->host));
         h->has_host = 1;
     }
+    if (val[K_EO] &&
+        (mp__pack_get_u64(val[K_EO], &h->eph_order) != 0 || h->eph_order == 0))
+        return -1;
     return 0;
 }
 

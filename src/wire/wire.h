@@ -81,6 +81,9 @@ typedef struct mp_hello {
     uint8_t has_host;           /* "hi" sent: the sender's host id */
     uint8_t host[32];           /* (mp__shm_host_id): parts may go through
                                    shared memory between equal ones */
+    uint64_t eph_order;         /* "eo": when the sender made eph, in its
+                                   order of keys (later keys larger); 0 =
+                                   not sent */
 } mp_hello_t;
 
 typedef struct mp_refuse {

@@ -64,6 +64,7 @@ int hx_open(hostile_t *h, void *ctx, const char *swarm, const uint8_t *secret,
         h->has_secret = 1;
     }
     h->my_tag = mp__crypto_random_u64() | 1;
+    h->eph_order = 1000000;
     if (listen) {
         h->router = bind_router(h, 1, h->ctrl_addr);
         h->data_router = bind_router(h, 0, h->data_addr);
@@ -89,6 +90,47 @@ void hx_close(hostile_t *h) {
     h->npeers = 0;
 }
 
+/* Our HELLO to peer i with ephemeral key eph of order `order`. */
+static int send_hello(hostile_t *h, size_t i, const uint8_t eph[32],
+                      uint64_t order) {
+    hx_peer_t *p = &h->peers[i];
+    mp_msg_t *m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        return -1;
+    m->type = MP_MSG_HELLO;
+    mp_hello_t *hl = &m->u.hello;
+    memcpy(hl->swarm, h->swarm_hash, 32);
+    memcpy(hl->eph, eph, 32);
+    hl->eph_order = order;
+    if (h->has_secret) {
+        mp__crypto_admit_proof(h->secret, h->swarm_hash, h->pub, p->key, eph,
+                               hl->proof);
+        hl->has_proof = 1;
+    }
+    hl->tag = h->my_tag;
+    hl->bandwidth = 1000;
+    hl->ciphers = mp__session_ciphers();
+    snprintf(hl->ctrl_addr, sizeof(hl->ctrl_addr), "%s", h->ctrl_addr);
+    snprintf(hl->data_addr, sizeof(hl->data_addr), "%s", h->data_addr);
+    int rc = hx_send_msg(h, i, m);
+    free(m);
+    return rc;
+}
+
+int hx_hello_key(hostile_t *h, size_t i, const uint8_t eph[32],
+                 uint64_t order) {
+    return i < h->npeers ? send_hello(h, i, eph, order) : -1;
+}
+
+int hx_rehello(hostile_t *h, size_t i, uint64_t order, uint8_t *eph_out) {
+    uint8_t eph[32], eph_sec[32];
+    if (i >= h->npeers || mp__crypto_keypair(eph, eph_sec) != MOSHPIT_OK)
+        return -1;
+    if (eph_out != NULL)
+        memcpy(eph_out, eph, 32);
+    return send_hello(h, i, eph, order);
+}
+
 int hx_connect(hostile_t *h, const char *endpoint) {
     if (h->npeers >= HX_PEERS_MAX)
         return -1;
@@ -112,27 +154,7 @@ int hx_connect(hostile_t *h, const char *endpoint) {
     set_int(p->ctrl, ZMQ_SNDTIMEO, 5000);
     set_int(p->ctrl, ZMQ_SNDHWM, 100000);
     size_t i = h->npeers++;
-
-    mp_msg_t *m = calloc(1, sizeof(*m));
-    if (m == NULL)
-        return -1;
-    m->type = MP_MSG_HELLO;
-    mp_hello_t *hl = &m->u.hello;
-    memcpy(hl->swarm, h->swarm_hash, 32);
-    memcpy(hl->eph, h->eph_pub, 32);
-    if (h->has_secret) {
-        mp__crypto_admit_proof(h->secret, h->swarm_hash, h->pub, p->key,
-                               h->eph_pub, hl->proof);
-        hl->has_proof = 1;
-    }
-    hl->tag = h->my_tag;
-    hl->bandwidth = 1000;
-    hl->ciphers = mp__session_ciphers();
-    snprintf(hl->ctrl_addr, sizeof(hl->ctrl_addr), "%s", h->ctrl_addr);
-    snprintf(hl->data_addr, sizeof(hl->data_addr), "%s", h->data_addr);
-    int rc = hx_send_msg(h, i, m);
-    free(m);
-    return rc == 0 ? (int)i : -1;
+    return send_hello(h, i, h->eph_pub, h->eph_order) == 0 ? (int)i : -1;
 }
 
 static hx_peer_t *peer_by_rid(hostile_t *h, const void *rid, size_t len) {
@@ -162,6 +184,8 @@ static void on_router_msg(hostile_t *h, zmq_msg_t *rid, zmq_msg_t *body) {
             memcpy(p->rid, zmq_msg_data(rid), zmq_msg_size(rid));
             p->rid_len = zmq_msg_size(rid);
             p->tag = m.u.hello.tag;
+            memcpy(p->seen, m.u.hello.seen, 32);
+            p->eo = m.u.hello.eph_order;
             p->n_hello++;
             if (p->data == NULL) {
                 static const uint8_t drid[4] = {'h', 'd', 'r', 'd'};

@@ -38,6 +38,8 @@ typedef struct hx_peer {
     uint64_t n_hello, n_ack, n_alone, n_swim, n_other; /* received */
     uint64_t n_pb;    /* second frames that decoded as a GOSSIP block */
     uint64_t counter; /* nonce counter of our data frames to it */
+    uint8_t seen[32]; /* "se" of its last HELLO: our key it keyed with */
+    uint64_t eo;      /* "eo" of its last HELLO (0: none) */
 } hx_peer_t;
 
 typedef struct hostile {
@@ -52,6 +54,7 @@ typedef struct hostile {
     uint8_t secret[32];
     int has_secret;
     uint8_t eph_pub[32];
+    uint64_t eph_order; /* its order in our HELLOs ("eo") */
     uint64_t my_tag;
     hx_peer_t peers[HX_PEERS_MAX];
     size_t npeers;
@@ -70,6 +73,13 @@ void hx_close(hostile_t *h);
  * (with the admission proof when the swarm has a secret). Returns the
  * peer's index, or -1. */
 int hx_connect(hostile_t *h, const char *endpoint);
+
+/* Sends peer i a HELLO with ephemeral key eph of order `order` (the key
+ * of no session of ours: the peer may take it for a new session of ours,
+ * or, older than the one it keyed with, for a late one). 0 or -1. */
+int hx_hello_key(hostile_t *h, size_t i, const uint8_t eph[32], uint64_t order);
+/* The same with a fresh key, written to eph_out if not NULL. */
+int hx_rehello(hostile_t *h, size_t i, uint64_t order, uint8_t *eph_out);
 
 /* Reads what arrived on our ROUTER for up to timeout_ms (returns at once
  * when something did), counting it per peer. Returns messages read. */

@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <zmq.h>
 
+#include "crypto/crypto.h"
 #include "harness.h"
 #include "hostile.h"
 
@@ -129,6 +130,62 @@ int main(void) {
     for (int i = 0; i < 3; i++)
         IT_CHECK(hx_wait_hello(&P, (size_t)i, 20000) == 0,
                  "no HELLO back from peer %d", i);
+    /* A HELLO with another key older than the session's ("eo" smaller:
+     * sent before the one A keyed with, delivered late, as HELLOs repeated
+     * across a cut link are) does not end the session; a newer one does.
+     * First a newer key that A keys with (its session with us is live
+     * then), then an older and a newer one: A has read both once it
+     * answers the newer one (messages on one connection arrive in order). */
+    char live_txt[64], new_txt[64];
+    snprintf(live_txt, sizeof(live_txt), "%.8s: live (session established)",
+             P.pub_txt);
+    snprintf(new_txt, sizeof(new_txt), "%.8s: dead (new session)", P.pub_txt);
+    long lv0 = it_log_count(&hp[0], live_txt, 5000), lv = lv0;
+    IT_CHECK(hx_rehello(&P, 0, P.eph_order + 10, NULL) == 0, "newer HELLO");
+    for (int t = 0; t < 200 && lv <= lv0; t++) {
+        hx_pump(&P, 50);
+        lv = it_log_count(&hp[0], live_txt, 5000);
+    }
+    IT_CHECK(lv > lv0, "A did not key with our newer HELLO");
+    IT_CHECK(P.peers[0].eo != 0, "A's HELLO carries no key order");
+    long ns0 = it_log_count(&hp[0], new_txt, 5000);
+    uint8_t newest[32];
+    IT_CHECK(hx_rehello(&P, 0, P.eph_order + 5, NULL) == 0, "older HELLO");
+    IT_CHECK(hx_rehello(&P, 0, P.eph_order + 20, newest) == 0, "newest HELLO");
+    for (int t = 0; t < 200 && memcmp(P.peers[0].seen, newest, 32) != 0; t++)
+        hx_pump(&P, 50);
+    IT_CHECK(memcmp(P.peers[0].seen, newest, 32) == 0,
+             "A never answered our newest HELLO");
+    long ns = it_log_count(&hp[0], new_txt, 5000);
+    IT_CHECK(ns == ns0 + 1,
+             "A began %ld new sessions of ours on an older and a newer "
+             "HELLO, not 1",
+             ns - ns0);
+    if (ns == ns0 + 1)
+        printf("a late HELLO with an older key left A's session alone; the "
+               "newer one began a new session\n");
+    /* An older key repeated as a live sender repeats its HELLO (every
+     * second: a restart whose clock went back) is heard after the 5 s for
+     * which late copies are dropped, not never. */
+    uint8_t back[32], back_sec[32];
+    IT_CHECK(mp__crypto_keypair(back, back_sec) == MOSHPIT_OK, "key");
+    uint64_t tb = it_now_ms(), heard_ms = 0;
+    ns0 = ns;
+    for (int t = 0; t < 12 && heard_ms == 0; t++) {
+        IT_CHECK(hx_hello_key(&P, 0, back, P.eph_order + 1) == 0,
+                 "repeated older HELLO");
+        for (int k = 0; k < 20 && heard_ms == 0; k++) {
+            hx_pump(&P, 50);
+            if (memcmp(P.peers[0].seen, back, 32) == 0)
+                heard_ms = it_now_ms() - tb;
+        }
+    }
+    IT_CHECK(heard_ms >= 4500,
+             "a repeated older key was heard after %llu ms (0: never), not "
+             "after about 5 s",
+             (unsigned long long)heard_ms);
+    printf("an older key repeated every second was heard after %llu ms\n",
+           (unsigned long long)heard_ms);
     long m0[3];
     for (int i = 0; i < 3; i++) {
         m0[i] = it_wait_members(&hp[i], 4, 20000);

@@ -22,6 +22,7 @@
  *   weighted mean of the initial vectors.
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "swarm.h"
 
@@ -43,6 +44,7 @@ int main(void) {
     nn_open(N);
     it_peer_cfg_t cfg = nn_config("nn-partition", N, 2000, 3000, 10000);
     cfg.grid_dims = 1;
+    cfg.log_dir = getenv("NN_LOG_DIR");
     nn_swarm_t s;
     if (nn_swarm_init(&s, &cfg, N, COUNT) != 0 || nn_swarm_start(&s) != 0)
         return 1;

@@ -77,6 +77,8 @@ static void msg_hello_dialback(mp_msg_t *m) {
     /* and a host id (docs/PROTOCOL.md, "Parts through shared memory") */
     m->u.hello.has_host = 1;
     fill(m->u.hello.host, sizeof m->u.hello.host, 0x31);
+    /* and the order of its key ("Session setup", step 3) */
+    m->u.hello.eph_order = 0x0123456789abcdefu;
 }
 
 static void msg_hello_cert(mp_msg_t *m) {
@@ -352,6 +354,9 @@ static void test_roundtrips(void) {
     m->u.hello.has_host = 1; /* a host id */
     memset(m->u.hello.host, 0xff, sizeof m->u.hello.host);
     roundtrip("hello host id", m);
+    m->u.hello.eph_order = UINT64_MAX; /* the order of the sender's key */
+    roundtrip("hello key order", m);
+    m->u.hello.eph_order = 0;
     m->u.hello.has_host = 0; /* host bytes without the key: not encoded */
     CHECK(mp__wire_msg_encode(m, nbuf0, sizeof nbuf0, &nlen0) == MOSHPIT_EINVAL,
           "host bytes without has_host encoded");
@@ -707,6 +712,11 @@ static void spec_for(msg_fn make, spec_t *s) {
         }
         if (m->u.hello.has_host)
             add_bin(s, "hi", m->u.hello.host, 32, A_BIN32, 1);
+        if (m->u.hello.eph_order != 0) {
+            add_begin();
+            msgpack_pack_uint64(&fpk, m->u.hello.eph_order);
+            add_end(s, "eo", A_UINT, 1);
+        }
         break;
     case MP_MSG_REFUSE:
         add_uint(s, "why", m->u.refuse.reason);
@@ -992,6 +1002,12 @@ static void test_values(void) {
           "hello bq = 2^32-1");
     CHECK(dec_with(msg_hello_dialback, "bq", u0, 1) == MOSHPIT_EPROTO,
           "hello bq = 0");
+    /* the key order: u64, never 0 */
+    CHECK(dec_with(msg_hello_dialback, "eo", bw_2p32, 9) == MOSHPIT_OK &&
+              dm.u.hello.eph_order == 4294967296u,
+          "hello eo = 2^32");
+    CHECK(dec_with(msg_hello_dialback, "eo", u0, 1) == MOSHPIT_EPROTO,
+          "hello eo = 0");
     CHECK(dec_with(msg_hello_dialback, "ba", u0, 1) == MOSHPIT_EPROTO,
           "hello ba = 0");
     CHECK(dec_with(msg_hello_dialback, "ba", bw_2p32, 9) == MOSHPIT_EPROTO,
