@@ -35,6 +35,29 @@ static uint64_t bit(uint32_t i) {
 
 static void link_broke(moshpit_t *mp, const mp_peer_t *p, bool mark);
 
+/* A HAVE of the round from p, which has not said DONE, after this
+ * peer said its own: p still expects parts from us (a HAVE goes only to
+ * a mate parts are expected from) and the repair takes a HAVE, a MARK
+ * and the MARK's HAVE, the last after up to half of our silence limit
+ * at p, so the wait for p's DONE (mp__engine_resume_settled) starts
+ * again from now; the round's deadline still bounds it. A HAVE that
+ * came after the wait had ended was dropped as for another round, and
+ * p kept local values of what it lacked. */
+static void restart_done_wait(moshpit_t *mp, const mp_peer_t *p) {
+    mp_round_t *r = &mp->round;
+    if (!r->done_sent || p->done_gid == r->gid)
+        return;
+    uint64_t now = mp__engine_now_ms();
+    if (now > r->done_at) {
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                       "round %016llx: %.8s is still repairing, its DONE "
+                       "waited for %llu ms more",
+                       (unsigned long long)r->gid, p->id_txt,
+                       (unsigned long long)(now - r->done_at));
+        r->done_at = now;
+    }
+}
+
 void mp__engine_resume_on_have(moshpit_t *mp, mp_peer_t *p,
                                const mp_have_t *h) {
     mp_round_t *r = &mp->round;
@@ -44,6 +67,10 @@ void mp__engine_resume_on_have(moshpit_t *mp, mp_peer_t *p,
                        "HAVE from %.8s for another round dropped", p->id_txt);
         return;
     }
+    /* a mate still asking is not done: our wait for its DONE starts
+     * again (within the round's deadline), so that what it asks for is
+     * still answered */
+    restart_done_wait(mp, p);
     /* frames are lost only with a connection that broke: what was sealed
      * after the last break to it this round is on its way (a stalled
      * connection delivers late, never not at all), so only parts sealed
@@ -248,8 +275,13 @@ void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
             r->ask_due &= ~bit(i);
             ask = mp__group_member_alive(r->group, i);
         }
+        /* no HAVE to a mate gone quiet while its MARK waits for the
+         * frames below it: the MARK's own HAVE follows, and a quiet HAVE
+         * now would draw a newer MARK, whose wait starts again (with both
+         * at half of its limit, the answer never came) */
         if (p == NULL || p->state != MP_PEER_LIVE ||
-            (!mark && !ask && !mp__group_have_due(r->group, now, i)))
+            (!mark && !ask &&
+             (r->mark_ctr[i] != 0 || !mp__group_have_due(r->group, now, i))))
             continue;
         mp_msg_t *m = mp->msg;
         memset(m, 0, sizeof(*m));

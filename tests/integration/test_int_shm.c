@@ -59,7 +59,9 @@
  * 7. A mate that reads a result after the sender's call returned: three
  *    AUTO peers S, A, B (groups of 3, at least 2; A and B announce 1
  *    Mbit/s, so S's share is nearly all), LATE_COUNT values,
- *    peer_timeout_ms LATE_PEER_TIMEOUT_MS; round 1 all three, exact; in
+ *    peer_timeout_ms LATE_PEER_TIMEOUT_MS, round_timeout_ms
+ *    LATE_ROUND_TIMEOUT_MS (so that B's measured end comes well before
+ *    its call's own end, loaded or not); round 1 all three, exact; in
  *    round 2 B's engine is held (the harness's hold_at_log) once it has
  *    sent all its parts, before it read S's result, and for at least its
  *    round's measured end (the frames that wait for it meanwhile must
@@ -677,6 +679,11 @@ static void check_asym(const peer_log_t logs[ASYM_N], int direct) {
 #define LATE_COUNT (4u << 20)
 #define LATE_ROUND_MS 60000
 #define LATE_PEER_TIMEOUT_MS 500 /* a call waits 2x this for mates' DONE */
+/* the calls' round_timeout_ms: B is held past its round's measured end,
+ * which must come before the call's own end (the measured end is 4 times
+ * the parts' measured time: 16 s under TSan here, 32 s on a loaded
+ * machine) */
+#define LATE_ROUND_TIMEOUT_MS 120000
 
 /* Peer i's round r result among the n peers from 0 (collected now):
  * OK in the group of all n, wholly averaged, within 1e-5 of the
@@ -739,7 +746,7 @@ static void run_late(const char *dir, int direct) {
     cfg.group_size = 3;
     cfg.min_group_size = 2;
     cfg.matchmaking_ms = 500; /* S and A's round 3 forms without B then */
-    cfg.round_timeout_ms = 30000;
+    cfg.round_timeout_ms = LATE_ROUND_TIMEOUT_MS;
     cfg.peer_timeout_ms = LATE_PEER_TIMEOUT_MS;
     cfg.notify_group = 1;
     cfg.notify_log = "all our parts sent";
@@ -784,6 +791,11 @@ static void run_late(const char *dir, int direct) {
              * before they are read); the sleep is the pause's length */
             uint64_t span = late_span_ms(dir);
             IT_CHECK(span > 0, "it-shm-late: B logged no measured end");
+            /* past the call's own end B's round ends, held or not */
+            IT_CHECK(span + 2000 < LATE_ROUND_TIMEOUT_MS,
+                     "it-shm-late: B's measured end %llu ms is too near its "
+                     "round_timeout_ms %d for the hold to be within it",
+                     (unsigned long long)span, LATE_ROUND_TIMEOUT_MS);
             while (ok && span > 0 && it_now_ms() - held_ms < span + 500)
                 nanosleep(&(struct timespec){0, 100000000L}, NULL);
             printf("it-shm-late: B held %llu ms, its measured end %llu ms\n",
