@@ -43,18 +43,19 @@ static void link_broke(moshpit_t *mp, const mp_peer_t *p, bool mark);
  * again from now; the round's deadline still bounds it. A HAVE that
  * came after the wait had ended was dropped as for another round, and
  * p kept local values of what it lacked. */
-static void restart_done_wait(moshpit_t *mp, const mp_peer_t *p) {
+static void restart_done_wait(moshpit_t *mp, const mp_peer_t *p, uint32_t i) {
     mp_round_t *r = &mp->round;
-    if (!r->done_sent || p->done_gid == r->gid)
+    if (!r->done_sent || p->done_gid == r->gid ||
+        !mp__group_member_alive(r->group, i))
         return;
     uint64_t now = mp__engine_now_ms();
-    if (now > r->done_at) {
+    if (now > r->wait_from) {
         mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
-                       "round %016llx: %.8s is still repairing, its DONE "
-                       "waited for %llu ms more",
+                       "round %016llx: %.8s is still repairing, the wait for "
+                       "DONEs starts again %llu ms after our DONE",
                        (unsigned long long)r->gid, p->id_txt,
                        (unsigned long long)(now - r->done_at));
-        r->done_at = now;
+        r->wait_from = now;
     }
 }
 
@@ -70,7 +71,7 @@ void mp__engine_resume_on_have(moshpit_t *mp, mp_peer_t *p,
     /* a mate still asking is not done: our wait for its DONE starts
      * again (within the round's deadline), so that what it asks for is
      * still answered */
-    restart_done_wait(mp, p);
+    restart_done_wait(mp, p, from);
     /* frames are lost only with a connection that broke: what was sealed
      * after the last break to it this round is on its way (a stalled
      * connection delivers late, never not at all), so only parts sealed
@@ -278,10 +279,12 @@ void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
         /* no HAVE to a mate gone quiet while its MARK waits for the
          * frames below it: the MARK's own HAVE follows, and a quiet HAVE
          * now would draw a newer MARK, whose wait starts again (with both
-         * at half of its limit, the answer never came) */
+         * at half of its limit, the answer never came); the due one is
+         * still taken (the next is half a limit later), or it would stay
+         * due and the engine would wake at once until the MARK settled */
         if (p == NULL || p->state != MP_PEER_LIVE ||
             (!mark && !ask &&
-             (r->mark_ctr[i] != 0 || !mp__group_have_due(r->group, now, i))))
+             (!mp__group_have_due(r->group, now, i) || r->mark_ctr[i] != 0)))
             continue;
         mp_msg_t *m = mp->msg;
         memset(m, 0, sizeof(*m));
@@ -333,6 +336,7 @@ bool mp__engine_resume_settled(moshpit_t *mp, uint64_t now) {
          * machine's DONEs at the end of the call are not sent again) */
         r->done_sent = true;
         r->done_at = now;
+        r->wait_from = now;
         mp_msg_t *m = mp->msg;
         for (uint32_t i = 0; i < r->n; i++) {
             mp_peer_t *p = r->members[i];
@@ -345,7 +349,7 @@ bool mp__engine_resume_settled(moshpit_t *mp, uint64_t now) {
             mp__engine_send_msg(mp, p, m);
         }
     }
-    if (now - r->done_at >= wait_ms(mp))
+    if (now - r->wait_from >= wait_ms(mp))
         return true;
     for (uint32_t i = 0; i < r->n; i++) {
         const mp_peer_t *p = r->members[i];
@@ -360,7 +364,7 @@ uint64_t mp__engine_resume_wakeup(const moshpit_t *mp) {
     const mp_round_t *r = &mp->round;
     if (r->group == NULL)
         return UINT64_MAX;
-    uint64_t w = r->done_sent ? r->done_at + wait_ms(mp)
+    uint64_t w = r->done_sent ? r->wait_from + wait_ms(mp)
                               : mp__group_have_wakeup(r->group);
     if (r->ask_due != 0)
         return 0;
