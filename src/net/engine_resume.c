@@ -265,8 +265,10 @@ void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
         return;
     for (uint32_t i = 0; i < r->n; i++) {
         mp_peer_t *p = r->members[i];
-        if (p == NULL || p->state != MP_PEER_LIVE)
+        if (p == NULL || p->state != MP_PEER_LIVE) {
             r->mark_ctr[i] = 0; /* no answer to a session that ended */
+            r->quiet_in_mark &= ~bit(i);
+        }
         bool mark = r->mark_ctr[i] != 0 &&
                     ((r->mark_full & bit(i)) ||
                      now - r->mark_fill_at[i] >= settle_ms(mp, i));
@@ -276,16 +278,20 @@ void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
             r->ask_due &= ~bit(i);
             ask = mp__group_member_alive(r->group, i);
         }
-        /* no HAVE to a mate gone quiet while its MARK waits for the
-         * frames below it: the MARK's own HAVE follows, and a quiet HAVE
-         * now would draw a newer MARK, whose wait starts again (with both
-         * at half of its limit, the answer never came); the due one is
-         * still taken (the next is half a limit later), or it would stay
-         * due and the engine would wake at once until the MARK settled */
+        /* one HAVE to a mate gone quiet while its MARK waits for the
+         * frames below it, no more: it draws a newer MARK behind what the
+         * mate sent since, whose wait starts again (with frames on
+         * several connections, more time for a stalled one), but with
+         * both at half of its limit each further one put the answer off
+         * again, until the mate had ended its call; the due one is still
+         * taken (the next is half a limit later), or it would stay due
+         * and the engine would wake at once until the MARK settled */
+        bool held = r->mark_ctr[i] != 0 && (r->quiet_in_mark & bit(i));
         if (p == NULL || p->state != MP_PEER_LIVE ||
-            (!mark && !ask &&
-             (!mp__group_have_due(r->group, now, i) || r->mark_ctr[i] != 0)))
+            (!mark && !ask && (!mp__group_have_due(r->group, now, i) || held)))
             continue;
+        if (!mark && !ask && r->mark_ctr[i] != 0)
+            r->quiet_in_mark |= bit(i);
         mp_msg_t *m = mp->msg;
         memset(m, 0, sizeof(*m));
         m->type = MP_MSG_HAVE;
@@ -301,6 +307,7 @@ void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
         if (mark) {
             r->mark_ctr[i] = 0;
             r->mark_full &= ~bit(i);
+            r->quiet_in_mark &= ~bit(i);
         }
         if (!mark && !ask)
             /* the first HAVE to a mate gone quiet gives the repair the
