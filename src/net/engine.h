@@ -287,7 +287,8 @@ typedef struct mp_round {
      * ROUTER sees no break) */
     uint64_t mark_due, ask_due;
     /* by member index: a HAVE to it gone quiet was sent while its MARK
-     * waited for its answer (one such HAVE per MARK: engine_resume.c) */
+     * waited for its answer (at most one until that MARK, or a newer one
+     * replacing it, is answered: engine_resume.c) */
     uint64_t quiet_in_mark;
     /* by member index: its latest MARK still to be answered (its counter,
      * 0: none), whether every counter below it arrived, when the last

@@ -36,13 +36,14 @@ static uint64_t bit(uint32_t i) {
 static void link_broke(moshpit_t *mp, const mp_peer_t *p, bool mark);
 
 /* A HAVE of the round from p, which has not said DONE, after this
- * peer said its own: p still expects parts from us (a HAVE goes only to
- * a mate parts are expected from) and the repair takes a HAVE, a MARK
- * and the MARK's HAVE, the last after up to half of our silence limit
- * at p, so the wait for p's DONE (mp__engine_resume_settled) starts
- * again from now; the round's deadline still bounds it. A HAVE that
- * came after the wait had ended was dropped as for another round, and
- * p kept local values of what it lacked. */
+ * peer said its own: p is still repairing (a quiet or asking HAVE: it
+ * still expects parts from us; a MARK's HAVE: our parts to it may be
+ * sent again), and a repair takes a HAVE, a MARK and the MARK's HAVE,
+ * the last after up to half of our silence limit at p, so the wait for
+ * the mates' DONEs (mp__engine_resume_settled) starts again from now;
+ * the round's deadline still bounds it. A HAVE that came after the wait
+ * had ended was dropped as for another round, and p kept local values
+ * of what it lacked. */
 static void restart_done_wait(moshpit_t *mp, const mp_peer_t *p, uint32_t i) {
     mp_round_t *r = &mp->round;
     if (!r->done_sent || p->done_gid == r->gid ||
