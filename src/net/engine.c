@@ -658,6 +658,9 @@ static void check_cancel(moshpit_t *mp) {
  * had passed meanwhile. */
 static void on_pause(moshpit_t *mp, uint64_t gap_ms) {
     mp__group_pause(mp->round.group, gap_ms);
+    /* and the wait for the mates' DONEs, which were not read meanwhile */
+    if (mp->round.done_sent)
+        mp->round.wait_from = mp__engine_now_ms();
     /* and the round's measured end (a forecast of the link's time) starts
      * afresh, as after a connection broke; never past the configured one */
     if (mp->round.group != NULL && mp->round.span_ms > 0)

@@ -275,10 +275,10 @@ typedef struct mp_round {
     uint64_t span_ms; /* the measured end's distance from the group's
                          start (0: none); a break gives it again */
     /* engine_resume.c: this peer holds everything and said DONE (at
-     * done_at), and now waits for its mates' DONEs; parts that arrived
-     * twice */
+     * done_at), and now waits for its mates' DONEs, from wait_from (done_at
+     * or a later HAVE of a mate not yet DONE); parts that arrived twice */
     bool done_sent;
-    uint64_t done_at;
+    uint64_t done_at, wait_from;
     uint32_t dups;
     /* by member index: a MARK is due to it (a data connection to it broke,
      * or its HAVE left parts that may still be on their way); a HAVE is
@@ -286,6 +286,10 @@ typedef struct mp_round {
      * to it broke: its frames to us travelled on it too, and its data
      * ROUTER sees no break) */
     uint64_t mark_due, ask_due;
+    /* by member index: a HAVE to it gone quiet was sent while its MARK
+     * waited for its answer (at most one until that MARK, or a newer one
+     * replacing it, is answered: engine_resume.c) */
+    uint64_t quiet_in_mark;
     /* by member index: its latest MARK still to be answered (its counter,
      * 0: none), whether every counter below it arrived, when the last
      * frame below it arrived, and the lowest counter its frames of this

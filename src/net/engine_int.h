@@ -304,7 +304,9 @@ void mp__engine_swim_renewed(moshpit_t *mp);
  * peer holds from them; mp__engine_resume_settled is true once this peer,
  * whose group machine is done, may end its call: it says DONE to its mates
  * (once) and waits for theirs, at most MP_RESUME_WAIT_TIMEOUTS times
- * peer_timeout_ms; mp__engine_resume_wakeup is when that wait ends. */
+ * peer_timeout_ms from its DONE or from the last HAVE of a mate not yet
+ * DONE, whichever is later; mp__engine_resume_wakeup is when that wait
+ * ends. */
 #define MP_RESUME_WAIT_TIMEOUTS 2u
 /* engine_data.c calls these: a frame from round member `from` (p) was
  * accepted with counter; a MARK frame of the running round arrived from p

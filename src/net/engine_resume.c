@@ -35,6 +35,31 @@ static uint64_t bit(uint32_t i) {
 
 static void link_broke(moshpit_t *mp, const mp_peer_t *p, bool mark);
 
+/* A HAVE of the round from p, which has not said DONE, after this
+ * peer said its own: p is still repairing (a quiet or asking HAVE: it
+ * still expects parts from us; a MARK's HAVE: our parts to it may be
+ * sent again), and a repair takes a HAVE, a MARK and the MARK's HAVE,
+ * the last after up to half of our silence limit at p, so the wait for
+ * the mates' DONEs (mp__engine_resume_settled) starts again from now;
+ * the round's deadline still bounds it. A HAVE that came after the wait
+ * had ended was dropped as for another round, and p kept local values
+ * of what it lacked. */
+static void restart_done_wait(moshpit_t *mp, const mp_peer_t *p, uint32_t i) {
+    mp_round_t *r = &mp->round;
+    if (!r->done_sent || p->done_gid == r->gid ||
+        !mp__group_member_alive(r->group, i))
+        return;
+    uint64_t now = mp__engine_now_ms();
+    if (now > r->wait_from) {
+        mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
+                       "round %016llx: %.8s is still repairing, the wait for "
+                       "DONEs starts again %llu ms after our DONE",
+                       (unsigned long long)r->gid, p->id_txt,
+                       (unsigned long long)(now - r->done_at));
+        r->wait_from = now;
+    }
+}
+
 void mp__engine_resume_on_have(moshpit_t *mp, mp_peer_t *p,
                                const mp_have_t *h) {
     mp_round_t *r = &mp->round;
@@ -44,6 +69,10 @@ void mp__engine_resume_on_have(moshpit_t *mp, mp_peer_t *p,
                        "HAVE from %.8s for another round dropped", p->id_txt);
         return;
     }
+    /* a mate still asking is not done: our wait for its DONE starts
+     * again (within the round's deadline), so that what it asks for is
+     * still answered */
+    restart_done_wait(mp, p, from);
     /* frames are lost only with a connection that broke: what was sealed
      * after the last break to it this round is on its way (a stalled
      * connection delivers late, never not at all), so only parts sealed
@@ -237,8 +266,10 @@ void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
         return;
     for (uint32_t i = 0; i < r->n; i++) {
         mp_peer_t *p = r->members[i];
-        if (p == NULL || p->state != MP_PEER_LIVE)
+        if (p == NULL || p->state != MP_PEER_LIVE) {
             r->mark_ctr[i] = 0; /* no answer to a session that ended */
+            r->quiet_in_mark &= ~bit(i);
+        }
         bool mark = r->mark_ctr[i] != 0 &&
                     ((r->mark_full & bit(i)) ||
                      now - r->mark_fill_at[i] >= settle_ms(mp, i));
@@ -248,9 +279,20 @@ void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
             r->ask_due &= ~bit(i);
             ask = mp__group_member_alive(r->group, i);
         }
+        /* one HAVE to a mate gone quiet while its MARK waits for the
+         * frames below it, no more: it draws a newer MARK behind what the
+         * mate sent since, whose wait starts again (with frames on
+         * several connections, more time for a stalled one), but with
+         * both at half of its limit each further one put the answer off
+         * again, until the mate had ended its call; the due one is still
+         * taken (the next is half a limit later), or it would stay due
+         * and the engine would wake at once until the MARK settled */
+        bool held = r->mark_ctr[i] != 0 && (r->quiet_in_mark & bit(i));
         if (p == NULL || p->state != MP_PEER_LIVE ||
-            (!mark && !ask && !mp__group_have_due(r->group, now, i)))
+            (!mark && !ask && (!mp__group_have_due(r->group, now, i) || held)))
             continue;
+        if (!mark && !ask && r->mark_ctr[i] != 0)
+            r->quiet_in_mark |= bit(i);
         mp_msg_t *m = mp->msg;
         memset(m, 0, sizeof(*m));
         m->type = MP_MSG_HAVE;
@@ -266,6 +308,7 @@ void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
         if (mark) {
             r->mark_ctr[i] = 0;
             r->mark_full &= ~bit(i);
+            r->quiet_in_mark &= ~bit(i);
         }
         if (!mark && !ask)
             /* the first HAVE to a mate gone quiet gives the repair the
@@ -301,6 +344,7 @@ bool mp__engine_resume_settled(moshpit_t *mp, uint64_t now) {
          * machine's DONEs at the end of the call are not sent again) */
         r->done_sent = true;
         r->done_at = now;
+        r->wait_from = now;
         mp_msg_t *m = mp->msg;
         for (uint32_t i = 0; i < r->n; i++) {
             mp_peer_t *p = r->members[i];
@@ -313,7 +357,7 @@ bool mp__engine_resume_settled(moshpit_t *mp, uint64_t now) {
             mp__engine_send_msg(mp, p, m);
         }
     }
-    if (now - r->done_at >= wait_ms(mp))
+    if (now - r->wait_from >= wait_ms(mp))
         return true;
     for (uint32_t i = 0; i < r->n; i++) {
         const mp_peer_t *p = r->members[i];
@@ -328,7 +372,7 @@ uint64_t mp__engine_resume_wakeup(const moshpit_t *mp) {
     const mp_round_t *r = &mp->round;
     if (r->group == NULL)
         return UINT64_MAX;
-    uint64_t w = r->done_sent ? r->done_at + wait_ms(mp)
+    uint64_t w = r->done_sent ? r->wait_from + wait_ms(mp)
                               : mp__group_have_wakeup(r->group);
     if (r->ask_due != 0)
         return 0;

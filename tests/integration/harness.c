@@ -255,7 +255,16 @@ static void peer_log(void *user, int level, const char *msg) {
     log_keep(msg);
     if (g_log_fd >= 0) {
         char line[1024];
-        int n = snprintf(line, sizeof(line), "%d %s\n", level, msg);
+        int n;
+        if (getenv("MOSHPIT_TEST_LOG_TIME") != NULL) {
+            /* with the monotonic clock's ms: the peers' logs side by side */
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            n = snprintf(line, sizeof(line), "%d %lld.%03ld %s\n", level,
+                         (long long)ts.tv_sec, ts.tv_nsec / 1000000L, msg);
+        } else {
+            n = snprintf(line, sizeof(line), "%d %s\n", level, msg);
+        }
         if (n > 0)
             (void)!write(g_log_fd, line,
                          (size_t)n < sizeof(line) ? (size_t)n
