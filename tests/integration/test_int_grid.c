@@ -4,9 +4,10 @@
  *
  * Pass rules:
  * - full grids: N = M^2 peers on balanced positions (16 with M=4; 64 with
- *   M=8, small vectors). Every round every peer is in a group of exactly M.
- *   After round 1 the peers are not yet at the global weighted mean (worst
- *   deviation > 1e-3); after round 2, averaging again what round 1 left
+ *   M=8, small vectors; not under AddressSanitizer unless asked for by
+ *   name, see GRID64_BY_DEFAULT). Every round every peer is in a group of
+ * exactly M. After round 1 the peers are not yet at the global weighted mean
+ * (worst deviation > 1e-3); after round 2, averaging again what round 1 left
  *   them with and weighted by group_weight / group_size, every peer holds
  *   the global weighted mean of the initial vectors within 1e-6 relative.
  *   No peer logs a malformed control message (a membership message to a
@@ -219,12 +220,31 @@ static void kill_and_restart(void) {
         it_stop(&peers[i]);
 }
 
+/* 64 peer processes under AddressSanitizer on a 2-core virtual machine
+ * starve each other: round 1's groups came out of 7, 5 and 1 instead of 8
+ * in 3 of 4 runs, with this code and with the code before it alike (the
+ * grid of 64 takes 47 s in the optimized build, which runs it; here it
+ * runs when asked for by name). */
+#if defined(__SANITIZE_ADDRESS__)
+#define GRID64_BY_DEFAULT 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GRID64_BY_DEFAULT 0
+#endif
+#endif
+#ifndef GRID64_BY_DEFAULT
+#define GRID64_BY_DEFAULT 1
+#endif
+
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : "";
     if (!*only || strcmp(only, "grid16") == 0)
         full_grid(16, 4, 100003);
-    if (!*only || strcmp(only, "grid64") == 0)
+    if ((!*only && GRID64_BY_DEFAULT) || strcmp(only, "grid64") == 0)
         full_grid(64, 8, 1000);
+    else if (!*only)
+        printf("grid N=64: not run under AddressSanitizer (64 starved "
+               "processes on 2 cores; ask for it: grid64)\n");
     if (!*only || strcmp(only, "join") == 0)
         join_midrun();
     if (!*only || strcmp(only, "restart") == 0)
