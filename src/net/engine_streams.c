@@ -103,8 +103,9 @@ bool mp__engine_data_dial(moshpit_t *mp, mp_peer_t *p, bool reorder_ok) {
     /* a peer of an older version drops frames that overtake others as
      * replays: one connection to it; an outbound-only peer is answered on
      * its own connection, which its routing id names (one connection) */
+    p->nstreams = reorder_ok && !mp->outbound ? (uint8_t)mp->streams : 1;
     p->data = mp__net_data_dealer(
-        mp->zctx, p->data_addr, reorder_ok ? mp->streams : 1,
+        mp->zctx, p->data_addr, p->nstreams,
         mp->outbound ? p->my_drid : NULL, sizeof(p->my_drid),
         mp->outbound ? MP_DATA_WIRE_MAX : 0, mon_ep, &p->dmon);
     return p->data != NULL;
@@ -221,6 +222,54 @@ uint32_t mp__engine_data_cc_restart(moshpit_t *mp, mp_peer_t *p,
         k++;
     }
     return done;
+}
+
+/* A loss-based connection (cubic, reno) is held near
+ * MSS / RTT x 1.22 / sqrt(p) by its loss rate: 1.4 Mbit/s at RTT 100 ms
+ * and 1% loss, so 4 connections to each of 7 mates carry 40 Mbit/s where
+ * the link may have 100 (docs/RESULTS.md, "Congestion control and streams
+ * per pair on the lossy link"). What the kernel counts on p's connections
+ * since they opened decides (mp__link_streams_for_loss); the connections
+ * added stay until the session closes. */
+uint32_t mp__engine_data_widen(moshpit_t *mp, mp_peer_t *p) {
+    const char *used = mp->cc[0] != '\0' ? mp->cc : mp->cc_system;
+    if (mp->cfg.data_streams != 0 || is_bbr(used) || p->data == NULL ||
+        p->nstreams <= 1 || p->nstreams >= MP_DATA_STREAMS_LOSSY)
+        return 0;
+    mp_link_loss_t l = {0, 0, 0, 0};
+    for (uint32_t k = 0; k < p->ndfd; k++) {
+        uint64_t segs = 0, re = 0;
+        uint32_t rtt = 0, mss = 0;
+        if (!fd_still_ours(p, k) ||
+            mp_plat_tcp_sent(p->dfd[k], &segs, &re, &rtt, &mss) != 0)
+            continue;
+        l.segs += segs;
+        l.retrans += re;
+        if (rtt != 0 && (l.rtt_us == 0 || rtt < l.rtt_us))
+            l.rtt_us = rtt;
+        if (mss != 0)
+            l.mss = mss;
+    }
+    uint32_t want = mp__link_streams_for_loss(p->nstreams,
+                                              MP_DATA_STREAMS_LOSSY, &l);
+    if (want <= p->nstreams)
+        return 0;
+    uint32_t had = p->nstreams;
+    if (mp__net_data_widen(p->data, p->data_addr, had, want) != 0) {
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "data connections to %.8s not widened: %s",
+                       p->id_txt, strerror(errno));
+        p->nstreams = MP_DATA_STREAMS_LOSSY; /* not tried again */
+        return 0;
+    }
+    p->nstreams = (uint8_t)want;
+    mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                   "data connections to %.8s: %u instead of %u (%s held by "
+                   "loss: %llu of %llu segments sent again, RTT %u ms)",
+                   p->id_txt, want, had, used,
+                   (unsigned long long)l.retrans,
+                   (unsigned long long)l.segs, l.rtt_us / 1000);
+    return want - had;
 }
 
 /* A CONNECTED event's descriptor belongs to ZeroMQ's I/O thread: if that

@@ -33,6 +33,10 @@ void *mp__net_ctrl_dealer(void *zctx, const char *addr,
 void *mp__net_data_dealer(void *zctx, const char *addr, uint32_t streams,
                           const uint8_t *rid, size_t rid_len, int64_t in_max,
                           const char *mon_ep, void **mon);
+/* Adds connections from..to-1 to data DEALER s (made without rid) to
+ * addr, and lowers its high-water mark to what to connections hold.
+ * 0, or -1 (errno set; connections made before the failure stay). */
+int mp__net_data_widen(void *s, const char *addr, uint32_t from, uint32_t to);
 /* Reads one event of a data DEALER's monitor: *fd is the descriptor of a
  * new connection, -1 for other events; *down is true when the event says
  * one of its connections broke. Returns -1 if none waits. The
