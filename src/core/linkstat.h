@@ -142,8 +142,8 @@ typedef struct mp_link_loss {
     uint32_t mss;
 } mp_link_loss_t;
 
-#define MP_LINK_LOSS_MIN_SEGS 500u   /* fewer segments: no judgement */
-#define MP_LINK_LOSS_MIN_RETRANS 5u  /* fewer sent again: no judgement */
+#define MP_LINK_LOSS_MIN_SEGS 500u    /* fewer segments: no judgement */
+#define MP_LINK_LOSS_MIN_RETRANS 5u   /* fewer sent again: no judgement */
 #define MP_LINK_LOSS_TARGET_MBPS 100u /* what the connections should carry */
 
 /* How many data connections to one peer are needed, n of them now, at

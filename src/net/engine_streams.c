@@ -105,9 +105,9 @@ bool mp__engine_data_dial(moshpit_t *mp, mp_peer_t *p, bool reorder_ok) {
      * its own connection, which its routing id names (one connection) */
     p->nstreams = reorder_ok && !mp->outbound ? (uint8_t)mp->streams : 1;
     p->data = mp__net_data_dealer(
-        mp->zctx, p->data_addr, p->nstreams,
-        mp->outbound ? p->my_drid : NULL, sizeof(p->my_drid),
-        mp->outbound ? MP_DATA_WIRE_MAX : 0, mon_ep, &p->dmon);
+        mp->zctx, p->data_addr, p->nstreams, mp->outbound ? p->my_drid : NULL,
+        sizeof(p->my_drid), mp->outbound ? MP_DATA_WIRE_MAX : 0, mon_ep,
+        &p->dmon);
     return p->data != NULL;
 }
 
@@ -250,15 +250,15 @@ uint32_t mp__engine_data_widen(moshpit_t *mp, mp_peer_t *p) {
         if (mss != 0)
             l.mss = mss;
     }
-    uint32_t want = mp__link_streams_for_loss(p->nstreams,
-                                              MP_DATA_STREAMS_LOSSY, &l);
+    uint32_t want =
+        mp__link_streams_for_loss(p->nstreams, MP_DATA_STREAMS_LOSSY, &l);
     if (want <= p->nstreams)
         return 0;
     uint32_t had = p->nstreams;
     if (mp__net_data_widen(p->data, p->data_addr, had, want) != 0) {
         mp__engine_log(mp, MOSHPIT_LOG_WARN,
-                       "data connections to %.8s not widened: %s",
-                       p->id_txt, strerror(errno));
+                       "data connections to %.8s not widened: %s", p->id_txt,
+                       strerror(errno));
         p->nstreams = MP_DATA_STREAMS_LOSSY; /* not tried again */
         return 0;
     }
@@ -266,8 +266,7 @@ uint32_t mp__engine_data_widen(moshpit_t *mp, mp_peer_t *p) {
     mp__engine_log(mp, MOSHPIT_LOG_INFO,
                    "data connections to %.8s: %u instead of %u (%s held by "
                    "loss: %llu of %llu segments sent again, RTT %u ms)",
-                   p->id_txt, want, had, used,
-                   (unsigned long long)l.retrans,
+                   p->id_txt, want, had, used, (unsigned long long)l.retrans,
                    (unsigned long long)l.segs, l.rtt_us / 1000);
     return want - had;
 }

@@ -117,8 +117,7 @@ static int data_sndhwm(uint32_t streams) {
     return hwm < 1 ? 1 : hwm; /* 0 would mean no limit */
 }
 
-int mp__net_data_widen(void *s, const char *addr, uint32_t from,
-                       uint32_t to) {
+int mp__net_data_widen(void *s, const char *addr, uint32_t from, uint32_t to) {
     /* ZeroMQ applies a new high-water mark to the connections it has */
     if (from >= to || set_int(s, ZMQ_SNDHWM, data_sndhwm(to)) != 0)
         return -1;

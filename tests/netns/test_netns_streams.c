@@ -37,8 +37,8 @@
 #include "swarm.h"
 
 #define N 4
-#define STREAMS_SET 3   /* data_streams without "auto" */
-#define STREAMS_WIDE 8  /* with "auto": MP_DATA_STREAMS_LOSSY */
+#define STREAMS_SET 3  /* data_streams without "auto" */
+#define STREAMS_WIDE 8 /* with "auto": MP_DATA_STREAMS_LOSSY */
 #define COUNT (1u << 20)
 #define ROUNDS 4
 #define PART_BYTES (256u * 1024u)
