@@ -19,7 +19,10 @@
 
 int mp_plat_tcp_sent(int fd, uint64_t *segs, uint64_t *retrans,
                      uint32_t *rtt_us, uint32_t *mss) {
-#if defined(__linux__) && defined(TCP_INFO)
+    /* TCP_ZEROCOPY_RECEIVE (the headers of Linux 4.18 and later) stands
+     * for headers that have tcpi_segs_out (4.2): older ones build the
+     * ENOTSUP branch */
+#if defined(__linux__) && defined(TCP_INFO) && defined(TCP_ZEROCOPY_RECEIVE)
     struct tcp_info ti;
     socklen_t len = sizeof(ti);
     memset(&ti, 0, sizeof(ti));

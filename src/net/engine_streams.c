@@ -226,11 +226,14 @@ uint32_t mp__engine_data_cc_restart(moshpit_t *mp, mp_peer_t *p,
 
 /* A loss-based connection (cubic, reno) is held near
  * MSS / RTT x 1.22 / sqrt(p) by its loss rate: 1.4 Mbit/s at RTT 100 ms
- * and 1% loss, so 4 connections to each of 7 mates carry 40 Mbit/s where
- * the link may have 100 (docs/RESULTS.md, "Congestion control and streams
- * per pair on the lossy link"). What the kernel counts on p's connections
- * since they opened decides (mp__link_streams_for_loss); the connections
- * added stay until the session closes. */
+ * and 1%, so 4 connections carry 5.7 Mbit/s to a mate, 40 to 7 of them,
+ * where the link may have 100 (docs/RESULTS.md, "Congestion control and
+ * streams per pair on the lossy link"). What the kernel counts on p's
+ * connections since they opened decides (mp__link_streams_for_loss); the
+ * connections added stay until the session closes. p's entries of
+ * connections that broke are skipped here (and dropped by
+ * mp__engine_data_cc_restart where bbr is used, or pushed out by newer
+ * ones: remember_fd). */
 uint32_t mp__engine_data_widen(moshpit_t *mp, mp_peer_t *p) {
     const char *used = mp->cc[0] != '\0' ? mp->cc : mp->cc_system;
     if (mp->cfg.data_streams != 0 || is_bbr(used) || p->data == NULL ||
@@ -240,8 +243,10 @@ uint32_t mp__engine_data_widen(moshpit_t *mp, mp_peer_t *p) {
     for (uint32_t k = 0; k < p->ndfd; k++) {
         uint64_t segs = 0, re = 0;
         uint32_t rtt = 0, mss = 0;
-        if (!fd_still_ours(p, k) ||
-            mp_plat_tcp_sent(p->dfd[k], &segs, &re, &rtt, &mss) != 0)
+        /* read first, then check that the number still named the
+         * connection it was taken for (ZeroMQ's I/O thread owns it) */
+        if (mp_plat_tcp_sent(p->dfd[k], &segs, &re, &rtt, &mss) != 0 ||
+            !fd_still_ours(p, k))
             continue;
         l.segs += segs;
         l.retrans += re;
@@ -254,21 +259,23 @@ uint32_t mp__engine_data_widen(moshpit_t *mp, mp_peer_t *p) {
         mp__link_streams_for_loss(p->nstreams, MP_DATA_STREAMS_LOSSY, &l);
     if (want <= p->nstreams)
         return 0;
-    uint32_t had = p->nstreams;
-    if (mp__net_data_widen(p->data, p->data_addr, had, want) != 0) {
+    uint32_t had = p->nstreams, made = 0;
+    int rc = mp__net_data_widen(p->data, p->data_addr, had, want, &made);
+    int e = errno;
+    p->nstreams = (uint8_t)(had + made);
+    if (rc != 0) {
         mp__engine_log(mp, MOSHPIT_LOG_WARN,
-                       "data connections to %.8s not widened: %s", p->id_txt,
-                       strerror(errno));
+                       "data connections to %.8s: %u of %u more made: %s",
+                       p->id_txt, made, want - had, strerror(e));
         p->nstreams = MP_DATA_STREAMS_LOSSY; /* not tried again */
-        return 0;
+        return made;
     }
-    p->nstreams = (uint8_t)want;
     mp__engine_log(mp, MOSHPIT_LOG_INFO,
                    "data connections to %.8s: %u instead of %u (%s held by "
                    "loss: %llu of %llu segments sent again, RTT %u ms)",
                    p->id_txt, want, had, used, (unsigned long long)l.retrans,
                    (unsigned long long)l.segs, l.rtt_us / 1000);
-    return want - had;
+    return made;
 }
 
 /* A CONNECTED event's descriptor belongs to ZeroMQ's I/O thread: if that

@@ -117,20 +117,33 @@ static int data_sndhwm(uint32_t streams) {
     return hwm < 1 ? 1 : hwm; /* 0 would mean no limit */
 }
 
-int mp__net_data_widen(void *s, const char *addr, uint32_t from, uint32_t to) {
-    /* ZeroMQ applies a new high-water mark to the connections it has */
-    if (from >= to || set_int(s, ZMQ_SNDHWM, data_sndhwm(to)) != 0)
+int mp__net_data_widen(void *s, const char *addr, uint32_t from, uint32_t to,
+                       uint32_t *made) {
+    *made = 0;
+    /* ZeroMQ applies a new high-water mark to the connections it has; the
+     * new ones take frames only once their handshake is done
+     * (ZMQ_IMMEDIATE, copied into each connection as it is made), not
+     * while the round that just began sends */
+    if (from >= to || set_int(s, ZMQ_SNDHWM, data_sndhwm(to)) != 0 ||
+        set_int(s, ZMQ_IMMEDIATE, 1) != 0)
         return -1;
-    for (uint32_t k = from; k < to; k++) {
+    int rc = 0;
+    for (uint32_t k = from; k < to && rc == 0; k++) {
         char ep[300];
         if (stream_addr(ep, sizeof(ep), addr, k) != 0) {
             errno = EINVAL;
-            return -1;
+            rc = -1;
+        } else if (zmq_connect(s, ep) != 0) {
+            rc = -1;
+        } else {
+            (*made)++;
         }
-        if (zmq_connect(s, ep) != 0)
-            return -1;
     }
-    return 0;
+    int e = errno;
+    if (set_int(s, ZMQ_IMMEDIATE, 0) != 0 && rc == 0)
+        return -1;
+    errno = e;
+    return rc;
 }
 
 void *mp__net_data_dealer(void *zctx, const char *addr, uint32_t streams,
