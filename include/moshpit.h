@@ -285,9 +285,11 @@ typedef struct moshpit_config {
     uint32_t data_streams;  /* TCP connections that carry this peer's data
                                parts to each other peer, 1..16; each part
                                goes to one that has room. 0 (default) = 1
-                               when they use bbr, else 4: one connection
-                               of a loss-based algorithm such as cubic
-                               carries a few Mbit/s on a long lossy link */
+                               when they use bbr, else 4, and 8 to a peer
+                               whose connections are held by loss (one
+                               connection of a loss-based algorithm such
+                               as cubic carries a few Mbit/s on a long
+                               lossy link) */
     const char *congestion; /* TCP congestion control of the data
                                connections, set on both ends: an
                                algorithm's name ("bbr", "cubic", ...) or

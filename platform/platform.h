@@ -88,6 +88,12 @@ int mp_plat_tcp_cc_restart(int fd);
  * second (Linux: TCP_CC_INFO); ENOTSUP where the socket does not use
  * bbr or the system does not say. */
 int mp_plat_tcp_bbr_bw(int fd, uint64_t *bytes_per_s);
+/* What TCP socket fd's connection reports of its sending (Linux:
+ * TCP_INFO): segments sent, of them sent again (retransmissions, probes
+ * of the tail included), the smoothed round trip in microseconds, the
+ * segment size. ENOTSUP where the system does not say. */
+int mp_plat_tcp_sent(int fd, uint64_t *segs, uint64_t *retrans,
+                     uint32_t *rtt_us, uint32_t *mss);
 /* A number that names socket fd's connection and no other while the
  * system runs (Linux: SO_COOKIE), to tell it from a later socket that got
  * the same descriptor number; ENOTSUP where the system has none. */

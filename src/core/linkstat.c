@@ -190,3 +190,20 @@ bool mp__link_model_stale(uint64_t *best, uint64_t bw) {
         *best = bw;
     return false;
 }
+
+uint32_t mp__link_streams_for_loss(uint32_t n, uint32_t max,
+                                   const mp_link_loss_t *l) {
+    if (n == 0 || n >= max || l->segs < MP_LINK_LOSS_MIN_SEGS ||
+        l->retrans < MP_LINK_LOSS_MIN_RETRANS || l->retrans > l->segs ||
+        l->rtt_us == 0 || l->mss == 0)
+        return n;
+    /* (n x rate)^2 < target^2 with rate^2 = (MSS x 8 x 1.22 / RTT)^2 / p,
+     * in bits per second: no square root */
+    double per = (double)l->mss * 8.0 * 1.22 * 1e6 / (double)l->rtt_us;
+    double p = (double)l->retrans / (double)l->segs;
+    double target = (double)MP_LINK_LOSS_TARGET_MBPS * 1e6;
+    double carried2 = (double)n * (double)n * per * per / p;
+    if (carried2 >= target * target)
+        return n;
+    return 2 * n < max ? 2 * n : max;
+}

@@ -130,4 +130,29 @@ uint32_t mp__link_up_mbps(const mp_uplink_t *u);
  * changes nothing. */
 bool mp__link_model_stale(uint64_t *best, uint64_t bw);
 
+/* What a peer's data connections carry where the congestion control is
+ * loss-based (cubic, reno), read from the kernel: segments sent, of them
+ * sent again, the smoothed round trip and the segment size, summed (the
+ * first two) over the connections to one peer, the round trip the
+ * smallest. */
+typedef struct mp_link_loss {
+    uint64_t segs;
+    uint64_t retrans;
+    uint32_t rtt_us;
+    uint32_t mss;
+} mp_link_loss_t;
+
+#define MP_LINK_LOSS_MIN_SEGS 500u    /* fewer segments: no judgement */
+#define MP_LINK_LOSS_MIN_RETRANS 5u   /* fewer sent again: no judgement */
+#define MP_LINK_LOSS_TARGET_MBPS 100u /* what the connections should carry */
+
+/* How many data connections to one peer are needed, n of them now, at
+ * most max: a loss-based connection is held near
+ * MSS / RTT x 1.22 / sqrt(p) by its loss rate p (Mathis et al.), and while
+ * n of them at that rate carry less than MP_LINK_LOSS_TARGET_MBPS, twice
+ * as many (at most max). n itself where the samples are too few or not
+ * loss-bound (docs/DESIGN.md, "Data connections"). */
+uint32_t mp__link_streams_for_loss(uint32_t n, uint32_t max,
+                                   const mp_link_loss_t *l);
+
 #endif

@@ -90,6 +90,9 @@ typedef struct mp_peer {
     uint64_t dck[MP_DATA_STREAMS_MAX];
     uint64_t dbw[MP_DATA_STREAMS_MAX];
     uint8_t ndfd;
+    uint8_t nstreams; /* connections data was opened with, or widened to
+                         (mp__engine_data_widen; MP_DATA_STREAMS_LOSSY
+                         after a widening that failed, not tried again) */
     bool hello_recv;
     /* reachability (docs/DESIGN.md, "Peers behind NAT") */
     bool outbound; /* it said HELLO "ob": nobody can dial it, so we answer

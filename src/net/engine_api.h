@@ -29,6 +29,9 @@
 #define MP_MSG_RATE_MAX 1000000u
 #define MP_STATE_CLIENTS_MAX 64u /* cap on state_clients_max */
 #define MP_DATA_STREAMS_MAX 16u  /* cap on data_streams */
+/* data_streams 0: connections to a peer whose loss-based connections are
+ * loss-bound grow to this (mp__engine_data_widen) */
+#define MP_DATA_STREAMS_LOSSY 8u
 /* sessions kept open: default of config sessions_max and its bounds */
 #define MP_SESSIONS_DEFAULT 128u
 #define MP_SESSIONS_MIN 2u

@@ -251,6 +251,11 @@ void mp__engine_data_read_monitor(moshpit_t *mp, mp_peer_t *p,
  * estimate it read to *seen; returns how many it restarted. */
 uint32_t mp__engine_data_cc_restart(moshpit_t *mp, mp_peer_t *p,
                                     uint32_t *seen);
+/* At a round's start, with data_streams 0 and a loss-based congestion
+ * control: opens more data connections to p (up to
+ * MP_DATA_STREAMS_LOSSY) when what its connections report says they are
+ * held by loss (mp__link_streams_for_loss). Returns how many it added. */
+uint32_t mp__engine_data_widen(moshpit_t *mp, mp_peer_t *p);
 
 /* engine_swim.c: membership */
 moshpit_err_t mp__engine_swim_setup(moshpit_t *mp);

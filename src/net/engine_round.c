@@ -177,8 +177,10 @@ static void group_formed(moshpit_t *mp, uint64_t now) {
     r->start_ms = now;
     uint32_t fresh = 0, seen = 0;
     for (uint32_t i = 0; i < n; i++)
-        if (r->members[i] != NULL && r->members[i]->state == MP_PEER_LIVE)
+        if (r->members[i] != NULL && r->members[i]->state == MP_PEER_LIVE) {
             fresh += mp__engine_data_cc_restart(mp, r->members[i], &seen);
+            (void)mp__engine_data_widen(mp, r->members[i]);
+        }
     if (seen > 0)
         mp__engine_log(mp, MOSHPIT_LOG_DEBUG,
                        "round %016llx: BBR's model read on %u data "

@@ -103,10 +103,11 @@ bool mp__engine_data_dial(moshpit_t *mp, mp_peer_t *p, bool reorder_ok) {
     /* a peer of an older version drops frames that overtake others as
      * replays: one connection to it; an outbound-only peer is answered on
      * its own connection, which its routing id names (one connection) */
+    p->nstreams = reorder_ok && !mp->outbound ? (uint8_t)mp->streams : 1;
     p->data = mp__net_data_dealer(
-        mp->zctx, p->data_addr, reorder_ok ? mp->streams : 1,
-        mp->outbound ? p->my_drid : NULL, sizeof(p->my_drid),
-        mp->outbound ? MP_DATA_WIRE_MAX : 0, mon_ep, &p->dmon);
+        mp->zctx, p->data_addr, p->nstreams, mp->outbound ? p->my_drid : NULL,
+        sizeof(p->my_drid), mp->outbound ? MP_DATA_WIRE_MAX : 0, mon_ep,
+        &p->dmon);
     return p->data != NULL;
 }
 
@@ -221,6 +222,60 @@ uint32_t mp__engine_data_cc_restart(moshpit_t *mp, mp_peer_t *p,
         k++;
     }
     return done;
+}
+
+/* A loss-based connection (cubic, reno) is held near
+ * MSS / RTT x 1.22 / sqrt(p) by its loss rate: 1.4 Mbit/s at RTT 100 ms
+ * and 1%, so 4 connections carry 5.7 Mbit/s to a mate, 40 to 7 of them,
+ * where the link may have 100 (docs/RESULTS.md, "Congestion control and
+ * streams per pair on the lossy link"). What the kernel counts on p's
+ * connections since they opened decides (mp__link_streams_for_loss); the
+ * connections added stay until the session closes. p's entries of
+ * connections that broke are skipped here (and dropped by
+ * mp__engine_data_cc_restart where bbr is used, or pushed out by newer
+ * ones: remember_fd). */
+uint32_t mp__engine_data_widen(moshpit_t *mp, mp_peer_t *p) {
+    const char *used = mp->cc[0] != '\0' ? mp->cc : mp->cc_system;
+    if (mp->cfg.data_streams != 0 || is_bbr(used) || p->data == NULL ||
+        p->nstreams <= 1 || p->nstreams >= MP_DATA_STREAMS_LOSSY)
+        return 0;
+    mp_link_loss_t l = {0, 0, 0, 0};
+    for (uint32_t k = 0; k < p->ndfd; k++) {
+        uint64_t segs = 0, re = 0;
+        uint32_t rtt = 0, mss = 0;
+        /* read first, then check that the number still named the
+         * connection it was taken for (ZeroMQ's I/O thread owns it) */
+        if (mp_plat_tcp_sent(p->dfd[k], &segs, &re, &rtt, &mss) != 0 ||
+            !fd_still_ours(p, k))
+            continue;
+        l.segs += segs;
+        l.retrans += re;
+        if (rtt != 0 && (l.rtt_us == 0 || rtt < l.rtt_us))
+            l.rtt_us = rtt;
+        if (mss != 0)
+            l.mss = mss;
+    }
+    uint32_t want =
+        mp__link_streams_for_loss(p->nstreams, MP_DATA_STREAMS_LOSSY, &l);
+    if (want <= p->nstreams)
+        return 0;
+    uint32_t had = p->nstreams, made = 0;
+    int rc = mp__net_data_widen(p->data, p->data_addr, had, want, &made);
+    int e = errno;
+    p->nstreams = (uint8_t)(had + made);
+    if (rc != 0) {
+        mp__engine_log(mp, MOSHPIT_LOG_WARN,
+                       "data connections to %.8s: %u of %u more made: %s",
+                       p->id_txt, made, want - had, strerror(e));
+        p->nstreams = MP_DATA_STREAMS_LOSSY; /* not tried again */
+        return made;
+    }
+    mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                   "data connections to %.8s: %u instead of %u (%s held by "
+                   "loss: %llu of %llu segments sent again, RTT %u ms)",
+                   p->id_txt, want, had, used, (unsigned long long)l.retrans,
+                   (unsigned long long)l.segs, l.rtt_us / 1000);
+    return made;
 }
 
 /* A CONNECTED event's descriptor belongs to ZeroMQ's I/O thread: if that

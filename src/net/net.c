@@ -108,6 +108,44 @@ static int stream_addr(char *out, size_t cap, const char *addr, uint32_t k) {
     return 0;
 }
 
+/* A data DEALER's send high-water mark for streams connections: it is per
+ * connection, and each connection also holds the frame it is writing:
+ * 4 + 1 frames per destination on one connection, about as many on up to
+ * 2, 2 per connection beyond. */
+static int data_sndhwm(uint32_t streams) {
+    int hwm = streams <= 1 ? 4 : (int)(4 / streams) - 1;
+    return hwm < 1 ? 1 : hwm; /* 0 would mean no limit */
+}
+
+int mp__net_data_widen(void *s, const char *addr, uint32_t from, uint32_t to,
+                       uint32_t *made) {
+    *made = 0;
+    /* ZeroMQ applies a new high-water mark to the connections it has; the
+     * new ones take frames only once their handshake is done
+     * (ZMQ_IMMEDIATE, copied into each connection as it is made), not
+     * while the round that just began sends */
+    if (from >= to || set_int(s, ZMQ_SNDHWM, data_sndhwm(to)) != 0 ||
+        set_int(s, ZMQ_IMMEDIATE, 1) != 0)
+        return -1;
+    int rc = 0;
+    for (uint32_t k = from; k < to && rc == 0; k++) {
+        char ep[300];
+        if (stream_addr(ep, sizeof(ep), addr, k) != 0) {
+            errno = EINVAL;
+            rc = -1;
+        } else if (zmq_connect(s, ep) != 0) {
+            rc = -1;
+        } else {
+            (*made)++;
+        }
+    }
+    int e = errno;
+    if (set_int(s, ZMQ_IMMEDIATE, 0) != 0 && rc == 0)
+        return -1;
+    errno = e;
+    return rc;
+}
+
 void *mp__net_data_dealer(void *zctx, const char *addr, uint32_t streams,
                           const uint8_t *rid, size_t rid_len, int64_t in_max,
                           const char *mon_ep, void **mon) {
@@ -124,13 +162,8 @@ void *mp__net_data_dealer(void *zctx, const char *addr, uint32_t streams,
     /* handshake commands pass through it, and data frames when the other
      * side answers on it */
     int64_t maxmsg = in_max > 4096 ? in_max : 4096;
-    /* the high-water mark is per connection, and each connection also
-     * holds the frame it is writing: 4 + 1 frames per destination on one
-     * connection, about as many on up to 2, 2 per connection beyond */
-    int hwm = streams == 1 ? 4 : (int)(4 / streams) - 1;
-    if (hwm < 1)
-        hwm = 1; /* 0 would mean no limit */
-    if (set_int(s, ZMQ_LINGER, 0) != 0 || set_int(s, ZMQ_SNDHWM, hwm) != 0 ||
+    if (set_int(s, ZMQ_LINGER, 0) != 0 ||
+        set_int(s, ZMQ_SNDHWM, data_sndhwm(streams)) != 0 ||
         set_int(s, ZMQ_RECONNECT_IVL, 100) ||
         set_int(s, ZMQ_RECONNECT_IVL_MAX, 2000) ||
         zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg)) != 0)

@@ -33,6 +33,12 @@ void *mp__net_ctrl_dealer(void *zctx, const char *addr,
 void *mp__net_data_dealer(void *zctx, const char *addr, uint32_t streams,
                           const uint8_t *rid, size_t rid_len, int64_t in_max,
                           const char *mon_ep, void **mon);
+/* Adds connections from..to-1 to data DEALER s (made without rid) to
+ * addr, each taking frames once its handshake is done, and sets the
+ * high-water mark for to connections. *made: how many were added. 0, or
+ * -1 (errno set; the connections made before the failure stay). */
+int mp__net_data_widen(void *s, const char *addr, uint32_t from, uint32_t to,
+                       uint32_t *made);
 /* Reads one event of a data DEALER's monitor: *fd is the descriptor of a
  * new connection, -1 for other events; *down is true when the event says
  * one of its connections broke. Returns -1 if none waits. The

@@ -19,7 +19,17 @@
  * - the parts are striped: to each of the others at least 2 of the 3
  *   outgoing data connections carried 256 KiB or more (a part).
  * No assertion on speed; the round times are printed.
+ *
+ * With the argument "auto": data_streams 0 (the library's choice: 4 per
+ * peer where the data connections are loss-based) and every link also
+ * delayed 10 ms each way (RTT 20 ms), where 4 reno connections at 1% loss
+ * carry far less than the 100 Mbit/s the library aims for. The rounds
+ * must be exact as above, and after them every peer must have 8 outgoing
+ * data connections to each of the others and 8 accepted from each (the
+ * connections widened once the kernel's counters showed the loss), 48
+ * reno connections in each namespace.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,10 +37,13 @@
 #include "swarm.h"
 
 #define N 4
-#define STREAMS 3
+#define STREAMS_SET 3  /* data_streams without "auto" */
+#define STREAMS_WIDE 8 /* with "auto": MP_DATA_STREAMS_LOSSY */
 #define COUNT (1u << 20)
 #define ROUNDS 4
 #define PART_BYTES (256u * 1024u)
+
+static unsigned streams = STREAMS_SET; /* expected per destination */
 
 typedef struct conn {
     char local[64], peer[64];
@@ -100,10 +113,10 @@ static void check_conns(size_t i) {
     printf("namespace %zu: %zu connections, %zu reno (%zu accepted on data "
            "port %s), %zu other\n",
            i, n, reno, accepted, dport != NULL ? dport : "?", other);
-    IT_CHECK(reno == 2 * STREAMS * (N - 1) && accepted == STREAMS * (N - 1),
+    IT_CHECK(reno == 2 * streams * (N - 1) && accepted == streams * (N - 1),
              "namespace %zu: %zu reno connections, %zu accepted, want %u "
              "and %u",
-             i, reno, accepted, 2 * STREAMS * (N - 1), STREAMS * (N - 1));
+             i, reno, accepted, 2 * streams * (N - 1), streams * (N - 1));
     IT_CHECK(other == 2 * (N - 1),
              "namespace %zu: %zu control connections, want %u", i, other,
              2 * (N - 1));
@@ -125,22 +138,39 @@ static void check_conns(size_t i) {
         printf("  to peer %zu: %zu data connections, %zu carried a part or "
                "more\n",
                j, conns, used);
-        IT_CHECK(conns == STREAMS && used >= 2,
+        IT_CHECK(conns == streams && used >= 2,
                  "namespace %zu to %zu: %zu data connections, %zu used", i, j,
                  conns, used);
     }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    bool automatic = argc > 1 && strcmp(argv[1], "auto") == 0;
+    if (argc > 1 && !automatic) {
+        fprintf(stderr, "usage: %s [auto]\n", argv[0]);
+        return 2;
+    }
     nn_open(N);
+    char why[256];
+    if (automatic && !nn_can_delay(why, sizeof(why))) {
+        printf("SKIP: %s\n", why);
+        nn_close();
+        return NN_SKIP;
+    }
     it_peer_cfg_t cfg = nn_config("nn-streams", N, 2000, 5000, 30000);
     cfg.grid_dims = 1;
     cfg.min_group_size = N;
     cfg.congestion = "reno";
-    cfg.data_streams = STREAMS;
+    cfg.data_streams = automatic ? 0 : STREAMS_SET;
+    streams = automatic ? STREAMS_WIDE : STREAMS_SET;
     nn_swarm_t s;
-    for (size_t i = 0; i < N; i++)
-        IT_CHECK(nn_loss(i, 10, 10) == 0, "loss rules of peer %zu", i);
+    for (size_t i = 0; i < N; i++) {
+        if (automatic)
+            IT_CHECK(nn_link(i, &(nn_link_t){10000, 0, 10, 0, 0}) == 0,
+                     "link of peer %zu", i);
+        else
+            IT_CHECK(nn_loss(i, 10, 10) == 0, "loss rules of peer %zu", i);
+    }
     if (nn_swarm_init(&s, &cfg, N, COUNT) != 0 || nn_swarm_start(&s) != 0)
         return 1;
     for (int r = 0; r < ROUNDS; r++) {

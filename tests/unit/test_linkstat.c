@@ -318,7 +318,46 @@ static void test_model_stale(void) {
     CHECK(!mp__link_model_stale(&best, UINT64_MAX), "and no overflow");
 }
 
+/* How many data connections a loss-based link needs
+ * (mp__link_streams_for_loss). */
+static void test_streams_for_loss(void) {
+    /* RTT 100 ms, 1% loss: about 1.4 Mbit/s a connection, 4 carry 5.7 */
+    mp_link_loss_t l = {2000, 20, 100000, 1448};
+    CHECK(mp__link_streams_for_loss(4, 8, &l) == 8, "lossy long link: %u",
+          mp__link_streams_for_loss(4, 8, &l));
+    CHECK(mp__link_streams_for_loss(8, 8, &l) == 8, "at the cap");
+    CHECK(mp__link_streams_for_loss(6, 8, &l) == 8, "doubled up to the cap");
+    CHECK(mp__link_streams_for_loss(1, 16, &l) == 2, "one step at a time");
+    /* RTT 20 ms, 1%: 7 Mbit/s a connection, still below the target */
+    l.rtt_us = 20000;
+    CHECK(mp__link_streams_for_loss(4, 8, &l) == 8, "RTT 20 ms: %u",
+          mp__link_streams_for_loss(4, 8, &l));
+    /* a short path: 1 ms and 1% give 141 Mbit/s on one: not loss-bound */
+    l.rtt_us = 1000;
+    CHECK(mp__link_streams_for_loss(4, 8, &l) == 4, "RTT 1 ms");
+    /* 0.01%: 71 Mbit/s a connection at 20 ms, 4 carry 283 */
+    l = (mp_link_loss_t){100000, 10, 20000, 1448};
+    CHECK(mp__link_streams_for_loss(4, 8, &l) == 4, "little loss");
+    CHECK(mp__link_streams_for_loss(1, 8, &l) == 2, "little loss, one");
+    /* too few samples: no change */
+    l = (mp_link_loss_t){499, 50, 100000, 1448};
+    CHECK(mp__link_streams_for_loss(4, 8, &l) == 4, "few segments");
+    l = (mp_link_loss_t){100000, 4, 100000, 1448};
+    CHECK(mp__link_streams_for_loss(4, 8, &l) == 4, "few sent again");
+    /* nonsense from a kernel, or none: no change */
+    l = (mp_link_loss_t){1000, 2000, 100000, 1448};
+    CHECK(mp__link_streams_for_loss(4, 8, &l) == 4, "more sent again");
+    l = (mp_link_loss_t){2000, 20, 0, 1448};
+    CHECK(mp__link_streams_for_loss(4, 8, &l) == 4, "no round trip");
+    l = (mp_link_loss_t){2000, 20, 100000, 0};
+    CHECK(mp__link_streams_for_loss(4, 8, &l) == 4, "no segment size");
+    CHECK(mp__link_streams_for_loss(0, 8, &l) == 0, "none");
+    l = (mp_link_loss_t){UINT64_MAX, UINT64_MAX / 2, 1, 65535};
+    CHECK(mp__link_streams_for_loss(4, 8, &l) == 4, "huge counts");
+}
+
 int main(void) {
+    test_streams_for_loss();
     test_model_stale();
     test_median();
     test_limits();
