@@ -946,6 +946,7 @@ void it_check_settings_apart(const char *swarm,
         IT_CHECK(it_average_async(&peers[i], 1000, 40 + i, 1.0) == 0, "send");
     for (size_t i = 0; i < 4; i++) {
         it_result_t res;
+        memset(&res, 0, sizeof(res)); /* read below even if it_collect fails */
         IT_CHECK(it_collect(&peers[i], &res, v, 1000, 60000) == 0 &&
                      res.err == MOSHPIT_OK,
                  "peer %zu", i);
