@@ -23,6 +23,12 @@ static bool is_bbr(const char *cc) {
     return strncmp(cc, "bbr", 3) == 0;
 }
 
+/* The algorithm the data connections use: the one set per socket, else
+ * the system's. */
+static const char *cc_used(const moshpit_t *mp) {
+    return mp->cc[0] != '\0' ? mp->cc : mp->cc_system;
+}
+
 moshpit_err_t mp__engine_streams_setup(moshpit_t *mp, const char *bind_ep) {
     const char *want = mp->cfg.congestion;
     mp->cfg.congestion = NULL; /* read only during moshpit_open */
@@ -58,7 +64,7 @@ moshpit_err_t mp__engine_streams_setup(moshpit_t *mp, const char *bind_ep) {
             return MOSHPIT_EINVAL;
         }
     }
-    const char *used = mp->cc[0] != '\0' ? mp->cc : mp->cc_system;
+    const char *used = cc_used(mp);
     mp->streams = mp->cfg.data_streams != 0 ? mp->cfg.data_streams
                   : is_bbr(used)            ? 1u
                                             : 4u;
@@ -176,7 +182,7 @@ static bool fd_still_ours(const mp_peer_t *p, uint32_t k) {
  * its own again first. */
 uint32_t mp__engine_data_cc_restart(moshpit_t *mp, mp_peer_t *p,
                                     uint32_t *seen) {
-    const char *used = mp->cc[0] != '\0' ? mp->cc : mp->cc_system;
+    const char *used = cc_used(mp);
     if (!is_bbr(used))
         return 0;
     uint32_t done = 0, k = 0;
@@ -235,7 +241,7 @@ uint32_t mp__engine_data_cc_restart(moshpit_t *mp, mp_peer_t *p,
  * mp__engine_data_cc_restart where bbr is used, or pushed out by newer
  * ones: remember_fd). */
 uint32_t mp__engine_data_widen(moshpit_t *mp, mp_peer_t *p) {
-    const char *used = mp->cc[0] != '\0' ? mp->cc : mp->cc_system;
+    const char *used = cc_used(mp);
     if (mp->cfg.data_streams != 0 || is_bbr(used) || p->data == NULL ||
         p->nstreams <= 1 || p->nstreams >= MP_DATA_STREAMS_LOSSY)
         return 0;
@@ -260,16 +266,14 @@ uint32_t mp__engine_data_widen(moshpit_t *mp, mp_peer_t *p) {
     if (want <= p->nstreams)
         return 0;
     uint32_t had = p->nstreams, made = 0;
-    int rc = mp__net_data_widen(p->data, p->data_addr, had, want, &made);
-    int e = errno;
-    p->nstreams = (uint8_t)(had + made);
-    if (rc != 0) {
+    if (mp__net_data_widen(p->data, p->data_addr, had, want, &made) != 0) {
         mp__engine_log(mp, MOSHPIT_LOG_WARN,
                        "data connections to %.8s: %u of %u more made: %s",
-                       p->id_txt, made, want - had, strerror(e));
+                       p->id_txt, made, want - had, strerror(errno));
         p->nstreams = MP_DATA_STREAMS_LOSSY; /* not tried again */
         return made;
     }
+    p->nstreams = (uint8_t)want;
     mp__engine_log(mp, MOSHPIT_LOG_INFO,
                    "data connections to %.8s: %u instead of %u (%s held by "
                    "loss: %llu of %llu segments sent again, RTT %u ms)",

@@ -117,6 +117,23 @@ static int data_sndhwm(uint32_t streams) {
     return hwm < 1 ? 1 : hwm; /* 0 would mean no limit */
 }
 
+/* Connects s to the connections from..to-1 of addr (stream_addr),
+ * counting those made in *made. 0 or -1 (errno set). */
+static int connect_streams(void *s, const char *addr, uint32_t from,
+                           uint32_t to, uint32_t *made) {
+    for (uint32_t k = from; k < to; k++) {
+        char ep[300];
+        if (stream_addr(ep, sizeof(ep), addr, k) != 0) {
+            errno = EINVAL;
+            return -1;
+        }
+        if (zmq_connect(s, ep) != 0)
+            return -1;
+        (*made)++;
+    }
+    return 0;
+}
+
 int mp__net_data_widen(void *s, const char *addr, uint32_t from, uint32_t to,
                        uint32_t *made) {
     *made = 0;
@@ -127,18 +144,7 @@ int mp__net_data_widen(void *s, const char *addr, uint32_t from, uint32_t to,
     if (from >= to || set_int(s, ZMQ_SNDHWM, data_sndhwm(to)) != 0 ||
         set_int(s, ZMQ_IMMEDIATE, 1) != 0)
         return -1;
-    int rc = 0;
-    for (uint32_t k = from; k < to && rc == 0; k++) {
-        char ep[300];
-        if (stream_addr(ep, sizeof(ep), addr, k) != 0) {
-            errno = EINVAL;
-            rc = -1;
-        } else if (zmq_connect(s, ep) != 0) {
-            rc = -1;
-        } else {
-            (*made)++;
-        }
-    }
+    int rc = connect_streams(s, addr, from, to, made);
     int e = errno;
     if (set_int(s, ZMQ_IMMEDIATE, 0) != 0 && rc == 0)
         return -1;
@@ -176,15 +182,9 @@ void *mp__net_data_dealer(void *zctx, const char *addr, uint32_t streams,
         attach_monitor(zctx, s, mon_ep,
                        ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED, mon) != 0)
         goto fail;
-    for (uint32_t k = 0; k < streams; k++) {
-        char ep[300];
-        if (stream_addr(ep, sizeof(ep), addr, k) != 0) {
-            errno = EINVAL;
-            goto fail;
-        }
-        if (zmq_connect(s, ep) != 0)
-            goto fail;
-    }
+    uint32_t made = 0;
+    if (connect_streams(s, addr, 0, streams, &made) != 0)
+        goto fail;
     return s;
 fail:;
     int e = errno;
