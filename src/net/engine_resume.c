@@ -270,9 +270,9 @@ void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
             r->mark_ctr[i] = 0; /* no answer to a session that ended */
             r->quiet_in_mark &= ~bit(i);
         }
+        bool full = (r->mark_full & bit(i)) != 0;
         bool mark = r->mark_ctr[i] != 0 &&
-                    ((r->mark_full & bit(i)) ||
-                     now - r->mark_fill_at[i] >= settle_ms(mp, i));
+                    (full || now - r->mark_fill_at[i] >= settle_ms(mp, i));
         bool ask = false;
         if (!mark && (r->ask_due & bit(i))) {
             /* (behind an answer to its MARK, the next pass asks) */
@@ -305,6 +305,14 @@ void mp__engine_resume_send_haves(moshpit_t *mp, uint64_t now) {
          * mate answers with a MARK behind the parts this one lacks */
         h->rx = mark ? r->mark_ctr[i] : 0;
         h->mark = mark;
+        if (mark && !full)
+            /* what it lacks below the MARK counts as lost: a frame that
+             * sits on a stalled connection for longer is sent twice */
+            mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                           "round %016llx: answering the MARK of %.8s with "
+                           "frames below it missing, none came for %llu ms",
+                           (unsigned long long)r->gid, p->id_txt,
+                           (unsigned long long)(now - r->mark_fill_at[i]));
         if (mark) {
             r->mark_ctr[i] = 0;
             r->mark_full &= ~bit(i);
