@@ -7,7 +7,9 @@
  *   - zap:   ZAP handler authenticating CURVE clients (authorized_keys);
  *   - ctrl:  ROUTER, CURVE server, receives control messages from peers;
  *   - data:  ROUTER receiving sealed data frames;
- *   - per peer: a CURVE DEALER (control, with a monitor) and a data DEALER.
+ *   - per peer: a CURVE DEALER (control, with a monitor) and a data DEALER
+ *     (outbound-only with several data connections: one more, data_rx,
+ *     that the peer answers on).
  * Every peer sends on its own DEALERs, so the ROUTER side always knows the
  * CURVE-authenticated sender of a control message (ZAP User-Id).
  */
@@ -778,7 +780,8 @@ void mp__engine_main(void *arg) {
                 item_peer[n] = p;
                 items[n++] = (zmq_pollitem_t){p->ctrl, 0, ZMQ_POLLIN, 0};
             }
-            if ((mp->outbound || read_dealers) && p->data != NULL) {
+            if ((mp->outbound || read_dealers) && p->data != NULL &&
+                p->data_rx == NULL) {
                 item_peer[n] = p;
                 items[n++] = (zmq_pollitem_t){p->data, 0, ZMQ_POLLIN, 0};
             }

@@ -294,8 +294,8 @@ typedef struct mp_round {
     uint32_t dups;
     /* by member index: a MARK is due to it (a data connection to it broke,
      * or its HAVE left parts that may still be on their way); a HAVE is
-     * due to it now (we are outbound-only and a data connection of ours
-     * to it broke: its frames to us travelled on it too, and its data
+     * due to it now (we are outbound-only and the data connection of ours
+     * it answers on broke: its frames to us travelled on it, and its data
      * ROUTER sees no break) */
     uint64_t mark_due, ask_due;
     /* by member index: a HAVE to it gone quiet was sent while its MARK

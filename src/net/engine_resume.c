@@ -231,7 +231,8 @@ void mp__engine_resume_on_mark(moshpit_t *mp, mp_peer_t *p, uint32_t from,
 void mp__engine_resume_rx_down(moshpit_t *mp, mp_peer_t *p) {
     mp_round_t *r = &mp->round;
     uint32_t i = member_index(r, p);
-    if (r->group == NULL || i == UINT32_MAX ||
+    /* (dialable again: p dials us and answers on its own connections) */
+    if (!mp->outbound || r->group == NULL || i == UINT32_MAX ||
         !mp__group_member_alive(r->group, i))
         return;
     mp__engine_log(mp, MOSHPIT_LOG_INFO,

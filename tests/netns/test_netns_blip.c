@@ -403,7 +403,7 @@ int main(int argc, char **argv) {
             printf("outbound-only peers with %u connections to send on to "
                    "a dialable mate: %lu of 4 pairs\n",
                    streams, split);
-            IT_CHECK(split == 4, "%lu of 4 pairs split", split);
+            IT_CHECK(split >= 4, "%lu of 4 pairs split", split);
         }
     } else if (streams > 0) {
         char tag[32];
