@@ -7,7 +7,9 @@
  *   - zap:   ZAP handler authenticating CURVE clients (authorized_keys);
  *   - ctrl:  ROUTER, CURVE server, receives control messages from peers;
  *   - data:  ROUTER receiving sealed data frames;
- *   - per peer: a CURVE DEALER (control, with a monitor) and a data DEALER.
+ *   - per peer: a CURVE DEALER (control, with a monitor) and a data DEALER
+ *     (outbound-only with several data connections: one more, data_rx,
+ *     that the peer answers on).
  * Every peer sends on its own DEALERs, so the ROUTER side always knows the
  * CURVE-authenticated sender of a control message (ZAP User-Id).
  */
@@ -297,16 +299,17 @@ static void on_data(moshpit_t *mp) {
     zmq_msg_close(&body);
 }
 
-/* A data frame on our data DEALER to p (we are outbound-only: p answers
- * on our connection). The frame names its session by its tag. */
-static void on_data_dealer(moshpit_t *mp, mp_peer_t *p) {
+/* A data frame on a data DEALER of ours, s (we are outbound-only: the
+ * mate answers on our connection, p->data or p->data_rx). The frame names
+ * its session by its tag. */
+static void on_data_dealer(moshpit_t *mp, void *s) {
     zmq_msg_t body;
     zmq_msg_init(&body);
-    if (zmq_msg_recv(&body, p->data, ZMQ_DONTWAIT) >= 0) {
+    if (zmq_msg_recv(&body, s, ZMQ_DONTWAIT) >= 0) {
         if (zmq_msg_more(&body)) {
             mp__engine_log(mp, MOSHPIT_LOG_WARN,
                            "multipart data message dropped");
-            drain(p->data, &body);
+            drain(s, &body);
         } else {
             mp__engine_on_data_msg(mp, &body);
         }
@@ -579,6 +582,8 @@ static void housekeeping(moshpit_t *mp, uint64_t now) {
                 on_monitor(mp, mp->peers[i]);
             if (mp->peers[i]->dmon != NULL)
                 mp__engine_data_on_monitor(mp, mp->peers[i]);
+            if (mp->peers[i]->dmon_rx != NULL)
+                mp__engine_data_on_rx_monitor(mp, mp->peers[i]);
         }
         /* held frames of rounds that never came */
         for (size_t i = 0; i < mp->nearly;)
@@ -712,7 +717,7 @@ void mp__engine_main(void *arg) {
         if (mp->stopping)
             break;
 
-        size_t need = 4 + 5 * mp->npeers;
+        size_t need = 4 + 7 * mp->npeers;
         if (need > items_cap) {
             size_t cap = need * 2;
             zmq_pollitem_t *ni = realloc(items, cap * sizeof(*ni));
@@ -757,6 +762,12 @@ void mp__engine_main(void *arg) {
                 item_peer[n] = p;
                 items[n++] = (zmq_pollitem_t){NULL, fd, ZMQ_POLLIN, 0};
             }
+            fdsz = sizeof(fd);
+            if (p->dmon_rx != NULL &&
+                zmq_getsockopt(p->dmon_rx, ZMQ_FD, &fd, &fdsz) == 0) {
+                item_peer[n] = p;
+                items[n++] = (zmq_pollitem_t){NULL, fd, ZMQ_POLLIN, 0};
+            }
             if ((p->stash_full || p->st_blocked) && p->data != NULL &&
                 !p->outbound) {
                 item_peer[n] = p;
@@ -769,9 +780,14 @@ void mp__engine_main(void *arg) {
                 item_peer[n] = p;
                 items[n++] = (zmq_pollitem_t){p->ctrl, 0, ZMQ_POLLIN, 0};
             }
-            if ((mp->outbound || read_dealers) && p->data != NULL) {
+            if ((mp->outbound || read_dealers) && p->data != NULL &&
+                p->data_rx == NULL) {
                 item_peer[n] = p;
                 items[n++] = (zmq_pollitem_t){p->data, 0, ZMQ_POLLIN, 0};
+            }
+            if (p->data_rx != NULL) {
+                item_peer[n] = p;
+                items[n++] = (zmq_pollitem_t){p->data_rx, 0, ZMQ_POLLIN, 0};
             }
             /* a ROUTER cannot be polled for one connection: a frame
              * waiting for an outbound-only peer's connection is retried
@@ -828,11 +844,13 @@ void mp__engine_main(void *arg) {
                 size_t sz = sizeof(ev);
                 if (items[i].socket == p->ctrl)
                     on_ctrl_dealer(mp, p);
-                else if (items[i].socket == p->data)
-                    on_data_dealer(mp, p);
+                else if (items[i].socket == p->data ||
+                         items[i].socket == p->data_rx)
+                    on_data_dealer(mp, items[i].socket);
                 else
                     break;
-                if (items[i].socket != p->ctrl && items[i].socket != p->data)
+                if (items[i].socket != p->ctrl && items[i].socket != p->data &&
+                    items[i].socket != p->data_rx)
                     break;
                 if (zmq_getsockopt(items[i].socket, ZMQ_EVENTS, &ev, &sz) !=
                         0 ||
@@ -860,8 +878,15 @@ void mp__engine_main(void *arg) {
             fdsz = sizeof(fd);
             if (p->dmon != NULL &&
                 zmq_getsockopt(p->dmon, ZMQ_FD, &fd, &fdsz) == 0 &&
-                fd == items[i].fd)
+                fd == items[i].fd) {
                 mp__engine_data_on_monitor(mp, p);
+                continue;
+            }
+            fdsz = sizeof(fd);
+            if (p->dmon_rx != NULL &&
+                zmq_getsockopt(p->dmon_rx, ZMQ_FD, &fd, &fdsz) == 0 &&
+                fd == items[i].fd)
+                mp__engine_data_on_rx_monitor(mp, p);
         }
     }
     free(items);

@@ -80,6 +80,14 @@ typedef struct mp_peer {
     void *data; /* DEALER to their data ROUTER */
     void *mon;  /* PAIR reading ctrl's monitor events */
     void *dmon; /* PAIR reading data's CONNECTED and DISCONNECTED events */
+    /* outbound-only with several data connections: data then has no
+     * routing id and only sends (its connections go to their ROUTER like
+     * any dialable peer's); data_rx, one connection with our routing id
+     * (my_drid), takes what they answer on it, and dmon_rx reads its
+     * DISCONNECTED events; NULL otherwise (docs/DESIGN.md, "Peers behind
+     * NAT") */
+    void *data_rx;
+    void *dmon_rx;
     /* descriptors of data's connections, as dmon's CONNECTED events named
      * them (ZeroMQ's I/O thread owns them: used only while their cookie,
      * 0 where the system has none, is the same and getpeername shows them
@@ -90,6 +98,7 @@ typedef struct mp_peer {
     uint64_t dck[MP_DATA_STREAMS_MAX];
     uint64_t dbw[MP_DATA_STREAMS_MAX];
     uint8_t ndfd;
+    bool reorder_ok;  /* its HELLO said "rw": frames may overtake others */
     uint8_t nstreams; /* connections data was opened with, or widened to
                          (mp__engine_data_widen; MP_DATA_STREAMS_LOSSY
                          after a widening that failed, not tried again) */
@@ -285,8 +294,8 @@ typedef struct mp_round {
     uint32_t dups;
     /* by member index: a MARK is due to it (a data connection to it broke,
      * or its HAVE left parts that may still be on their way); a HAVE is
-     * due to it now (we are outbound-only and a data connection of ours
-     * to it broke: its frames to us travelled on it too, and its data
+     * due to it now (we are outbound-only and the data connection of ours
+     * it answers on broke: its frames to us travelled on it, and its data
      * ROUTER sees no break) */
     uint64_t mark_due, ask_due;
     /* by member index: a HAVE to it gone quiet was sent while its MARK

@@ -234,11 +234,15 @@ zmq_msg_t *mp__engine_stash_of(mp_peer_t *p);
  * with it; mp__engine_data_dial opens p's data DEALER to p->data_addr
  * (over the configured number of connections if p takes frames out of
  * order, its HELLO's "rw", else one), mp__engine_data_close closes it;
- * mp__engine_data_on_monitor sets the algorithm on p's new data connections. */
+ * mp__engine_data_on_monitor sets the algorithm on p's new data connections;
+ * mp__engine_data_on_rx_monitor reads the events of the connection an
+ * outbound-only peer is answered on, where it has one of its own
+ * (p->data_rx). */
 moshpit_err_t mp__engine_streams_setup(moshpit_t *mp, const char *bind_ep);
 bool mp__engine_data_dial(moshpit_t *mp, mp_peer_t *p, bool reorder_ok);
 void mp__engine_data_close(mp_peer_t *p);
 void mp__engine_data_on_monitor(moshpit_t *mp, mp_peer_t *p);
+void mp__engine_data_on_rx_monitor(moshpit_t *mp, mp_peer_t *p);
 /* The same without acting on breaks: adds how many connections broke to
  * *breaks (the caller passes them to mp__engine_resume_data_down once a
  * round's group is set up: group_formed). */
@@ -325,6 +329,10 @@ void mp__engine_resume_accepted(moshpit_t *mp, const mp_peer_t *p,
  * (mp__group_on_break) and the round its measured span again. */
 void mp__engine_resume_link_broke(moshpit_t *mp, const mp_peer_t *p);
 void mp__engine_resume_data_down(moshpit_t *mp, mp_peer_t *p);
+/* We are outbound-only and the connection p answers us on (p->data_rx)
+ * broke: what p sent on it is lost, and p never sees the break; ask p
+ * now what it handed out (a HAVE, rx 0). */
+void mp__engine_resume_rx_down(moshpit_t *mp, mp_peer_t *p);
 void mp__engine_resume_on_mark(moshpit_t *mp, mp_peer_t *p, uint32_t from,
                                const uint8_t *buf, size_t len,
                                const mp_data_hdr_t *h);

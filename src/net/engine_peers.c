@@ -830,7 +830,7 @@ void mp__engine_go_outbound(moshpit_t *mp, const mp_peer_t *by) {
         if (q->data != NULL) { /* data frames come in on it from now on */
             mp__engine_stash_drop(q);
             mp__engine_data_close(q);
-            (void)mp__engine_data_dial(mp, q, false);
+            (void)mp__engine_data_dial(mp, q, q->reorder_ok);
         }
         if (q->ctrl != NULL &&
             (q->state == MP_PEER_LIVE || q->state == MP_PEER_NEW))

@@ -186,7 +186,7 @@ void mp__engine_resume_data_down(moshpit_t *mp, mp_peer_t *p) {
      * the break) */
     r->broke_ctr[i] = p->tx_counter;
     r->mark_due |= bit(i);
-    if (mp->outbound)
+    if (mp->outbound && p->data_rx == NULL)
         /* p answers on our connections: what it sent us on this one is
          * lost too, and p never sees the break (its data ROUTER has no
          * monitor); ask now what it handed out, so its MARK and the
@@ -226,6 +226,22 @@ void mp__engine_resume_on_mark(moshpit_t *mp, mp_peer_t *p, uint32_t from,
     r->mark_full &= ~bit(from);
     r->mark_fill_at[from] = mp__engine_now_ms();
     check_mark(r, p, from);
+}
+
+void mp__engine_resume_rx_down(moshpit_t *mp, mp_peer_t *p) {
+    mp_round_t *r = &mp->round;
+    uint32_t i = member_index(r, p);
+    /* (dialable again: p dials us and answers on its own connections) */
+    if (!mp->outbound || r->group == NULL || i == UINT32_MAX ||
+        !mp__group_member_alive(r->group, i))
+        return;
+    mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                   "round %016llx: the data connection %.8s answers us on "
+                   "broke, asking what it sent",
+                   (unsigned long long)r->gid, p->id_txt);
+    r->ask_due |= bit(i);
+    link_broke(mp, p, false);
+    mp__engine_resume_send_haves(mp, mp__engine_now_ms());
 }
 
 bool mp__engine_resume_mark(moshpit_t *mp, mp_peer_t *p, uint32_t i) {

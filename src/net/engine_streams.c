@@ -107,14 +107,35 @@ bool mp__engine_data_dial(moshpit_t *mp, mp_peer_t *p, bool reorder_ok) {
     char mon_ep[64];
     snprintf(mon_ep, sizeof(mon_ep), "inproc://moshpit-dmon-%u", ++mp->mon_seq);
     /* a peer of an older version drops frames that overtake others as
-     * replays: one connection to it; an outbound-only peer is answered on
-     * its own connection, which its routing id names (one connection) */
-    p->nstreams = reorder_ok && !mp->outbound ? (uint8_t)mp->streams : 1;
+     * replays: one connection to it. An outbound-only peer is answered on
+     * its own connection, which its routing id names, and a ROUTER takes
+     * one connection per routing id: with more than one, ours go out on
+     * connections without one (their ROUTER reads every frame's session
+     * from its tag) and the answers come on one more that has it */
+    p->reorder_ok = reorder_ok;
+    p->nstreams = reorder_ok ? (uint8_t)mp->streams : 1;
+    bool split = mp->outbound && p->nstreams > 1;
+    bool named = mp->outbound && !split;
     p->data = mp__net_data_dealer(
-        mp->zctx, p->data_addr, p->nstreams, mp->outbound ? p->my_drid : NULL,
-        sizeof(p->my_drid), mp->outbound ? MP_DATA_WIRE_MAX : 0, mon_ep,
-        &p->dmon);
-    return p->data != NULL;
+        mp->zctx, p->data_addr, p->nstreams, named ? p->my_drid : NULL,
+        sizeof(p->my_drid), named ? MP_DATA_WIRE_MAX : 0, mon_ep, &p->dmon);
+    if (p->data == NULL || !split)
+        return p->data != NULL;
+    snprintf(mon_ep, sizeof(mon_ep), "inproc://moshpit-dmon-%u", ++mp->mon_seq);
+    p->data_rx = mp__net_data_dealer(mp->zctx, p->data_addr, 1, p->my_drid,
+                                     sizeof(p->my_drid), MP_DATA_WIRE_MAX,
+                                     mon_ep, &p->dmon_rx);
+    if (p->data_rx == NULL) {
+        int e = errno;
+        mp__engine_data_close(p);
+        errno = e;
+        return false;
+    }
+    mp__engine_log(mp, MOSHPIT_LOG_INFO,
+                   "data connections to %.8s: %u to send on, 1 it answers "
+                   "on (we are outbound-only)",
+                   p->id_txt, p->nstreams);
+    return true;
 }
 
 void mp__engine_data_close(mp_peer_t *p) {
@@ -122,6 +143,10 @@ void mp__engine_data_close(mp_peer_t *p) {
         zmq_socket_monitor(p->data, NULL, 0);
     mp__net_close(&p->dmon);
     mp__net_close(&p->data);
+    if (p->dmon_rx != NULL && p->data_rx != NULL)
+        zmq_socket_monitor(p->data_rx, NULL, 0);
+    mp__net_close(&p->dmon_rx);
+    mp__net_close(&p->data_rx);
     p->ndfd = 0;
 }
 
@@ -319,4 +344,15 @@ void mp__engine_data_on_monitor(moshpit_t *mp, mp_peer_t *p) {
     mp__engine_data_read_monitor(mp, p, &breaks);
     for (uint32_t k = 0; k < breaks; k++)
         mp__engine_resume_data_down(mp, p);
+}
+
+void mp__engine_data_on_rx_monitor(moshpit_t *mp, mp_peer_t *p) {
+    int fd;
+    bool down;
+    uint32_t breaks = 0;
+    while (p->dmon_rx != NULL &&
+           mp__net_read_connected(p->dmon_rx, &fd, &down) == 0)
+        breaks += down;
+    for (uint32_t k = 0; k < breaks; k++)
+        mp__engine_resume_rx_down(mp, p);
 }

@@ -28,7 +28,10 @@
  * reducers) answer on them through their data ROUTERs, which see no
  * break; what they sent peer 3 before the reset is repaired only because
  * peer 3 asks (a HAVE as soon as its own data connection to them broke),
- * they answer with a MARK and send again what it lacks. The reset waits
+ * they answer with a MARK and send again what it lacks. With "nat k"
+ * (ctest test_netns_blip_nat_streams: 4), also data_streams k and
+ * congestion "default": the outbound-only peers send on k connections to
+ * each dialable peer and are answered on one more of their own. The reset waits
  * until peer 3's download flows (their results are on their way). The
  * test runs the clean round, the data reset and a clean round after.
  * With "silent ms" (ctest test_netns_blip_silent: 1000, label slow: a
@@ -60,7 +63,8 @@
  *   that a data connection broke mid-round (its MARK);
  * - behind NAT: peers 2 and 3 log that they run outbound-only, and the
  *   dialable peers 0 and 1 re-sent at least one part (to peer 3: nobody
- *   else lost anything); peer 2 re-sent none;
+ *   else lost anything); peer 2 re-sent none; with "nat k", peers 2 and 3
+ *   each log k connections to send on to each of peers 0 and 1;
  * - silent: nobody got a part twice.
  * Without the repair (HAVE messages, docs/PROTOCOL.md) the parts lost in
  * the reset are never sent again and peer 3's mates drop it (or keep local
@@ -275,7 +279,9 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "silent") == 0)
         g_silent_ms = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : 1000;
     unsigned streams =
-        !nat && g_silent_ms == 0 ? (unsigned)strtoul(mode, NULL, 10) : 0;
+        nat ? (argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : 0)
+        : g_silent_ms == 0 ? (unsigned)strtoul(mode, NULL, 10)
+                           : 0;
     nn_open(N);
     if (nat) {
         /* peers 2 and 3 behind one NAT: they run outbound-only and dial
@@ -390,6 +396,15 @@ int main(int argc, char **argv) {
         IT_CHECK(per[0] + per[1] >= 1,
                  "the dialable peers re-sent nothing to peer %d", BLIP);
         IT_CHECK(per[2] == 0, "peer 2 re-sent %lu parts", per[2]);
+        if (streams > 1) {
+            /* peers 2 and 3 send on k connections to each of 0 and 1, and
+             * are answered on one more each */
+            unsigned long split = count_lines(dir, "to send on, 1 it answers");
+            printf("outbound-only peers with %u connections to send on to "
+                   "a dialable mate: %lu of 4 pairs\n",
+                   streams, split);
+            IT_CHECK(split >= 4, "%lu of 4 pairs split", split);
+        }
     } else if (streams > 0) {
         char tag[32];
         snprintf(tag, sizeof(tag), ", %u per peer", streams);

@@ -28,6 +28,16 @@
  * data connections to each of the others and 8 accepted from each (the
  * connections widened once the kernel's counters showed the loss), 48
  * reno connections in each namespace.
+ *
+ * With the argument "nat": data_streams 3, every link delayed 10 ms each
+ * way and dropping 1% (as with "auto"), and peers 2 and 3 behind one NAT
+ * (outbound-only: they dial every connection and reduce no share). The
+ * rounds must be exact as above, and in the namespaces of peers 2 and 3
+ * each of peers 0 and 1 must have 3 reno data connections from it (the
+ * ones it sends on; it is answered on one more), at least 2 of them
+ * having carried a part. The round times are printed: with one
+ * connection to send on (the library before 2026-11-27) the outbound-only
+ * peers' uploads were one loss-bound flow per reducer.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -144,15 +154,44 @@ static void check_conns(size_t i) {
     }
 }
 
+/* Checks the namespace of outbound-only peer i (mode "nat"): the reno
+ * connections it dialled to each dialable peer j (0 and 1). */
+static void check_nat_conns(size_t i) {
+    conn_t c[256];
+    size_t n = list_conns(i, c, 256);
+    for (size_t j = 0; j < 2; j++) {
+        size_t used = 0, conns = 0, all = 0;
+        size_t hl = strlen(nn_addr(j));
+        for (size_t k = 0; k < n; k++) {
+            if (strncmp(c[k].peer, nn_addr(j), hl) != 0 || c[k].peer[hl] != ':')
+                continue;
+            all++;
+            if (!c[k].reno)
+                continue;
+            conns++;
+            used += c[k].acked >= PART_BYTES ? 1u : 0u;
+        }
+        printf("namespace %zu to peer %zu: %zu connections, %zu reno data "
+               "connections, %zu carried a part or more\n",
+               i, j, all, conns, used);
+        /* and the one it is answered on, and the control connection */
+        IT_CHECK(conns == streams && used >= 2 && all >= streams + 2,
+                 "namespace %zu to %zu: %zu reno data connections, %zu used, "
+                 "%zu in all",
+                 i, j, conns, used, all);
+    }
+}
+
 int main(int argc, char **argv) {
     bool automatic = argc > 1 && strcmp(argv[1], "auto") == 0;
-    if (argc > 1 && !automatic) {
-        fprintf(stderr, "usage: %s [auto]\n", argv[0]);
+    bool nat = argc > 1 && strcmp(argv[1], "nat") == 0;
+    if (argc > 1 && !automatic && !nat) {
+        fprintf(stderr, "usage: %s [auto|nat]\n", argv[0]);
         return 2;
     }
     nn_open(N);
     char why[256];
-    if (automatic && !nn_can_delay(why, sizeof(why))) {
+    if ((automatic || nat) && !nn_can_delay(why, sizeof(why))) {
         printf("SKIP: %s\n", why);
         nn_close();
         return NN_SKIP;
@@ -164,8 +203,13 @@ int main(int argc, char **argv) {
     cfg.data_streams = automatic ? 0 : STREAMS_SET;
     streams = automatic ? STREAMS_WIDE : STREAMS_SET;
     nn_swarm_t s;
+    if (nat) {
+        const size_t behind[] = {2, 3};
+        if (nn_nat(0, behind, 2) != 0)
+            return 1;
+    }
     for (size_t i = 0; i < N; i++) {
-        if (automatic)
+        if (automatic || nat)
             IT_CHECK(nn_link(i, &(nn_link_t){10000, 0, 10, 0, 0}) == 0,
                      "link of peer %zu", i);
         else
@@ -187,6 +231,9 @@ int main(int argc, char **argv) {
                (unsigned long long)ms, d);
     }
     for (size_t i = 0; i < N; i++)
-        check_conns(i);
+        if (!nat)
+            check_conns(i);
+        else if (i >= 2)
+            check_nat_conns(i);
     return nn_swarm_end(&s);
 }
