@@ -299,6 +299,13 @@ static void on_data(moshpit_t *mp) {
     zmq_msg_close(&body);
 }
 
+/* The descriptor libzmq signals when events wait on monitor socket mon
+ * (polled in place of the socket, mp__engine_main); false without one. */
+static bool mon_fd(void *mon, zmq_fd_t *fd) {
+    size_t sz = sizeof(*fd);
+    return mon != NULL && zmq_getsockopt(mon, ZMQ_FD, fd, &sz) == 0;
+}
+
 /* A data frame on a data DEALER of ours, s (we are outbound-only: the
  * mate answers on our connection, p->data or p->data_rx). The frame names
  * its session by its tag. */
@@ -749,24 +756,13 @@ void mp__engine_main(void *arg) {
          * resets the descriptor. */
         for (size_t i = 0; i < mp->npeers; i++) {
             mp_peer_t *p = mp->peers[i];
-            zmq_fd_t fd;
-            size_t fdsz = sizeof(fd);
-            if (p->mon != NULL &&
-                zmq_getsockopt(p->mon, ZMQ_FD, &fd, &fdsz) == 0) {
-                item_peer[n] = p;
-                items[n++] = (zmq_pollitem_t){NULL, fd, ZMQ_POLLIN, 0};
-            }
-            fdsz = sizeof(fd);
-            if (p->dmon != NULL &&
-                zmq_getsockopt(p->dmon, ZMQ_FD, &fd, &fdsz) == 0) {
-                item_peer[n] = p;
-                items[n++] = (zmq_pollitem_t){NULL, fd, ZMQ_POLLIN, 0};
-            }
-            fdsz = sizeof(fd);
-            if (p->dmon_rx != NULL &&
-                zmq_getsockopt(p->dmon_rx, ZMQ_FD, &fd, &fdsz) == 0) {
-                item_peer[n] = p;
-                items[n++] = (zmq_pollitem_t){NULL, fd, ZMQ_POLLIN, 0};
+            void *mons[3] = {p->mon, p->dmon, p->dmon_rx};
+            for (int k = 0; k < 3; k++) {
+                zmq_fd_t fd;
+                if (mon_fd(mons[k], &fd)) {
+                    item_peer[n] = p;
+                    items[n++] = (zmq_pollitem_t){NULL, fd, ZMQ_POLLIN, 0};
+                }
             }
             if ((p->stash_full || p->st_blocked) && p->data != NULL &&
                 !p->outbound) {
@@ -868,24 +864,11 @@ void mp__engine_main(void *arg) {
                 continue;
             mp_peer_t *p = item_peer[i];
             zmq_fd_t fd;
-            size_t fdsz = sizeof(fd);
-            if (p->mon != NULL &&
-                zmq_getsockopt(p->mon, ZMQ_FD, &fd, &fdsz) == 0 &&
-                fd == items[i].fd) {
+            if (mon_fd(p->mon, &fd) && fd == items[i].fd)
                 on_monitor(mp, p);
-                continue;
-            }
-            fdsz = sizeof(fd);
-            if (p->dmon != NULL &&
-                zmq_getsockopt(p->dmon, ZMQ_FD, &fd, &fdsz) == 0 &&
-                fd == items[i].fd) {
+            else if (mon_fd(p->dmon, &fd) && fd == items[i].fd)
                 mp__engine_data_on_monitor(mp, p);
-                continue;
-            }
-            fdsz = sizeof(fd);
-            if (p->dmon_rx != NULL &&
-                zmq_getsockopt(p->dmon_rx, ZMQ_FD, &fd, &fdsz) == 0 &&
-                fd == items[i].fd)
+            else if (mon_fd(p->dmon_rx, &fd) && fd == items[i].fd)
                 mp__engine_data_on_rx_monitor(mp, p);
         }
     }

@@ -349,10 +349,10 @@ void mp__engine_data_on_monitor(moshpit_t *mp, mp_peer_t *p) {
 void mp__engine_data_on_rx_monitor(moshpit_t *mp, mp_peer_t *p) {
     int fd;
     bool down;
-    uint32_t breaks = 0;
+    bool broke = false;
     while (p->dmon_rx != NULL &&
            mp__net_read_connected(p->dmon_rx, &fd, &down) == 0)
-        breaks += down;
-    for (uint32_t k = 0; k < breaks; k++)
+        broke |= down;
+    if (broke) /* one connection: asking once covers every break read */
         mp__engine_resume_rx_down(mp, p);
 }
